@@ -1,0 +1,1 @@
+"""The kernel: turn orchestration, commands, permissions and prompt context."""

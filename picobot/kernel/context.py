@@ -1,0 +1,79 @@
+"""ToolContext and permissions: who is acting, in which session, with which grants.
+
+Scopes are ordered Session < User < Global. Session and User scopes are granted
+automatically for the caller's own data; Global needs an explicit operator grant.
+Anything not granted is denied.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+
+from picobot.errors import AccessDenied
+
+log = logging.getLogger(__name__)
+
+
+class Scope(IntEnum):
+    """How far a memory permission reaches."""
+
+    SESSION = 1
+    USER = 2
+    GLOBAL = 3
+
+
+class Action(StrEnum):
+    """What a permission allows."""
+
+    MEMORY_READ = "MemoryRead"
+    MEMORY_WRITE = "MemoryWrite"
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One permission: an action up to a scope, and where it came from."""
+
+    action: Action
+    scope: Scope
+    source: str = "auto"
+
+
+def own_data_grants() -> frozenset[Grant]:
+    """The grants every caller has on their own data."""
+    return frozenset(
+        Grant(action, scope)
+        for action in (Action.MEMORY_READ, Action.MEMORY_WRITE)
+        for scope in (Scope.SESSION, Scope.USER)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """The authenticated caller of a turn; every tool and memory access goes through it."""
+
+    user_id: str
+    session_id: str | None = None
+    channel: str = ""
+    grants: frozenset[Grant] = field(default_factory=own_data_grants)
+
+    def allows(self, action: Action, scope: Scope) -> bool:
+        """Whether a grant covers ``action`` at ``scope`` (deny by default)."""
+        for grant in self.grants:
+            if grant.action == action and grant.scope >= scope:
+                log.debug(
+                    "permission %s{%s} for %s: granted (%s)",
+                    action,
+                    scope.name,
+                    self.user_id,
+                    grant.source,
+                )
+                return True
+        log.info("permission %s{%s} for %s: denied", action, scope.name, self.user_id)
+        return False
+
+    def require(self, action: Action, scope: Scope) -> None:
+        """Raise AccessDenied unless allowed."""
+        if not self.allows(action, scope):
+            raise AccessDenied(f"Permission denied: {action.value}{{{scope.name.title()}}}.")

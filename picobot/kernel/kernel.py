@@ -1,0 +1,229 @@
+"""The kernel: one :class:`Inbound` in, an async stream of :class:`Outbound` out.
+
+A turn resolves the chat's session, commits the user's message before the model is
+called (a crash mid-turn loses nothing the user sent), builds the prompt through the
+retriever seam, streams the model's answer, runs requested tools through the registry
+with the caller's :class:`ToolContext`, and commits the reply. No transport code lives
+here: a kernel test needs no socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from picobot.errors import LLMError, StoreUnavailable, UserError
+from picobot.kernel.commands import CommandRouter, SessionCommands
+from picobot.kernel.context import ToolContext
+from picobot.kernel.retriever import ContextRetriever, PromptRequest
+from picobot.kernel.tokens import TokenEstimator
+from picobot.llm.base import ChatMessage, LLMProvider, TextDelta, ToolCall, ToolCalls
+from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error
+from picobot.store.db import Database
+from picobot.store.messages import MessageRepo, StoredMessage
+from picobot.store.sessions import SessionRepo
+from picobot.store.tool_records import ToolRecordRepo
+from picobot.tools.base import ToolRegistry, wrap_untrusted
+
+log = logging.getLogger(__name__)
+
+MODEL_FAILED = (
+    "Sorry, I could not get an answer from the model just now. "
+    "Your message was saved; please try again."
+)
+INTERNAL_FAILED = (
+    "Sorry, something went wrong on my side. Your message was saved; please try again."
+)
+STORE_FAILED = (
+    "Sorry, my storage is unavailable right now, so your message was not saved. "
+    "Please try again shortly."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """A chat's current session and its recent messages, oldest first."""
+
+    session_id: str | None
+    messages: list[StoredMessage]
+
+
+class Kernel:
+    """Turn orchestration; channels call :meth:`handle` and render what it yields."""
+
+    def __init__(
+        self,
+        *,
+        db: Database,
+        provider: LLMProvider,
+        retriever: ContextRetriever,
+        estimator: TokenEstimator,
+        tools: ToolRegistry | None = None,
+        system_prompt: str = "",
+        max_tool_rounds: int = 4,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.db = db
+        self.provider = provider
+        self.sessions = SessionRepo(db)
+        self.messages = MessageRepo(db)
+        self.tool_records = ToolRecordRepo(db)
+        self.retriever = retriever
+        self.estimator = estimator
+        self.tools = tools or ToolRegistry()
+        self.system_prompt = system_prompt
+        self.max_tool_rounds = max_tool_rounds
+        self.clock = clock
+        self.commands = CommandRouter()
+        SessionCommands(self.sessions).register(self.commands)
+        # One turn at a time per session, so replies land in the order asked.
+        self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def context_for(self, identity: Identity, session_id: str | None) -> ToolContext:
+        """The ToolContext of a turn: the authenticated user and their own-data grants."""
+        return ToolContext(
+            user_id=identity.user_id, session_id=session_id, channel=identity.channel
+        )
+
+    async def handle(self, inbound: Inbound) -> AsyncIterator[Outbound]:
+        """Process one message; yield the events to render. Never raises for user errors."""
+        text = inbound.text.strip()
+        if not text:
+            yield error("Empty message.", code="empty")
+            return
+        try:
+            session_id = await self._resolve_session(inbound)
+        except UserError as exc:
+            yield error(str(exc), code="denied")
+            return
+        except StoreUnavailable:
+            log.exception("store unavailable resolving the session of %s", inbound.identity.user_id)
+            yield error(STORE_FAILED, code="store_unavailable")
+            return
+        if CommandRouter.is_command(text):
+            async for event in self._command(inbound.identity, session_id, text):
+                yield event
+            return
+        yield Outbound(OutboundKind.SESSION, session_id=session_id)
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            async for event in self._turn(inbound.identity, session_id, text):
+                yield event
+
+    async def recent_history(self, identity: Identity, limit: int = 50) -> History:
+        """The chat's current session and its last ``limit`` messages (none created)."""
+        sid = await self.sessions.current(identity.channel, identity.chat_id, identity.user_id)
+        if sid is None:
+            return History(None, [])
+        return History(sid, await self.messages.last(sid, limit))
+
+    async def _resolve_session(self, inbound: Inbound) -> str:
+        ident = inbound.identity
+        if inbound.session_id:
+            info = await self.sessions.get(inbound.session_id)
+            if info is None or info.user_id != ident.user_id:
+                raise UserError(f"No session {inbound.session_id} of yours.")
+            await self.sessions.set_current(ident.channel, ident.chat_id, ident.user_id, info.id)
+            return info.id
+        current = await self.sessions.current(ident.channel, ident.chat_id, ident.user_id)
+        if current is not None:
+            return current
+        return await self.sessions.create(ident.channel, ident.chat_id, ident.user_id)
+
+    async def _command(
+        self, identity: Identity, session_id: str, text: str
+    ) -> AsyncIterator[Outbound]:
+        try:
+            events = await self.commands.dispatch(identity, session_id, text)
+        except UserError as exc:
+            yield error(str(exc), code="command", session_id=session_id)
+            return
+        except Exception:
+            log.exception("command %r failed for %s", text.split()[0], identity.user_id)
+            yield error(INTERNAL_FAILED, code="internal", session_id=session_id)
+            return
+        for event in events:
+            yield event
+
+    async def _turn(
+        self, identity: Identity, session_id: str, text: str
+    ) -> AsyncIterator[Outbound]:
+        try:
+            current = await self.messages.append(
+                session_id, "user", text, self.estimator.estimate(text), created_at=self.clock()
+            )
+        except StoreUnavailable:
+            log.exception("could not store the message of %s", identity.user_id)
+            yield error(STORE_FAILED, code="store_unavailable", session_id=session_id)
+            return
+        ctx = self.context_for(identity, session_id)
+        parts: list[str] = []
+        try:
+            prompt = await self.retriever.build(
+                PromptRequest(ctx, session_id, self.system_prompt, current)
+            )
+            async for token in self._generate(ctx, prompt, parts):
+                yield Outbound(OutboundKind.TOKEN, token, session_id=session_id)
+            reply = "".join(parts).strip() or "(no answer)"
+            await self.messages.append(
+                session_id,
+                "assistant",
+                reply,
+                self.estimator.estimate(reply),
+                created_at=self.clock(),
+            )
+        except UserError as exc:
+            yield error(str(exc), code="user", session_id=session_id)
+            return
+        except LLMError:
+            log.exception("model failed in session %s", session_id)
+            yield error(MODEL_FAILED, code="llm_error", session_id=session_id)
+            return
+        except StoreUnavailable:
+            log.exception("could not store the reply in session %s", session_id)
+            yield error(STORE_FAILED, code="store_unavailable", session_id=session_id)
+            return
+        except Exception:
+            log.exception("turn failed in session %s", session_id)
+            yield error(INTERNAL_FAILED, code="internal", session_id=session_id)
+            return
+        yield Outbound(OutboundKind.DONE, reply, session_id=session_id)
+
+    async def _generate(
+        self, ctx: ToolContext, prompt: list[ChatMessage], parts: list[str]
+    ) -> AsyncIterator[str]:
+        """Stream the answer, running tool rounds up to the cap; yield text tokens."""
+        specs = self.tools.specs()
+        for round_no in range(self.max_tool_rounds + 1):
+            # On the last round no tools are offered, so the model has to answer.
+            offer = specs if round_no < self.max_tool_rounds else []
+            calls: tuple[ToolCall, ...] = ()
+            round_text: list[str] = []
+            async for event in self.provider.stream(prompt, offer):
+                if isinstance(event, TextDelta):
+                    round_text.append(event.text)
+                    parts.append(event.text)
+                    yield event.text
+                elif isinstance(event, ToolCalls):
+                    calls += event.calls
+            if not calls or not offer:
+                return
+            prompt.append(ChatMessage("assistant", "".join(round_text), tool_calls=calls))
+            for call in calls:
+                ok, output = await self.tools.call(ctx, call.name, call.arguments)
+                await self._record_tool(ctx, call, ok, output)
+                prompt.append(
+                    ChatMessage("tool", wrap_untrusted(call.name, output), tool_call_id=call.id)
+                )
+
+    async def _record_tool(self, ctx: ToolContext, call: ToolCall, ok: bool, output: str) -> None:
+        if ctx.session_id is None:
+            return
+        await self.tool_records.add(
+            ctx.session_id, ctx.user_id, call.name, call.arguments, output, ok, self.clock()
+        )
+        log.info("tool %s for %s: %s", call.name, ctx.user_id, "ok" if ok else "failed")

@@ -1,0 +1,1 @@
+"""The SQLite store: database, migrations, and one repository module per table family."""

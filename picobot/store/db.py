@@ -1,0 +1,166 @@
+"""The aiosqlite database: WAL, foreign keys, busy timeout, one serialized writer.
+
+Two connections: a writer used only inside :meth:`Database.transaction` (held under an
+asyncio lock, so writes are serialized and each is one ``BEGIN IMMEDIATE`` transaction)
+and a reader for queries, which in WAL mode never waits for the writer. SQLite errors
+that mean "the database cannot be used now" become :class:`StoreUnavailable` with a
+message an operator can act on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from picobot.errors import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+Row = sqlite3.Row
+
+
+def explain(exc: sqlite3.Error, path: Path) -> str:
+    """Turn an SQLite error into one line an operator can act on."""
+    msg = str(exc).lower()
+    if "locked" in msg or "busy" in msg:
+        return f"database {path} is locked by another process; try again when it is free"
+    if "readonly" in msg or "read-only" in msg:
+        return f"database {path} is read-only; check the permissions of the data directory"
+    if "disk is full" in msg or "full" in msg:
+        return f"no space left for database {path}; free some disk space"
+    if "unable to open" in msg:
+        return f"cannot open database {path}; check that the data directory exists and is writable"
+    if "malformed" in msg or "not a database" in msg:
+        return f"database {path} is damaged or not a PicoBot database"
+    return f"database {path} error: {exc}"
+
+
+class Database:
+    """An open PicoBot database. Use :meth:`open`; close with :meth:`close`."""
+
+    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+        self.path = path
+        self._writer = writer
+        self._reader = reader
+        self._write_lock = asyncio.Lock()
+
+    @classmethod
+    async def open(
+        cls, path: Path, *, busy_timeout_ms: int = 5000, migrate: bool = True
+    ) -> Database:
+        """Open (creating if needed) the database file and apply pending migrations."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(
+                f"cannot create data directory {path.parent}: {exc.strerror}"
+            ) from None
+        writer = reader = None
+        try:
+            writer = await _connect(path, busy_timeout_ms)
+            await _pragma(writer, "journal_mode=WAL")
+            reader = await _connect(path, busy_timeout_ms)
+        except sqlite3.Error as exc:
+            for conn in (writer, reader):
+                if conn is not None:
+                    await conn.close()
+            raise StoreUnavailable(explain(exc, path)) from None
+        db = cls(path, writer, reader)
+        if migrate:
+            from picobot.store.migrations import apply_migrations
+
+            try:
+                await apply_migrations(db)
+            except BaseException:
+                await db.close()
+                raise
+        return db
+
+    async def close(self) -> None:
+        """Checkpoint the WAL and close both connections."""
+        try:
+            async with self._write_lock:
+                await _pragma(self._writer, "wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:
+            log.warning("WAL checkpoint on close failed: %s", explain(exc, self.path))
+        finally:
+            await self._reader.close()
+            await self._writer.close()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One serialized write transaction; commits on success, rolls back on error."""
+        async with self._write_lock:
+            try:
+                await self._writer.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(explain(exc, self.path)) from None
+            try:
+                yield self._writer
+            except sqlite3.OperationalError as exc:
+                # Locked, read-only, full disk: the write is undone and nothing is lost.
+                await self._rollback()
+                raise StoreUnavailable(explain(exc, self.path)) from None
+            except BaseException:
+                await self._rollback()
+                raise
+            try:
+                await self._writer.commit()
+            except sqlite3.Error as exc:
+                await self._rollback()
+                raise StoreUnavailable(explain(exc, self.path)) from None
+
+    async def _rollback(self) -> None:
+        try:
+            await self._writer.rollback()
+        except sqlite3.Error:
+            log.exception("rollback failed on %s", self.path)
+
+    async def execute_write(self, sql: str, params: Iterable[Any] = ()) -> int:
+        """Run one write statement in its own transaction; return lastrowid."""
+        async with self.transaction() as conn:
+            cur = await conn.execute(sql, tuple(params))
+            return cur.lastrowid or 0
+
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
+        """Run a query on the reader connection."""
+        try:
+            async with self._reader.execute(sql, tuple(params)) as cur:
+                return list(await cur.fetchall())
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(explain(exc, self.path)) from None
+
+    async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> Row | None:
+        """First row of a query, or None."""
+        rows = await self.fetchall(sql, params)
+        return rows[0] if rows else None
+
+
+async def _pragma(conn: aiosqlite.Connection, pragma: str) -> list[Row]:
+    """Run a PRAGMA and finalize its statement (an open one would hold a lock)."""
+    async with conn.execute(f"PRAGMA {pragma}") as cur:
+        return list(await cur.fetchall())
+
+
+async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
+    # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction is exactly
+    # what transaction() says, not what the sqlite3 module guesses.
+    conn = await aiosqlite.connect(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
+    try:
+        conn.row_factory = sqlite3.Row
+        await _pragma(conn, f"busy_timeout={int(busy_timeout_ms)}")
+        await _pragma(conn, "foreign_keys=ON")
+        # NORMAL is durable against process crashes in WAL mode; only an OS crash or
+        # power loss can undo the last commits.
+        await _pragma(conn, "synchronous=NORMAL")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn

@@ -1,0 +1,76 @@
+"""Messages: append-only, ordered per session by ``seq_order``."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from picobot.store.db import Database
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """One persisted message."""
+
+    id: int
+    session_id: str
+    seq_order: int
+    role: str
+    content: str
+    token_estimate: int
+    created_at: float
+
+
+_COLUMNS = "id, session_id, seq_order, role, content, token_estimate, created_at"
+
+
+class MessageRepo:
+    """Append and read messages."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def append(
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        token_estimate: int,
+        *,
+        created_at: float | None = None,
+    ) -> StoredMessage:
+        """Commit one message at the end of its session and touch the session."""
+        now = time.time() if created_at is None else created_at
+        async with self._db.transaction() as conn:
+            cur = await conn.execute(
+                "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
+                " created_at) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM"
+                " messages WHERE session_id = ?), ?, ?, ?, ?) RETURNING id, seq_order",
+                (session_id, session_id, role, content, token_estimate, now),
+            )
+            row = await cur.fetchone()
+            await cur.close()
+            await conn.execute(
+                "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?",
+                (now, session_id),
+            )
+        assert row is not None
+        return StoredMessage(
+            int(row[0]), session_id, int(row[1]), role, content, token_estimate, now
+        )
+
+    async def last(self, session_id: str, limit: int) -> list[StoredMessage]:
+        """The last ``limit`` messages of a session, oldest first."""
+        rows = await self._db.fetchall(
+            f"SELECT {_COLUMNS} FROM messages WHERE session_id = ?"  # noqa: S608 - constant columns
+            " ORDER BY seq_order DESC LIMIT ?",
+            (session_id, limit),
+        )
+        return [StoredMessage(*tuple(r)) for r in reversed(rows)]
+
+    async def count(self, session_id: str) -> int:
+        """How many messages a session holds."""
+        row = await self._db.fetchone(
+            "SELECT COUNT(*) FROM messages WHERE session_id = ?", (session_id,)
+        )
+        return int(row[0]) if row else 0

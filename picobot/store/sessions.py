@@ -1,0 +1,131 @@
+"""Sessions and the current session of each chat."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass
+
+import aiosqlite
+
+from picobot.store.db import Database, Row
+
+
+@dataclass(frozen=True, slots=True)
+class SessionInfo:
+    """A session row with its message count."""
+
+    id: str
+    user_id: str
+    channel: str
+    chat_id: str
+    parent_session_id: str | None
+    created_at: float
+    last_active: float
+    message_count: int
+
+
+def new_session_id() -> str:
+    """A short random id that is easy to type in /resume."""
+    return secrets.token_hex(6)
+
+
+_SELECT = (
+    "SELECT s.id, s.user_id, s.channel, s.chat_id, s.parent_session_id, s.created_at,"
+    " s.last_active, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) AS n"
+    " FROM sessions s"
+)
+
+
+def _info(row: Row) -> SessionInfo:
+    return SessionInfo(
+        id=row["id"],
+        user_id=row["user_id"],
+        channel=row["channel"],
+        chat_id=row["chat_id"],
+        parent_session_id=row["parent_session_id"],
+        created_at=row["created_at"],
+        last_active=row["last_active"],
+        message_count=row["n"],
+    )
+
+
+class SessionRepo:
+    """Create, find and switch sessions."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, session_id: str) -> SessionInfo | None:
+        """One session by id."""
+        row = await self._db.fetchone(_SELECT + " WHERE s.id = ?", (session_id,))
+        return _info(row) if row else None
+
+    async def list_sessions(self, user_id: str | None = None, limit: int = 50) -> list[SessionInfo]:
+        """Sessions, most recently active first; only ``user_id``'s when given."""
+        if user_id is None:
+            rows = await self._db.fetchall(
+                _SELECT + " ORDER BY s.last_active DESC LIMIT ?", (limit,)
+            )
+        else:
+            rows = await self._db.fetchall(
+                _SELECT + " WHERE s.user_id = ? ORDER BY s.last_active DESC LIMIT ?",
+                (user_id, limit),
+            )
+        return [_info(r) for r in rows]
+
+    async def current(self, channel: str, chat_id: str, user_id: str) -> str | None:
+        """The session this chat is talking in, if any."""
+        row = await self._db.fetchone(
+            "SELECT session_id FROM current_sessions"
+            " WHERE channel = ? AND chat_id = ? AND user_id = ?",
+            (channel, chat_id, user_id),
+        )
+        return str(row["session_id"]) if row else None
+
+    async def create(
+        self,
+        channel: str,
+        chat_id: str,
+        user_id: str,
+        *,
+        parent_session_id: str | None = None,
+        make_current: bool = True,
+    ) -> str:
+        """Start a session (optionally as a fork) and make it the chat's current one."""
+        session_id = new_session_id()
+        now = time.time()
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO sessions (id, parent_session_id, channel, chat_id, user_id,"
+                " created_at, last_active) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (session_id, parent_session_id, channel, chat_id, user_id, now, now),
+            )
+            if parent_session_id is not None:
+                # A fork carries the transcript: copy the parent's messages in order.
+                await conn.execute(
+                    "INSERT INTO messages (session_id, seq_order, role, content,"
+                    " token_estimate, created_at) SELECT ?, seq_order, role, content,"
+                    " token_estimate, created_at FROM messages WHERE session_id = ?"
+                    " ORDER BY seq_order",
+                    (session_id, parent_session_id),
+                )
+            if make_current:
+                await _set_current(conn, channel, chat_id, user_id, session_id)
+        return session_id
+
+    async def set_current(self, channel: str, chat_id: str, user_id: str, session_id: str) -> None:
+        """Switch the chat to an existing session (ownership is the caller's check)."""
+        async with self._db.transaction() as conn:
+            await _set_current(conn, channel, chat_id, user_id, session_id)
+
+
+async def _set_current(
+    conn: aiosqlite.Connection, channel: str, chat_id: str, user_id: str, sid: str
+) -> None:
+    await conn.execute(
+        "INSERT INTO current_sessions (channel, chat_id, user_id, session_id)"
+        " VALUES (?, ?, ?, ?) ON CONFLICT (channel, chat_id, user_id)"
+        " DO UPDATE SET session_id = excluded.session_id",
+        (channel, chat_id, user_id, sid),
+    )

@@ -1,0 +1,30 @@
+"""Tool records: what tools ran in a session, for audit, export and purge."""
+
+from __future__ import annotations
+
+from picobot.store.db import Database
+
+
+class ToolRecordRepo:
+    """Append tool invocations."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def add(
+        self,
+        session_id: str,
+        user_id: str,
+        name: str,
+        arguments: str,
+        result: str,
+        ok: bool,
+        created_at: float,
+    ) -> None:
+        """Store one invocation; ``arguments`` is the raw JSON text the model sent."""
+        async with self._db.transaction() as conn:
+            await conn.execute(
+                "INSERT INTO tool_records (session_id, user_id, name, arguments, result, ok,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (session_id, user_id, name, arguments, result, int(ok), created_at),
+            )

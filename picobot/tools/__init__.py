@@ -1,0 +1,1 @@
+"""Tools the model may call, behind one protocol and a registry."""
