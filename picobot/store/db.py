@@ -50,6 +50,7 @@ class Database:
         self._writer = writer
         self._reader = reader
         self._write_lock = asyncio.Lock()
+        self._closed = False
 
     @classmethod
     async def open(
@@ -84,7 +85,10 @@ class Database:
         return db
 
     async def close(self) -> None:
-        """Checkpoint the WAL and close both connections."""
+        """Checkpoint the WAL and close both connections; a second call does nothing."""
+        if self._closed:
+            return
+        self._closed = True
         try:
             async with self._write_lock:
                 await _pragma(self._writer, "wal_checkpoint(TRUNCATE)")

