@@ -111,6 +111,14 @@ class MemorySettings(Section):
     """Messages left out of the summary (the most recent ones)."""
     recall_budget_tokens: int = Field(default=800, ge=0)
     """Token budget of records recalled by keyword search."""
+    enable_recall: bool = True
+    """Recall records from the user's other sessions by keywords of each message."""
+    recall_max_terms: int = Field(default=8, ge=1, le=32)
+    """Most keywords (OR terms) taken from a message for recall."""
+    max_memory_chars: int = Field(default=2000, ge=16)
+    """Longest content of one user memory, in characters."""
+    summarization_check_interval_secs: int = Field(default=300, ge=1)
+    """How often the background task looks for sessions that need summarizing."""
 
 
 class SessionSettings(Section):
@@ -162,6 +170,15 @@ class ChannelsSettings(Section):
     """WebSocket channel."""
 
 
+class PermissionsSettings(Section):
+    """Operator grants beyond each user's own data (deny by default)."""
+
+    global_memory_read: list[str] = []
+    """User ids granted MemoryRead{Global}: they may read shared (global) memories."""
+    global_memory_write: list[str] = []
+    """User ids granted MemoryWrite{Global}: they may change shared (global) memories."""
+
+
 class ServerSettings(Section):
     """The HTTP server for webhooks and the admin API."""
 
@@ -205,6 +222,8 @@ class Settings(BaseSettings):
     """Privacy controls."""
     channels: ChannelsSettings = ChannelsSettings()
     """Chat channels."""
+    permissions: PermissionsSettings = PermissionsSettings()
+    """Explicit operator grants."""
     server: ServerSettings = ServerSettings()
     """HTTP server."""
     logging: LoggingSettings = LoggingSettings()

@@ -78,6 +78,9 @@ class Kernel:
         self.system_prompt = system_prompt
         self.max_tool_rounds = max_tool_rounds
         self.clock = clock
+        # Called with the turn's context after each committed reply; listeners must
+        # not block (the summarizer only schedules work here).
+        self.turn_listeners: list[Callable[[ToolContext], None]] = []
         self.commands = CommandRouter()
         SessionCommands(self.sessions).register(self.commands)
         # One turn at a time per session, so replies land in the order asked.
@@ -192,6 +195,11 @@ class Kernel:
             yield error(INTERNAL_FAILED, code="internal", session_id=session_id)
             return
         yield Outbound(OutboundKind.DONE, reply, session_id=session_id)
+        for listener in self.turn_listeners:
+            try:
+                listener(ctx)
+            except Exception:
+                log.exception("turn listener failed")
 
     async def _generate(
         self, ctx: ToolContext, prompt: list[ChatMessage], parts: list[str]
