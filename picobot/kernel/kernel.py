@@ -98,8 +98,9 @@ class Kernel:
         if not text:
             yield error("Empty message.", code="empty")
             return
+        is_command = CommandRouter.is_command(text)
         try:
-            session_id = await self._resolve_session(inbound)
+            session_id = await self._resolve_session(inbound, create=not is_command)
         except UserError as exc:
             yield error(str(exc), code="denied")
             return
@@ -107,10 +108,11 @@ class Kernel:
             log.exception("store unavailable resolving the session of %s", inbound.identity.user_id)
             yield error(STORE_FAILED, code="store_unavailable")
             return
-        if CommandRouter.is_command(text):
+        if is_command:
             async for event in self._command(inbound.identity, session_id, text):
                 yield event
             return
+        assert session_id is not None
         yield Outbound(OutboundKind.SESSION, session_id=session_id)
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
@@ -124,7 +126,8 @@ class Kernel:
             return History(None, [])
         return History(sid, await self.messages.last(sid, limit))
 
-    async def _resolve_session(self, inbound: Inbound) -> str:
+    async def _resolve_session(self, inbound: Inbound, *, create: bool) -> str | None:
+        """The session to use: the requested one if it is the caller's, else the chat's."""
         ident = inbound.identity
         if inbound.session_id:
             info = await self.sessions.get(inbound.session_id)
@@ -133,12 +136,12 @@ class Kernel:
             await self.sessions.set_current(ident.channel, ident.chat_id, ident.user_id, info.id)
             return info.id
         current = await self.sessions.current(ident.channel, ident.chat_id, ident.user_id)
-        if current is not None:
+        if current is not None or not create:
             return current
         return await self.sessions.create(ident.channel, ident.chat_id, ident.user_id)
 
     async def _command(
-        self, identity: Identity, session_id: str, text: str
+        self, identity: Identity, session_id: str | None, text: str
     ) -> AsyncIterator[Outbound]:
         try:
             events = await self.commands.dispatch(identity, session_id, text)
