@@ -10,13 +10,19 @@ key; there is no silent fallback. Secrets never sit in the file: keys ending in
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from picobot.errors import ConfigError
 
@@ -309,8 +315,20 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(f"invalid configuration ({where})", describe_errors(exc)) from None
+    except SettingsError as exc:
+        # e.g. a list-valued env var that is not JSON: name it instead of a traceback.
+        raise ConfigError(f"invalid configuration ({where})", [_env_problem(exc)]) from None
     finally:
         _FILE_DATA.reset(token)
+
+
+def _env_problem(exc: SettingsError) -> str:
+    """Name the environment variables behind a value pydantic-settings could not parse."""
+    match = re.search(r'field "(\w+)"', str(exc))
+    section = match.group(1).upper() if match else ""
+    names = sorted(n for n in os.environ if n.upper().startswith(f"PICOBOT_{section}__"))
+    where = ", ".join(names) if names else f"PICOBOT_{section}__*"
+    return f"{where}: cannot parse the value (list values must be JSON, e.g. [\"a\", \"b\"])"
 
 
 class _FileSource(PydanticBaseSettingsSource):

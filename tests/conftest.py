@@ -1,0 +1,36 @@
+"""Shared fixtures: every test runs in its own empty directory with a clean environment."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Clear PICOBOT_* variables and chdir into tmp_path.
+
+    A developer's ./config.toml or exported PICOBOT_* settings must never change what
+    a test sees.
+    """
+    for name in list(os.environ):
+        if name.upper().startswith("PICOBOT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
+def write_config(tmp_path: Path) -> Callable[..., Path]:
+    """Write TOML text to a file under tmp_path (default ``config.toml``); return its path."""
+
+    def write(text: str, name: str = "config.toml") -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    return write

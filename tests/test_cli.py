@@ -1,0 +1,367 @@
+"""The command line, run in-process through main(), plus one real `python -m picobot`."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import subprocess
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+import picobot
+from picobot.cli import main
+from picobot.config import Settings
+from picobot.configfile import render_config
+from picobot.errors import LLMError, StoreUnavailable
+
+WriteConfig = Callable[..., Path]
+REPO = Path(__file__).resolve().parents[1]
+BAD_CONFIG = (
+    "[llm]\ntemprature = 0.5\ntemperature = 9\n"
+    '[session.memory]\ncontext_budget_tokens = "lots"\n'
+    "[bogus]\nx = 1\n"
+)
+
+
+# --- init ---------------------------------------------------------------------------------
+
+
+def test_init_writes_the_commented_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["init"]) == 0
+    assert (tmp_path / "config.toml").read_text(encoding="utf-8") == render_config()
+    assert "wrote config.toml" in capsys.readouterr().out
+
+
+def test_init_refuses_to_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "config.toml"
+    target.write_text("# mine\n", encoding="utf-8")
+    assert main(["init"]) == 1
+    err = capsys.readouterr().err
+    assert err == "picobot: error: config.toml already exists; use --force to overwrite it\n"
+    assert target.read_text(encoding="utf-8") == "# mine\n"
+
+
+def test_init_force_overwrites(tmp_path: Path) -> None:
+    target = tmp_path / "config.toml"
+    target.write_text("# mine\n", encoding="utf-8")
+    assert main(["init", "--force"]) == 0
+    assert target.read_text(encoding="utf-8") == render_config()
+
+
+def test_init_output_path(tmp_path: Path) -> None:
+    assert main(["init", "-o", "etc/picobot/config.toml"]) == 0
+    assert (tmp_path / "etc/picobot/config.toml").read_text(encoding="utf-8") == render_config()
+    assert not (tmp_path / "config.toml").exists()
+
+
+# --- check-config -------------------------------------------------------------------------
+
+
+def test_check_config_ok(write_config: WriteConfig, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_config('[llm]\nprovider = "scripted"\n', name="mine.toml")
+    assert main(["check-config", str(path)]) == 0
+    assert capsys.readouterr().out == f"{path}: ok\n"
+
+
+def test_check_config_defaults_to_the_resolved_file(
+    write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check-config"]) == 0
+    assert capsys.readouterr().out == "no config file; defaults apply\n"
+    write_config("[llm]\ntemprature = 1\n")
+    assert main(["check-config"]) == 2
+    assert capsys.readouterr().out == "config.toml: llm.temprature: unknown key\n"
+    other = write_config("[agent]\nname = 3\n", name="other.toml")
+    assert main(["--config", str(other), "check-config"]) == 2
+    assert capsys.readouterr().out.startswith(f"{other}: agent.name: ")
+    # --config works after the subcommand too.
+    assert main(["check-config", "--config", str(other)]) == 2
+    assert capsys.readouterr().out.startswith(f"{other}: agent.name: ")
+
+
+def test_check_config_names_every_bad_key(
+    write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config(BAD_CONFIG)
+    assert main(["check-config", str(path)]) == 2
+    lines = capsys.readouterr().out.splitlines()
+    assert f"{path}: llm.temprature: unknown key" in lines
+    assert f"{path}: bogus: unknown key" in lines
+    named = {line.removeprefix(f"{path}: ").split(":")[0] for line in lines}
+    assert named == {
+        "llm.temprature",
+        "llm.temperature",
+        "session.memory.context_budget_tokens",
+        "bogus",
+    }
+
+
+def test_check_config_bad_syntax(
+    write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config('[agent]\nname = "PicoBot"\nname = = 1\n')
+    assert main(["check-config", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"picobot: error: {path}: invalid TOML: ")
+    assert "line 3" in captured.err
+    assert "Traceback" not in captured.err
+
+
+def test_check_config_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-config", "nope.toml"]) == 2
+    assert capsys.readouterr().err == "picobot: error: config file nope.toml does not exist\n"
+
+
+def test_check_config_reports_bad_environment(
+    write_config: WriteConfig, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config("[llm]\ntemperature = 1.0\n")
+    monkeypatch.setenv("PICOBOT_LLM__TEMPERATURE", "9")
+    assert main(["check-config", str(path)]) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{path}: ok"
+    assert out[1].startswith("environment: llm.temperature: ")
+
+
+# --- global options -----------------------------------------------------------------------
+
+
+def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for name in ("init", "check-config", "tui", "sessions", "migrate"):
+        # Name and its one-line help on the same line.
+        assert re.search(rf"^ +{name} +\w", out, re.M), f"{name} missing from --help"
+    assert "--config FILE" in out
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"picobot {picobot.__version__}\n"
+
+
+def test_no_subcommand_or_unknown_one_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([]) == 2
+    assert "usage: picobot" in capsys.readouterr().err
+    assert main(["frobnicate"]) == 2
+    assert "invalid choice: 'frobnicate'" in capsys.readouterr().err
+
+
+# --- tui and error mapping ----------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_tui(monkeypatch: pytest.MonkeyPatch) -> Callable[[Callable[[Settings], object]], None]:
+    """Replace picobot.channels.tui with a module whose run_tui is the given function."""
+    import picobot.channels
+
+    def install(run_tui: Callable[[Settings], object]) -> None:
+        module = types.ModuleType("picobot.channels.tui")
+        module.run_tui = run_tui  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "picobot.channels.tui", module)
+        monkeypatch.setattr(picobot.channels, "tui", module, raising=False)
+
+    return install
+
+
+def test_tui_gets_the_loaded_settings(
+    fake_tui: Callable[[Callable[[Settings], object]], None],
+    write_config: WriteConfig,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    seen: list[Settings] = []
+    fake_tui(lambda settings: seen.append(settings))
+    path = write_config('[channels.tui]\nuser_name = "alice"\n', name="tui.toml")
+    monkeypatch.setenv("PICOBOT_AGENT__NAME", "Envy")
+    assert main(["--config", str(path), "tui"]) == 0
+    (settings,) = seen
+    assert settings.channels.tui.user_name == "alice"
+    assert settings.agent.name == "Envy"
+
+
+def test_tui_async_runner_and_exit_code(
+    fake_tui: Callable[[Callable[[Settings], object]], None],
+) -> None:
+    async def run_tui(settings: Settings) -> int:
+        return 3
+
+    fake_tui(run_tui)
+    assert main(["tui"]) == 3
+
+
+@pytest.mark.parametrize(
+    ("error", "code"),
+    [(StoreUnavailable("database is locked"), 1), (LLMError("model server unreachable"), 1)],
+)
+def test_picobot_errors_are_one_line_messages(
+    fake_tui: Callable[[Callable[[Settings], object]], None],
+    capsys: pytest.CaptureFixture[str],
+    error: Exception,
+    code: int,
+) -> None:
+    def run_tui(settings: Settings) -> None:
+        raise error
+
+    fake_tui(run_tui)
+    assert main(["tui"]) == code
+    assert capsys.readouterr().err == f"picobot: error: {error}\n"
+
+
+def test_config_error_exits_2_without_traceback(
+    write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_config("[llm]\ntemprature = 0.5\n")
+    assert main(["tui"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("picobot: error: invalid configuration (config.toml")
+    assert "llm.temprature: unknown key" in err
+    assert "Traceback" not in err
+
+
+def test_tui_unavailable_is_reported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import picobot.channels
+
+    monkeypatch.setitem(sys.modules, "picobot.channels.tui", None)
+    monkeypatch.delattr(picobot.channels, "tui", raising=False)
+    assert main(["tui"]) == 1
+    assert capsys.readouterr().err.startswith("picobot: error: the terminal UI is unavailable")
+
+
+# --- the real entry point -----------------------------------------------------------------
+
+
+def test_python_dash_m_picobot_check_config(write_config: WriteConfig, tmp_path: Path) -> None:
+    path = write_config(BAD_CONFIG)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PICOBOT_")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    proc = subprocess.run(  # noqa: S603 - fixed argv, our own interpreter
+        [sys.executable, "-m", "picobot", "check-config", str(path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert f"{path}: llm.temprature: unknown key" in proc.stdout.splitlines()
+    assert "Traceback" not in proc.stderr
+
+
+# --- sessions / migrate against a real SQLite file ---------------------------------------
+
+T0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
+
+
+async def _seed(db_path: Path) -> dict[str, str]:
+    """Three sessions: alice has two (2 and 1 messages), bob one (no messages)."""
+    from picobot.store.db import Database
+    from picobot.store.messages import MessageRepo
+    from picobot.store.sessions import SessionRepo
+
+    db = await Database.open(db_path)
+    try:
+        repo, messages = SessionRepo(db), MessageRepo(db)
+        ids = {
+            "alice-old": await repo.create("tui", "local", "tui:alice"),
+            "alice-new": await repo.create("tui", "local", "tui:alice"),
+            "bob": await repo.create("ws", "c1", "ws:bob"),
+        }
+        for offset, sid in enumerate(ids.values()):
+            await db.execute_write(
+                "UPDATE sessions SET created_at = ?, last_active = ? WHERE id = ?",
+                (T0, T0 + 60 * offset, sid),
+            )
+        await messages.append(ids["alice-old"], "user", "hi", 1, created_at=T0)
+        await messages.append(ids["alice-old"], "assistant", "hello", 1, created_at=T0)
+        await messages.append(ids["alice-new"], "user", "again", 1, created_at=T0 + 3600)
+        return ids
+    finally:
+        await db.close()
+
+
+def test_sessions_without_a_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sessions"]) == 0
+    expected = Path("data") / "conversations.db"
+    assert capsys.readouterr().out == f"no database at {expected}; no sessions yet\n"
+    assert not (tmp_path / "data").exists()
+
+
+def test_sessions_lists_most_recent_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+
+    ids = asyncio.run(_seed(tmp_path / "data" / "conversations.db"))
+    assert main(["sessions"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["ID", "USER", "CHANNEL", "CREATED", "LAST", "ACTIVE", "MESSAGES"]
+    rows = [line.split() for line in lines[1:]]
+    assert [r[0] for r in rows] == [ids["alice-new"], ids["bob"], ids["alice-old"]]
+    assert rows[0] == [
+        ids["alice-new"],
+        "tui:alice",
+        "tui",
+        "2023-11-14",
+        "22:13:20Z",
+        "2023-11-14",
+        "23:13:20Z",
+        "1",
+    ]
+    assert rows[1][1:3] == ["ws:bob", "ws"] and rows[1][-1] == "0"
+    assert rows[2][-1] == "2"
+
+    assert main(["sessions", "--user", "tui:alice", "--limit", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == [ids["alice-new"]]
+
+    assert main(["sessions", "--user", "tui:nobody"]) == 0
+    assert capsys.readouterr().out == "no sessions for tui:nobody\n"
+
+
+def test_sessions_limit_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["sessions", "--limit", "0"]) == 2
+    assert "must be at least 1" in capsys.readouterr().err
+
+
+def test_migrate_creates_then_reports_up_to_date(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from picobot.store.migrations import MIGRATIONS
+
+    monkeypatch.setenv("PICOBOT_DATA__DIR", str(tmp_path / "state"))
+    db_path = tmp_path / "state" / "conversations.db"
+    assert main(["migrate"]) == 0
+    out = capsys.readouterr().out
+    assert db_path.is_file()
+    assert out.splitlines()[0] == f"database: {db_path}"
+    assert re.search(r"^\s+1\s+m001_core_tables\s+\(applied now\)$", out, re.M)
+    n = len(MIGRATIONS)
+    assert out.splitlines()[-1] == f"schema version: {n} of {n}; applied {n} migration(s)"
+
+    assert main(["migrate"]) == 0
+    out = capsys.readouterr().out
+    assert "(applied now)" not in out
+    assert re.search(r"^\s+1\s+m001_core_tables$", out, re.M)
+    assert out.splitlines()[-1] == f"schema version: {n} of {n}; up to date"
+
+
+def test_store_unavailable_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "blocker").write_text("not a directory", encoding="utf-8")
+    monkeypatch.setenv("PICOBOT_DATA__DIR", str(tmp_path / "blocker" / "data"))
+    assert main(["migrate"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("picobot: error: cannot create data directory")
+    assert "Traceback" not in err and err.count("\n") == 1
