@@ -58,20 +58,25 @@ class ToolContext:
     channel: str = ""
     grants: frozenset[Grant] = field(default_factory=own_data_grants)
 
+    def _grant_for(self, action: Action, scope: Scope) -> Grant | None:
+        matching = [g for g in self.grants if g.action == action and g.scope >= scope]
+        # The narrowest grant is what really allows this; frozenset order is random.
+        return min(matching, key=lambda g: (g.scope, g.source)) if matching else None
+
+    def has(self, action: Action, scope: Scope) -> bool:
+        """Whether a grant covers ``action`` at ``scope``, without logging (for probes)."""
+        return self._grant_for(action, scope) is not None
+
     def allows(self, action: Action, scope: Scope) -> bool:
-        """Whether a grant covers ``action`` at ``scope`` (deny by default)."""
-        for grant in self.grants:
-            if grant.action == action and grant.scope >= scope:
-                log.debug(
-                    "permission %s{%s} for %s: granted (%s)",
-                    action,
-                    scope.name,
-                    self.user_id,
-                    grant.source,
-                )
-                return True
-        log.info("permission %s{%s} for %s: denied", action, scope.name, self.user_id)
-        return False
+        """Whether a grant covers ``action`` at ``scope`` (deny by default); logged."""
+        grant = self._grant_for(action, scope)
+        if grant is None:
+            log.info("permission %s{%s} for %s: denied", action, scope.name, self.user_id)
+            return False
+        log.debug(
+            "permission %s{%s} for %s: granted (%s)", action, scope.name, self.user_id, grant.source
+        )
+        return True
 
     def require(self, action: Action, scope: Scope) -> None:
         """Raise AccessDenied unless allowed."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from picobot.errors import LLMError, StoreUnavailable, UserError
 from picobot.kernel.commands import CommandRouter, SessionCommands
-from picobot.kernel.context import ToolContext
+from picobot.kernel.context import Grant, ToolContext, own_data_grants
 from picobot.kernel.retriever import ContextRetriever, PromptRequest
 from picobot.kernel.tokens import TokenEstimator
 from picobot.llm.base import ChatMessage, LLMProvider, TextDelta, ToolCall, ToolCalls
@@ -66,6 +66,7 @@ class Kernel:
         system_prompt: str = "",
         max_tool_rounds: int = 4,
         clock: Callable[[], float] = time.time,
+        grants: Callable[[str], frozenset[Grant]] | None = None,
     ) -> None:
         self.db = db
         self.provider = provider
@@ -78,6 +79,7 @@ class Kernel:
         self.system_prompt = system_prompt
         self.max_tool_rounds = max_tool_rounds
         self.clock = clock
+        self.grants = grants or (lambda _user_id: own_data_grants())
         # Called with the turn's context after each committed reply; listeners must
         # not block (the summarizer only schedules work here).
         self.turn_listeners: list[Callable[[ToolContext], None]] = []
@@ -89,7 +91,10 @@ class Kernel:
     def context_for(self, identity: Identity, session_id: str | None) -> ToolContext:
         """The ToolContext of a turn: the authenticated user and their own-data grants."""
         return ToolContext(
-            user_id=identity.user_id, session_id=session_id, channel=identity.channel
+            user_id=identity.user_id,
+            session_id=session_id,
+            channel=identity.channel,
+            grants=self.grants(identity.user_id),
         )
 
     async def handle(self, inbound: Inbound) -> AsyncIterator[Outbound]:

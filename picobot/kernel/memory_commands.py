@@ -1,0 +1,60 @@
+"""/remember, /memories, /forget: the user's own memories from any channel.
+
+The commands are a front end over :class:`picobot.tools.memory.MemoryService`, the
+same rules and repository the model's ``memory`` tool uses. They act only on the
+memories of the authenticated caller (``call.identity.user_id``).
+"""
+
+from __future__ import annotations
+
+from picobot.errors import UserError
+from picobot.kernel.commands import CommandCall, CommandRouter
+from picobot.kernel.context import ToolContext
+from picobot.messages import Outbound, notice
+from picobot.store.memories import MemoryRepo
+from picobot.tools.memory import MemoryService
+
+REMEMBER_USAGE = "Usage: /remember key: content (e.g. /remember pet: a cat named Tom)."
+FORGET_USAGE = "Usage: /forget key (see /memories for your keys)."
+
+
+class MemoryCommands:
+    """The memory slash commands, scoped to the caller's own memories."""
+
+    def __init__(self, repo: MemoryRepo, *, max_count: int, max_chars: int) -> None:
+        self.service = MemoryService(repo, max_count=max_count, max_chars=max_chars)
+
+    def register(self, router: CommandRouter) -> None:
+        """Add /remember, /memories and /forget to a router."""
+        router.add("remember", "/remember key: content", "save a memory", self.remember)
+        router.add("memories", "/memories", "list your memories", self.memories)
+        router.add("forget", "/forget key", "delete one of your memories", self.forget)
+
+    @staticmethod
+    def _context(call: CommandCall) -> ToolContext:
+        # Commands carry no grants of their own: the caller's own-data grants only.
+        ident = call.identity
+        return ToolContext(user_id=ident.user_id, session_id=call.session_id, channel=ident.channel)
+
+    async def remember(self, call: CommandCall) -> list[Outbound]:
+        """Save or update ``key: content``."""
+        key, sep, content = call.args.partition(":")
+        if not sep or not key.strip():
+            raise UserError(REMEMBER_USAGE)
+        memory, created = await self.service.save(self._context(call), key, content)
+        return [notice(self.service.saved_text(memory, created), call.session_id)]
+
+    async def memories(self, call: CommandCall) -> list[Outbound]:
+        """List the caller's memories, newest first."""
+        found = await self.service.list(self._context(call))
+        text = self.service.listing_text(found)
+        if not found:
+            text += " Save one with /remember key: content."
+        return [notice(text, call.session_id)]
+
+    async def forget(self, call: CommandCall) -> list[Outbound]:
+        """Delete one of the caller's memories."""
+        if not call.args:
+            raise UserError(FORGET_USAGE)
+        gone = await self.service.delete(self._context(call), call.args)
+        return [notice(f"Forgot memory {gone.key!r}.", call.session_id)]

@@ -1,0 +1,25 @@
+"""Which grants a caller holds: own data automatically, Global only by operator config.
+
+Deny by default: a user id gets a Global grant only when it appears, exactly as
+written, in ``[permissions] global_memory_read`` / ``global_memory_write``. No
+prefix, case-folding or pattern matching, so a look-alike id never inherits a grant.
+"""
+
+from __future__ import annotations
+
+from picobot.config import Settings
+from picobot.kernel.context import Action, Grant, Scope, own_data_grants
+
+CONFIG_GRANT = "config grant"
+"""Source recorded on (and logged for) grants that come from the config file."""
+
+
+def grants_for(user_id: str, settings: Settings) -> frozenset[Grant]:
+    """The grants of ``user_id``: Session/User on own data, plus configured Global ones."""
+    grants = set(own_data_grants())
+    perms = settings.permissions
+    if user_id in perms.global_memory_read:
+        grants.add(Grant(Action.MEMORY_READ, Scope.GLOBAL, CONFIG_GRANT))
+    if user_id in perms.global_memory_write:
+        grants.add(Grant(Action.MEMORY_WRITE, Scope.GLOBAL, CONFIG_GRANT))
+    return frozenset(grants)

@@ -1,0 +1,189 @@
+"""User memories: short keyed notes a user asked the bot to keep.
+
+Every method takes the owner's ``user_id`` explicitly and touches only that owner's
+rows; there is no query across users. Shared (global) memories are stored under the
+reserved owner :data:`GLOBAL_USER`, which no channel can produce (channel user ids
+always start with their channel's name). The key and content rules live here as pure
+functions so the memory tool, the slash commands and the CLI enforce the same ones.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import time
+from dataclasses import dataclass
+
+from picobot.errors import UserError
+from picobot.store.db import Database, Row
+
+GLOBAL_USER = "global:shared"
+"""Owner id of the shared memories (MemoryRead/MemoryWrite{Global})."""
+
+MAX_KEY_CHARS = 64
+RESERVED_PREFIXES = ("system_", "internal_")
+_KEY_RE = re.compile(r"[a-z][a-z0-9_]*")
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """One stored memory."""
+
+    id: int
+    user_id: str
+    key: str
+    content: str
+    created_at: float
+    updated_at: float
+
+
+def validate_key(key: str) -> str:
+    """Return the key without surrounding spaces, or raise UserError naming the broken rule.
+
+    Keys are lowercase identifiers (``^[a-z][a-z0-9_]*$``, at most 64 characters) so
+    they are easy to type in ``/forget`` and cannot smuggle markup into a prompt; the
+    ``system_`` and ``internal_`` prefixes are reserved for PicoBot itself.
+    """
+    key = key.strip()
+    if not key:
+        raise UserError("A memory needs a key, e.g. favourite_color.")
+    if len(key) > MAX_KEY_CHARS:
+        raise UserError(
+            f"Memory key is {len(key)} characters long; at most {MAX_KEY_CHARS} are allowed."
+        )
+    if not _KEY_RE.fullmatch(key):
+        raise UserError(
+            f"Memory key {key[:MAX_KEY_CHARS]!r} is not allowed: use lowercase letters, "
+            "digits and underscores, starting with a letter (e.g. favourite_color)."
+        )
+    for prefix in RESERVED_PREFIXES:
+        if key.startswith(prefix):
+            raise UserError(f"Memory keys starting with {prefix!r} are reserved; pick another.")
+    return key
+
+
+def validate_content(content: str, max_chars: int) -> str:
+    """Return the stripped content, or raise UserError if it is empty or too long."""
+    content = content.strip()
+    if not content:
+        raise UserError("A memory needs some content to remember.")
+    if len(content) > max_chars:
+        raise UserError(
+            f"Memory content is {len(content)} characters long; at most {max_chars} are allowed."
+        )
+    return content
+
+
+def _cap_message(user_id: str, count: int, max_count: int) -> str:
+    if max_count <= 0:
+        return "Saving memories is turned off."
+    if user_id == GLOBAL_USER:
+        return f"There are already {count} shared memories, the most allowed; delete one first."
+    return f"You already have {count} memories, the most allowed; /forget one first."
+
+
+_COLUMNS = "id, user_id, key, content, created_at, updated_at"
+
+
+def _memory(row: Row) -> Memory:
+    return Memory(
+        id=int(row["id"]),
+        user_id=str(row["user_id"]),
+        key=str(row["key"]),
+        content=str(row["content"]),
+        created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]),
+    )
+
+
+class MemoryRepo:
+    """The ``user_memories`` table, always scoped to one owner."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def save(
+        self,
+        user_id: str,
+        key: str,
+        content: str,
+        *,
+        max_count: int,
+        now: float | None = None,
+    ) -> Memory:
+        """Insert or update ``user_id``'s memory ``key``; return the stored row.
+
+        A new key is refused with a UserError when the owner already has ``max_count``
+        memories; updating an existing key always works. The count and the write share
+        one ``BEGIN IMMEDIATE`` transaction, so concurrent saves (even from another
+        process) cannot push an owner past the cap. ``key`` and ``content`` are stored
+        as given: validate them first with :func:`validate_key` and
+        :func:`validate_content`.
+        """
+        ts = time.time() if now is None else now
+        async with self._db.transaction() as conn:
+            async with conn.execute(
+                "SELECT 1 FROM user_memories WHERE user_id = ? AND key = ?", (user_id, key)
+            ) as cur:
+                exists = await cur.fetchone() is not None
+            if exists:
+                await conn.execute(
+                    "UPDATE user_memories SET content = ?, updated_at = ?"
+                    " WHERE user_id = ? AND key = ?",
+                    (content, ts, user_id, key),
+                )
+            else:
+                async with conn.execute(
+                    "SELECT COUNT(*) FROM user_memories WHERE user_id = ?", (user_id,)
+                ) as cur:
+                    row = await cur.fetchone()
+                count = int(row[0]) if row else 0
+                if count >= max_count:
+                    raise UserError(_cap_message(user_id, count, max_count))
+                await conn.execute(
+                    "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (user_id, key, content, ts, ts),
+                )
+            async with conn.execute(
+                f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ? AND key = ?",  # noqa: S608
+                (user_id, key),
+            ) as cur:
+                saved = await cur.fetchone()
+        assert saved is not None  # written in this very transaction
+        return _memory(saved)
+
+    async def get(self, user_id: str, key: str) -> Memory | None:
+        """``user_id``'s memory ``key``, or None."""
+        row = await self._db.fetchone(
+            f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ? AND key = ?",  # noqa: S608
+            (user_id, key),
+        )
+        return _memory(row) if row else None
+
+    async def list(self, user_id: str, limit: int | None = None) -> builtins.list[Memory]:
+        """``user_id``'s memories, most recently updated first; at most ``limit``."""
+        rows = await self._db.fetchall(
+            f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ?"  # noqa: S608
+            " ORDER BY updated_at DESC, id DESC LIMIT ?",
+            # LIMIT -1 is SQLite for "no limit".
+            (user_id, -1 if limit is None else max(0, limit)),
+        )
+        return [_memory(r) for r in rows]
+
+    async def delete(self, user_id: str, key: str) -> bool:
+        """Delete ``user_id``'s memory ``key``; whether it existed."""
+        async with self._db.transaction() as conn:
+            cur = await conn.execute(
+                "DELETE FROM user_memories WHERE user_id = ? AND key = ?", (user_id, key)
+            )
+            deleted = cur.rowcount > 0
+            await cur.close()
+        return deleted
+
+    async def count(self, user_id: str) -> int:
+        """How many memories ``user_id`` has."""
+        row = await self._db.fetchone(
+            "SELECT COUNT(*) FROM user_memories WHERE user_id = ?", (user_id,)
+        )
+        return int(row[0]) if row else 0

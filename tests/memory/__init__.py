@@ -1,0 +1,1 @@
+"""Tests of user memories: repository, key rules, tool, commands and permissions."""
