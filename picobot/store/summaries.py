@@ -1,0 +1,163 @@
+"""Session summaries: one rolling summary per session and the history it covers.
+
+A summary covers the session's messages up to ``covered_seq``; everything after it is
+"unsummarized". Messages themselves are never touched here: summarization only adds
+or replaces the summary row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from picobot.store.db import Database, Row
+from picobot.store.messages import StoredMessage
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The stored summary of a session's messages with ``seq_order <= covered_seq``."""
+
+    session_id: str
+    summary: str
+    covered_seq: int
+    token_estimate: int
+    updated_at: float
+
+
+def _summary(row: Row) -> Summary:
+    return Summary(
+        session_id=str(row["session_id"]),
+        summary=str(row["summary"]),
+        covered_seq=int(row["covered_seq"]),
+        token_estimate=int(row["token_estimate"]),
+        updated_at=float(row["updated_at"]),
+    )
+
+
+def _message(row: Row) -> StoredMessage:
+    return StoredMessage(
+        id=int(row["id"]),
+        session_id=str(row["session_id"]),
+        seq_order=int(row["seq_order"]),
+        role=str(row["role"]),
+        content=str(row["content"]),
+        token_estimate=int(row["token_estimate"]),
+        created_at=float(row["created_at"]),
+    )
+
+
+class SummaryRepo:
+    """Read and write session summaries, and measure what they do not cover yet."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def get(self, session_id: str) -> Summary | None:
+        """The session's summary, or None when it has none yet."""
+        row = await self._db.fetchone(
+            "SELECT session_id, summary, covered_seq, token_estimate, updated_at"
+            " FROM session_summaries WHERE session_id = ?",
+            (session_id,),
+        )
+        return _summary(row) if row else None
+
+    async def save(
+        self,
+        session_id: str,
+        summary: str,
+        covered_seq: int,
+        token_estimate: int,
+        now: float,
+    ) -> bool:
+        """Insert or replace the session's summary; return whether it was written.
+
+        Nothing is written when the session or its message ``covered_seq`` no longer
+        exists: a purge that ran while the model was summarizing must not be undone
+        by a summary of the data it deleted.
+        """
+        async with self._db.transaction() as conn:
+            cur = await conn.execute(
+                "INSERT INTO session_summaries"
+                " (session_id, summary, covered_seq, token_estimate, updated_at)"
+                " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM messages"
+                " WHERE session_id = ? AND seq_order = ?)"
+                " ON CONFLICT (session_id) DO UPDATE SET summary = excluded.summary,"
+                " covered_seq = excluded.covered_seq,"
+                " token_estimate = excluded.token_estimate,"
+                " updated_at = excluded.updated_at",
+                (session_id, summary, covered_seq, token_estimate, now, session_id, covered_seq),
+            )
+            written = cur.rowcount > 0
+            await cur.close()
+        return written
+
+    async def unsummarized_tokens(self, session_id: str) -> int:
+        """Estimated tokens of the messages after the summary (all of them if none)."""
+        row = await self._db.fetchone(
+            "SELECT COALESCE(SUM(m.token_estimate), 0) FROM messages m"
+            " WHERE m.session_id = ? AND m.seq_order > COALESCE("
+            "(SELECT s.covered_seq FROM session_summaries s WHERE s.session_id = ?), 0)",
+            (session_id, session_id),
+        )
+        return int(row[0]) if row else 0
+
+    async def last_seq(self, session_id: str) -> int:
+        """The ``seq_order`` of the session's newest message, 0 when it has none."""
+        row = await self._db.fetchone(
+            "SELECT COALESCE(MAX(seq_order), 0) FROM messages WHERE session_id = ?",
+            (session_id,),
+        )
+        return int(row[0]) if row else 0
+
+    async def sessions_over(
+        self, threshold_tokens: int, limit: int, *, keep_recent: int = 0
+    ) -> list[str]:
+        """Sessions whose unsummarized tokens exceed ``threshold_tokens``, largest first.
+
+        With ``keep_recent``, sessions with no more than that many unsummarized
+        messages are left out: there is nothing to fold in them, and listing them
+        would let them crowd out sessions that need work.
+        """
+        rows = await self._db.fetchall(
+            "SELECT m.session_id FROM messages m"
+            " LEFT JOIN session_summaries s ON s.session_id = m.session_id"
+            " WHERE m.seq_order > COALESCE(s.covered_seq, 0)"
+            " GROUP BY m.session_id HAVING SUM(m.token_estimate) > ? AND COUNT(*) > ?"
+            " ORDER BY SUM(m.token_estimate) DESC, m.session_id LIMIT ?",
+            (threshold_tokens, keep_recent, limit),
+        )
+        return [str(r[0]) for r in rows]
+
+    async def messages_between(
+        self,
+        session_id: str,
+        after_seq: int,
+        upto_seq: int,
+        *,
+        max_tokens: int | None = None,
+        max_messages: int = 1000,
+    ) -> list[StoredMessage]:
+        """Messages with ``after_seq < seq_order <= upto_seq``, oldest first.
+
+        With ``max_tokens``, only the oldest run whose estimates sum to at most
+        ``max_tokens`` is returned, but always at least the first message, so a caller
+        folding in chunks always makes progress. ``max_messages`` caps the rows read.
+        """
+        budget = -1 if max_tokens is None else max(1, max_tokens)
+        # The running sum spans at most max_messages rows (inner LIMIT), and only rows
+        # that start inside the budget are returned, so a huge backlog is never read
+        # whole. Estimates are never negative, so the kept rows are a contiguous prefix.
+        rows = await self._db.fetchall(
+            "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
+            " FROM (SELECT *, SUM(token_estimate) OVER (ORDER BY seq_order) AS running"
+            " FROM (SELECT * FROM messages WHERE session_id = ? AND seq_order > ?"
+            " AND seq_order <= ? ORDER BY seq_order LIMIT ?))"
+            " WHERE ? < 0 OR running - token_estimate < ? ORDER BY seq_order",
+            (session_id, after_seq, upto_seq, max_messages, budget, budget),
+        )
+        messages = [_message(r) for r in rows]
+        if budget >= 0 and len(messages) > 1 and sum(m.token_estimate for m in messages) > budget:
+            # The last row started inside the budget but overflows it; the first row
+            # stays even when it alone is too big, so callers always make progress.
+            messages.pop()
+        return messages

@@ -1,0 +1,1 @@
+"""Background work: the task supervisor and the jobs it runs (summarization, retention)."""
