@@ -1,0 +1,118 @@
+"""The ``memory_search`` tool: keyword recall over the caller's own records.
+
+The owner is always ``ctx.user_id`` (the authenticated caller); the tool has no user
+argument and refuses unknown ones. :func:`format_hits` is shared with ``/search``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from picobot.errors import UserError
+from picobot.kernel.context import Action, Scope, ToolContext
+from picobot.kernel.keywords import extract_terms
+from picobot.llm.base import ToolSpec
+from picobot.store.search import SearchHit, SearchIndex
+
+SNIPPET_CHARS = 300
+"""Longest text shown per hit (a listing goes into a prompt or a chat)."""
+
+MAX_TOP_K = 20
+_ARGUMENTS = frozenset({"query", "top_k"})
+
+
+def snippet(text: str, terms: Sequence[str] = (), width: int = SNIPPET_CHARS) -> str:
+    """``text`` on one line, cut to ``width`` chars around the first matching term."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    lowered = flat.lower()
+    found = [i for i in (lowered.find(t.lower()) for t in terms if t) if i >= 0]
+    # Start a little before the match so the reader sees what led up to it.
+    start = max(0, min(found, default=0) - width // 4)
+    start = min(start, len(flat) - (width - 1))
+    head = "…" if start > 0 else ""
+    body_width = width - len(head)
+    body = flat[start : start + body_width]
+    if start + body_width < len(flat):
+        body = body[:-1] + "…"
+    return head + body
+
+
+def _when(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def format_hits(hits: Sequence[SearchHit], terms: Sequence[str] = ()) -> str:
+    """A compact listing of hits, one per line: kind, when, session, snippet."""
+    if not hits:
+        return "no matches"
+    lines = []
+    for n, hit in enumerate(hits, start=1):
+        where = f"session {hit.session_id} #{hit.seq_order}" if hit.kind == "message" else "saved"
+        lines.append(
+            f"{n}. [{hit.kind}] {_when(hit.created_at)} {where}: {snippet(hit.text, terms)}"
+        )
+    return "\n".join(lines)
+
+
+class MemorySearchTool:
+    """Lets the model search the caller's past messages and saved memories by keywords."""
+
+    def __init__(self, index: SearchIndex, *, max_terms: int) -> None:
+        self._index = index
+        self._max_terms = max_terms
+
+    @property
+    def spec(self) -> ToolSpec:
+        """Name, description and parameters for the model."""
+        return ToolSpec(
+            name="memory_search",
+            description=(
+                "Search the user's earlier conversations (all their sessions) and saved "
+                "memories by keywords. Use it when the user refers to something said "
+                "before that is not in the conversation above. Returns the best matches."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "query": {
+                        "type": "string",
+                        "description": "Keywords to look for: names, places, topics.",
+                    },
+                    "top_k": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": MAX_TOP_K,
+                        "default": 5,
+                        "description": "How many matches to return.",
+                    },
+                },
+                "required": ["query"],
+                "additionalProperties": False,
+            },
+        )
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        """Search ``ctx.user_id``'s records; UserError for bad arguments."""
+        unknown = sorted(set(args) - _ARGUMENTS)
+        if unknown:
+            raise UserError(f"memory_search has no argument {', '.join(unknown)}.")
+        query = args.get("query")
+        if not isinstance(query, str) or not query.strip():
+            raise UserError("memory_search needs a non-empty string 'query'.")
+        top_k = args.get("top_k", 5)
+        if isinstance(top_k, bool) or not isinstance(top_k, int):
+            raise UserError(f"memory_search 'top_k' must be an integer 1..{MAX_TOP_K}.")
+        # Other sessions of the same user are User scope, auto-granted for own data.
+        ctx.require(Action.MEMORY_READ, Scope.USER)
+        terms = extract_terms(query, self._max_terms)
+        if not terms:
+            raise UserError(
+                "The query has no searchable words (only very common ones); "
+                "use names, places or topics."
+            )
+        hits = await self._index.search(ctx.user_id, terms, limit=max(1, min(top_k, MAX_TOP_K)))
+        return format_hits(hits, terms)
