@@ -1,34 +1,49 @@
 """Wiring: open the database, build the provider and the kernel, own their lifetimes.
 
 Every entry point (TUI, serve, CLI commands) goes through :func:`open_runtime`, so the
-parts are assembled in one place and closed in reverse order on the way out.
+parts are assembled in one place and closed in reverse order on the way out: the
+background tasks first (cancelled and awaited), then the model, then the database.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
 from picobot.config import Settings
 from picobot.kernel.kernel import Kernel
-from picobot.kernel.retriever import WindowRetriever
+from picobot.kernel.memory_commands import MemoryCommands
+from picobot.kernel.memory_retriever import MemoryRetriever
+from picobot.kernel.permissions import grants_for
+from picobot.kernel.search_commands import SearchCommands
+from picobot.kernel.summary_commands import SummaryCommands
 from picobot.kernel.tokens import ProviderTokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.llm.factory import build_provider
 from picobot.store.db import Database
+from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
+from picobot.store.search import SearchIndex
+from picobot.store.summaries import SummaryRepo
+from picobot.tasks.summarize import Summarizer
+from picobot.tasks.supervisor import TaskSupervisor
 from picobot.tools.base import ToolRegistry
+from picobot.tools.memory import MemoryTool
+from picobot.tools.memory_search import MemorySearchTool
 
 
 @dataclass(slots=True)
 class Runtime:
-    """The assembled application: settings, database, model and kernel."""
+    """The assembled application: settings, database, model, kernel and tasks."""
 
     settings: Settings
     db: Database
     provider: LLMProvider
     kernel: Kernel
+    tasks: TaskSupervisor
+    summarizer: Summarizer
 
 
 @asynccontextmanager
@@ -41,6 +56,40 @@ async def open_database(settings: Settings) -> AsyncIterator[Database]:
         await db.close()
 
 
+def build_kernel(settings: Settings, db: Database, provider: LLMProvider) -> Kernel:
+    """The kernel with its retriever, tools and commands, as configured."""
+    memory = settings.session.memory
+    estimator = ProviderTokenEstimator(provider)
+    memories = MemoryRepo(db)
+    index = SearchIndex(db)
+    retriever = MemoryRetriever(
+        messages=MessageRepo(db),
+        memories=memories,
+        summaries=SummaryRepo(db),
+        search=index if memory.enable_recall else None,
+        estimator=estimator,
+        settings=memory,
+    )
+    tools = ToolRegistry([MemorySearchTool(index, max_terms=memory.recall_max_terms)])
+    kernel = Kernel(
+        db=db,
+        provider=provider,
+        retriever=retriever,
+        estimator=estimator,
+        tools=tools,
+        system_prompt=settings.agent.system_prompt,
+        max_tool_rounds=settings.llm.max_tool_rounds,
+        grants=functools.partial(grants_for, settings=settings),
+    )
+    limits = {"max_count": memory.max_user_memories, "max_chars": memory.max_memory_chars}
+    if memory.enable_user_memories:
+        tools.register(MemoryTool(memories, **limits))
+        MemoryCommands(memories, **limits).register(kernel.commands)
+    SearchCommands(index, max_terms=memory.recall_max_terms).register(kernel.commands)
+    SummaryCommands(SummaryRepo(db)).register(kernel.commands)
+    return kernel
+
+
 @asynccontextmanager
 async def open_runtime(
     settings: Settings, *, provider: LLMProvider | None = None
@@ -50,21 +99,13 @@ async def open_runtime(
         db = await stack.enter_async_context(open_database(settings))
         llm = provider if provider is not None else build_provider(settings.llm)
         stack.push_async_callback(llm.aclose)
-        estimator = ProviderTokenEstimator(llm)
+        kernel = build_kernel(settings, db, llm)
+        tasks = await stack.enter_async_context(TaskSupervisor())
         memory = settings.session.memory
-        retriever = WindowRetriever(
-            MessageRepo(db),
-            estimator,
-            budget_tokens=memory.context_budget_tokens,
-            max_messages=memory.max_session_messages,
+        summarizer = Summarizer(
+            db, llm, kernel.estimator, memory, supervisor=tasks, clock=kernel.clock
         )
-        kernel = Kernel(
-            db=db,
-            provider=llm,
-            retriever=retriever,
-            estimator=estimator,
-            tools=ToolRegistry(),
-            system_prompt=settings.agent.system_prompt,
-            max_tool_rounds=settings.llm.max_tool_rounds,
-        )
-        yield Runtime(settings, db, llm, kernel)
+        if summarizer.enabled:
+            kernel.turn_listeners.append(summarizer.notify)
+            tasks.every("summarize", memory.summarization_check_interval_secs, summarizer.check_all)
+        yield Runtime(settings, db, llm, kernel, tasks, summarizer)

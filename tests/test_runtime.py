@@ -1,0 +1,81 @@
+"""End to end through the assembled runtime: memory, recall and summarization wiring."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from picobot.config import Settings
+from picobot.llm.base import ToolCall
+from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
+from picobot.messages import Identity, Inbound, Outbound, OutboundKind
+from picobot.runtime import Runtime, open_runtime
+
+ALICE = Identity("tui", "tui:alice", "local")
+BOB = Identity("tui", "tui:bob", "local")
+
+
+async def say(rt: Runtime, who: Identity, text: str) -> list[Outbound]:
+    return [e async for e in rt.kernel.handle(Inbound(who, text))]
+
+
+def settings(tmp_path: Path, **memory: object) -> Settings:
+    return Settings(data={"dir": str(tmp_path / "data")}, session={"memory": memory})
+
+
+async def test_memory_saved_in_one_session_shapes_later_sessions_of_that_user_only(
+    tmp_path: Path,
+) -> None:
+    save = ToolCall(
+        "c1", "memory", json.dumps({"action": "save", "key": "pet", "content": "a cat named Tom"})
+    )
+    provider = ScriptedProvider([ScriptedTurn(tool_calls=(save,)), "I will remember."])
+    async with open_runtime(settings(tmp_path), provider=provider) as rt:
+        first = await say(rt, ALICE, "Please remember my pet is a cat named Tom")
+        assert first[-1].kind == OutboundKind.DONE
+        await say(rt, ALICE, "/new")
+        await say(rt, ALICE, "what do you know about me?")
+        alice_prompt = provider.prompts[-1]
+        await say(rt, BOB, "what do you know about me?")
+        bob_prompt = provider.prompts[-1]
+    assert "- pet: a cat named Tom" in alice_prompt[1].content
+    assert alice_prompt[1].role == "user" and "<data" in alice_prompt[1].content
+    assert "Tom" not in str(bob_prompt)
+
+
+async def test_fact_from_an_older_session_is_recalled_by_keyword(tmp_path: Path) -> None:
+    provider = ScriptedProvider()
+    async with open_runtime(settings(tmp_path), provider=provider) as rt:
+        await say(rt, ALICE, "My bicycle is a green Bianchi from 1987")
+        await say(rt, ALICE, "/new")
+        await say(rt, BOB, "I ride a bicycle too")
+        await say(rt, ALICE, "which bicycle do I have?")
+        prompt = provider.prompts[-1]
+    assert "green Bianchi" in prompt[1].content
+    assert "recalled_conversations" in prompt[1].content
+    assert "I ride a bicycle too" not in str(prompt)
+
+
+async def test_commands_of_every_feature_are_wired(tmp_path: Path) -> None:
+    async with open_runtime(settings(tmp_path), provider=ScriptedProvider()) as rt:
+        help_text = (await say(rt, ALICE, "/help"))[-1].text
+        for command in ("/remember", "/memories", "/forget", "/search", "/summary", "/fork"):
+            assert command in help_text
+        await say(rt, ALICE, "/remember city: Lisbon")
+        assert "Lisbon" in (await say(rt, ALICE, "/memories"))[-1].text
+        await say(rt, ALICE, "the harbour in Lisbon is lovely")
+        found = (await say(rt, ALICE, "/search harbour"))[-1].text
+        assert "harbour" in found
+
+
+async def test_summarization_runs_in_the_background(tmp_path: Path) -> None:
+    provider = ScriptedProvider()
+    cfg = settings(tmp_path, summarization_trigger_tokens=100, summarization_keep_recent=2)
+    async with open_runtime(cfg, provider=provider) as rt:
+        for i in range(6):
+            await say(rt, ALICE, f"story part {i} " + "words " * 20)
+        await rt.tasks.join()
+        summary = (await say(rt, ALICE, "/summary"))[-1].text
+    # 12 messages, the last 2 kept word for word: the summary covers 1-10.
+    assert "(covers messages 1-10;" in summary
+    assert provider.prompts[-1][0].role == "system"  # the summarizer's own prompt ran
