@@ -328,7 +328,7 @@ def _env_problem(exc: SettingsError) -> str:
     section = match.group(1).upper() if match else ""
     names = sorted(n for n in os.environ if n.upper().startswith(f"PICOBOT_{section}__"))
     where = ", ".join(names) if names else f"PICOBOT_{section}__*"
-    return f"{where}: cannot parse the value (list values must be JSON, e.g. [\"a\", \"b\"])"
+    return f'{where}: cannot parse the value (list values must be JSON, e.g. ["a", "b"])'
 
 
 class _FileSource(PydanticBaseSettingsSource):
