@@ -143,6 +143,10 @@ class PrivacySettings(Section):
     """Replace secrets (API keys, tokens, passwords) with markers before storing text."""
     confirmation_timeout_secs: int = Field(default=60, ge=5)
     """Seconds a purge confirmation stays valid."""
+    extra_redaction_patterns: list[str] = []
+    """Extra regular expressions whose matches are redacted as [REDACTED:custom]."""
+    retention_batch_size: int = Field(default=500, ge=1)
+    """Rows deleted per transaction by retention and purges, so chat turns never wait long."""
 
 
 class TUISettings(Section):
