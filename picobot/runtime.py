@@ -92,13 +92,21 @@ def build_kernel(settings: Settings, db: Database, provider: LLMProvider) -> Ker
 
 @asynccontextmanager
 async def open_runtime(
-    settings: Settings, *, provider: LLMProvider | None = None
+    settings: Settings, *, provider: LLMProvider | None = None, warm_up: bool = False
 ) -> AsyncIterator[Runtime]:
-    """Assemble PicoBot; ``provider`` overrides the configured model (tests, benches)."""
+    """Assemble PicoBot; ``provider`` overrides the configured model (tests, benches).
+
+    ``warm_up`` loads a local model now: a missing or broken model file fails here, with
+    one clear line, instead of at the first message; and llama.cpp's load (which points
+    the process's stdout at /dev/null for a moment) happens before a UI owns the screen.
+    """
     async with AsyncExitStack() as stack:
         db = await stack.enter_async_context(open_database(settings))
         llm = provider if provider is not None else build_provider(settings.llm)
         stack.push_async_callback(llm.aclose)
+        load = getattr(llm, "load", None)
+        if warm_up and load is not None:
+            await load()
         kernel = build_kernel(settings, db, llm)
         tasks = await stack.enter_async_context(TaskSupervisor())
         memory = settings.session.memory

@@ -1,0 +1,1 @@
+"""Chat channels: each adapts one transport to the kernel's Inbound/Outbound contract."""
