@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -24,17 +24,13 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from picobot.config_channels import ChannelsSettings, ServerSettings
+from picobot.config_sections import Section
 from picobot.errors import ConfigError
 
 CONFIG_ENV = "PICOBOT_CONFIG"
 _FILE_DATA: ContextVar[dict[str, Any] | None] = ContextVar("picobot_config_file", default=None)
 DEFAULT_CONFIG_FILE = "config.toml"
-
-
-class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, docstrings document."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
 
 
 class AgentSettings(Section):
@@ -143,61 +139,19 @@ class PrivacySettings(Section):
     """Replace secrets (API keys, tokens, passwords) with markers before storing text."""
     confirmation_timeout_secs: int = Field(default=60, ge=5)
     """Seconds a purge confirmation stays valid."""
-    extra_redaction_patterns: list[str] = []
+    extra_redaction_patterns: list[str] = Field(default_factory=list)
     """Extra regular expressions whose matches are redacted as [REDACTED:custom]."""
     retention_batch_size: int = Field(default=500, ge=1)
     """Rows deleted per transaction by retention and purges, so chat turns never wait long."""
 
 
-class TUISettings(Section):
-    """The terminal chat UI."""
-
-    user_name: str = Field(default="local", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
-    """Local user name; the TUI's user id is tui:<user_name>."""
-
-
-class WebSocketSettings(Section):
-    """The WebSocket chat channel."""
-
-    enabled: bool = False
-    """Start the WebSocket channel with `picobot serve`."""
-    host: str = "127.0.0.1"
-    """Address to bind."""
-    port: int = Field(default=8765, ge=0, le=65535)
-    """Port to bind (0 = any free port)."""
-    path: str = "/ws"
-    """URL path of the WebSocket endpoint."""
-    api_keys_env: str = "PICOBOT_WS_API_KEYS"
-    """Env var with comma-separated client keys; `key:identity` names the identity."""
-
-
-class ChannelsSettings(Section):
-    """Chat channels."""
-
-    tui: TUISettings = TUISettings()
-    """Terminal UI."""
-    websocket: WebSocketSettings = WebSocketSettings()
-    """WebSocket channel."""
-
-
 class PermissionsSettings(Section):
     """Operator grants beyond each user's own data (deny by default)."""
 
-    global_memory_read: list[str] = []
+    global_memory_read: list[str] = Field(default_factory=list)
     """User ids granted MemoryRead{Global}: they may read shared (global) memories."""
-    global_memory_write: list[str] = []
+    global_memory_write: list[str] = Field(default_factory=list)
     """User ids granted MemoryWrite{Global}: they may change shared (global) memories."""
-
-
-class ServerSettings(Section):
-    """The HTTP server for webhooks and the admin API."""
-
-    host: str = "127.0.0.1"
-    """Address to bind; loopback by default."""
-    port: int = Field(default=8080, ge=0, le=65535)
-    """Port to bind (0 = any free port)."""
-    admin_api_keys_env: str = "PICOBOT_ADMIN_API_KEYS"
-    """Env var with comma-separated operator keys for the admin API."""
 
 
 class LoggingSettings(Section):
