@@ -1,0 +1,1 @@
+"""Webhook channels: one aiohttp route per platform, one module per platform."""

@@ -1,0 +1,96 @@
+"""The platform protocol every webhook platform module implements.
+
+The webhook core (``channels/webhook/server.py``) owns what all platforms share: the
+body size limit, reading the raw body, the durable inbox with de-duplication by
+message id, acknowledging at once, running turns in the background, and the durable
+outbound queue with retries. A platform module only knows its own wire format:
+
+- :meth:`Platform.verify` checks the signature over the RAW body before anything is
+  parsed, and raises :class:`WebhookError` (401/403) when it does not hold;
+- :meth:`Platform.handshake` answers platform-specific requests that are not messages
+  (WhatsApp's GET verification, Slack's url_verification challenge);
+- :meth:`Platform.parse` turns a verified body into :class:`PlatformMessage` items,
+  with the user id built from the authenticated payload in the channel's documented
+  form (never from a field the sender can choose freely);
+- :meth:`Platform.send` delivers one reply through the platform's API and raises
+  :class:`DeliveryError` (``retry`` True for 429/5xx/network errors).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import aiohttp
+from aiohttp import web
+
+
+class WebhookError(Exception):
+    """A bad webhook request: answered with ``status`` and a short ``reason``."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class DeliveryError(Exception):
+    """A reply could not be delivered; ``retry`` says whether trying again may help."""
+
+    def __init__(self, reason: str, *, retry: bool, retry_after_secs: float | None = None):
+        super().__init__(reason)
+        self.retry = retry
+        self.retry_after_secs = retry_after_secs
+
+
+@dataclass(frozen=True, slots=True)
+class PlatformMessage:
+    """One inbound chat message from a platform.
+
+    ``message_id`` is the platform's id (used to de-duplicate redeliveries);
+    ``user_id`` is the full PicoBot user id (e.g. ``telegram:42``); ``sender`` is the
+    platform-native sender id checked against ``allowed_senders``; ``reply_to`` holds
+    what :meth:`Platform.send` needs to answer (JSON-serializable, stored in the queue).
+    """
+
+    message_id: str
+    user_id: str
+    chat_id: str
+    sender: str
+    text: str
+    reply_to: dict[str, Any] = field(default_factory=dict)
+
+
+class Platform(Protocol):
+    """A messaging platform's webhook format and reply API."""
+
+    @property
+    def name(self) -> str:
+        """Short name: route /webhooks/<name>, channel name of the Identity."""
+        ...
+
+    @property
+    def allowed_senders(self) -> frozenset[str]:
+        """Senders allowed to chat; empty means everyone who passes verification."""
+        ...
+
+    async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
+        """Answer a non-message request (verification challenge), or None."""
+        ...
+
+    def verify(self, request: web.Request, body: bytes) -> None:
+        """Raise WebhookError unless the request is authentically from the platform."""
+        ...
+
+    def parse(self, body: bytes) -> list[PlatformMessage]:
+        """Chat messages in a verified body (others, e.g. bot echoes, are skipped).
+
+        Raises WebhookError(400, ...) for a malformed body.
+        """
+        ...
+
+    async def send(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], text: str
+    ) -> None:
+        """Deliver one reply; raise DeliveryError on failure."""
+        ...
