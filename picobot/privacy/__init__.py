@@ -1,0 +1,1 @@
+"""Privacy: purges, secret redaction, export and the retention policy."""
