@@ -22,6 +22,7 @@ from picobot.kernel.summary_commands import SummaryCommands
 from picobot.kernel.tokens import ProviderTokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.llm.factory import build_provider
+from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
@@ -70,6 +71,7 @@ def build_kernel(settings: Settings, db: Database, provider: LLMProvider) -> Ker
         estimator=estimator,
         settings=memory,
     )
+    redact = Redactor.from_settings(settings.privacy).redact
     tools = ToolRegistry([MemorySearchTool(index, max_terms=memory.recall_max_terms)])
     kernel = Kernel(
         db=db,
@@ -80,11 +82,14 @@ def build_kernel(settings: Settings, db: Database, provider: LLMProvider) -> Ker
         system_prompt=settings.agent.system_prompt,
         max_tool_rounds=settings.llm.max_tool_rounds,
         grants=functools.partial(grants_for, settings=settings),
+        redact=redact,
     )
-    limits = {"max_count": memory.max_user_memories, "max_chars": memory.max_memory_chars}
+    mcount, mchars = memory.max_user_memories, memory.max_memory_chars
     if memory.enable_user_memories:
-        tools.register(MemoryTool(memories, **limits))
-        MemoryCommands(memories, **limits).register(kernel.commands)
+        tools.register(MemoryTool(memories, max_count=mcount, max_chars=mchars, redact=redact))
+        MemoryCommands(memories, max_count=mcount, max_chars=mchars, redact=redact).register(
+            kernel.commands
+        )
     SearchCommands(index, max_terms=memory.recall_max_terms).register(kernel.commands)
     SummaryCommands(SummaryRepo(db)).register(kernel.commands)
     return kernel

@@ -79,3 +79,32 @@ async def test_summarization_runs_in_the_background(tmp_path: Path) -> None:
     # 12 messages, the last 2 kept word for word: the summary covers 1-10.
     assert "(covers messages 1-10;" in summary
     assert provider.prompts[-1][0].role == "system"  # the summarizer's own prompt ran
+
+
+async def test_secrets_are_redacted_before_storage_index_and_model(tmp_path: Path) -> None:
+    key = "AKIA" + "IOSFODNN7EXAMPLE"
+    provider = ScriptedProvider()
+    async with open_runtime(settings(tmp_path), provider=provider) as rt:
+        await say(rt, ALICE, f"my aws key is {key} keep it safe")
+        await say(rt, ALICE, f"/remember aws: {key}")
+        rows = await rt.db.fetchall("SELECT content FROM messages")
+        memories = await rt.db.fetchall("SELECT content FROM user_memories")
+        hits = await rt.db.fetchall(
+            "SELECT count(*) FROM search_index WHERE search_index MATCH ?", (f'"{key.lower()}"',)
+        )
+    assert key not in provider.prompts[0][-1].content
+    assert "[REDACTED:aws_access_key]" in provider.prompts[0][-1].content
+    assert all(key not in r[0] for r in rows) and len(rows) == 2
+    assert memories[0][0] == "[REDACTED:aws_access_key]"
+    assert hits[0][0] == 0
+    raw = b"".join(p.read_bytes() for p in (tmp_path / "data").iterdir() if p.is_file())
+    assert key.encode() not in raw
+
+
+async def test_redaction_can_be_switched_off(tmp_path: Path) -> None:
+    key = "AKIA" + "IOSFODNN7EXAMPLE"
+    cfg = Settings(data={"dir": str(tmp_path / "data")}, privacy={"redact_secrets": False})
+    async with open_runtime(cfg, provider=ScriptedProvider()) as rt:
+        await say(rt, ALICE, f"key {key}")
+        rows = await rt.db.fetchall("SELECT content FROM messages WHERE role = 'user'")
+    assert rows[0][0] == f"key {key}"

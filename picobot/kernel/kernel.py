@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from picobot.errors import LLMError, StoreUnavailable, UserError
@@ -44,6 +44,10 @@ STORE_FAILED = (
 )
 
 
+Interceptor = Callable[[Identity, str], Awaitable[list[Outbound] | None]]
+Confirmation = Callable[[Identity, str, str], Awaitable[list[Outbound]]]
+
+
 @dataclass(frozen=True, slots=True)
 class History:
     """A chat's current session and its recent messages, oldest first."""
@@ -67,6 +71,7 @@ class Kernel:
         max_tool_rounds: int = 4,
         clock: Callable[[], float] = time.time,
         grants: Callable[[str], frozenset[Grant]] | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.db = db
         self.provider = provider
@@ -80,9 +85,15 @@ class Kernel:
         self.max_tool_rounds = max_tool_rounds
         self.clock = clock
         self.grants = grants or (lambda _user_id: own_data_grants())
+        # Applied to user and assistant text before it is stored, indexed or summarized.
+        self.redact: Callable[[str], str] = redact or str
         # Called with the turn's context after each committed reply; listeners must
         # not block (the summarizer only schedules work here).
         self.turn_listeners: list[Callable[[ToolContext], None]] = []
+        # Hooks that may consume a message before anything else (a pending y/n answer).
+        self.interceptors: list[Interceptor] = []
+        # Answers carrying a confirmation token (TUI, WebSocket); set by privacy.
+        self.confirmation: Confirmation | None = None
         self.commands = CommandRouter()
         SessionCommands(self.sessions).register(self.commands)
         # One turn at a time per session, so replies land in the order asked.
@@ -103,6 +114,12 @@ class Kernel:
         if not text:
             yield error("Empty message.", code="empty")
             return
+        for intercept in self.interceptors:
+            consumed = await self._safely(inbound.identity, None, intercept(inbound.identity, text))
+            if consumed is not None:
+                for event in consumed:
+                    yield event
+                return
         is_command = CommandRouter.is_command(text)
         try:
             session_id = await self._resolve_session(inbound, create=not is_command)
@@ -123,6 +140,33 @@ class Kernel:
         async with lock:
             async for event in self._turn(inbound.identity, session_id, text):
                 yield event
+
+    async def confirm(self, identity: Identity, token: str, answer: str) -> AsyncIterator[Outbound]:
+        """Answer a confirmation request by its token (only the requester's is accepted)."""
+        if self.confirmation is None:
+            yield error("Nothing is waiting for confirmation.", code="confirm")
+            return
+        events = await self._safely(identity, None, self.confirmation(identity, token, answer))
+        for event in events or []:
+            yield event
+
+    async def _safely(
+        self,
+        identity: Identity,
+        session_id: str | None,
+        work: Awaitable[list[Outbound] | None],
+    ) -> list[Outbound] | None:
+        """Await a command-like step; UserError is shown, anything else logged generically."""
+        try:
+            return await work
+        except UserError as exc:
+            return [error(str(exc), code="command", session_id=session_id)]
+        except StoreUnavailable:
+            log.exception("store unavailable for %s", identity.user_id)
+            return [error(STORE_FAILED, code="store_unavailable", session_id=session_id)]
+        except Exception:
+            log.exception("command step failed for %s", identity.user_id)
+            return [error(INTERNAL_FAILED, code="internal", session_id=session_id)]
 
     async def recent_history(self, identity: Identity, limit: int = 50) -> History:
         """The chat's current session and its last ``limit`` messages (none created)."""
@@ -148,21 +192,16 @@ class Kernel:
     async def _command(
         self, identity: Identity, session_id: str | None, text: str
     ) -> AsyncIterator[Outbound]:
-        try:
-            events = await self.commands.dispatch(identity, session_id, text)
-        except UserError as exc:
-            yield error(str(exc), code="command", session_id=session_id)
-            return
-        except Exception:
-            log.exception("command %r failed for %s", text.split()[0], identity.user_id)
-            yield error(INTERNAL_FAILED, code="internal", session_id=session_id)
-            return
-        for event in events:
+        events = await self._safely(
+            identity, session_id, self.commands.dispatch(identity, session_id, text)
+        )
+        for event in events or []:
             yield event
 
     async def _turn(
         self, identity: Identity, session_id: str, text: str
     ) -> AsyncIterator[Outbound]:
+        text = self.redact(text)
         try:
             current = await self.messages.append(
                 session_id, "user", text, self.estimator.estimate(text), created_at=self.clock()
@@ -179,7 +218,7 @@ class Kernel:
             )
             async for token in self._generate(ctx, prompt, parts):
                 yield Outbound(OutboundKind.TOKEN, token, session_id=session_id)
-            reply = "".join(parts).strip() or "(no answer)"
+            reply = self.redact("".join(parts).strip() or "(no answer)")
             await self.messages.append(
                 session_id,
                 "assistant",
@@ -240,6 +279,12 @@ class Kernel:
         if ctx.session_id is None:
             return
         await self.tool_records.add(
-            ctx.session_id, ctx.user_id, call.name, call.arguments, output, ok, self.clock()
+            ctx.session_id,
+            ctx.user_id,
+            call.name,
+            self.redact(call.arguments),
+            self.redact(output),
+            ok,
+            self.clock(),
         )
         log.info("tool %s for %s: %s", call.name, ctx.user_id, "ok" if ok else "failed")

@@ -7,6 +7,8 @@ memories of the authenticated caller (``call.identity.user_id``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter
 from picobot.kernel.context import ToolContext
@@ -21,8 +23,15 @@ FORGET_USAGE = "Usage: /forget key (see /memories for your keys)."
 class MemoryCommands:
     """The memory slash commands, scoped to the caller's own memories."""
 
-    def __init__(self, repo: MemoryRepo, *, max_count: int, max_chars: int) -> None:
-        self.service = MemoryService(repo, max_count=max_count, max_chars=max_chars)
+    def __init__(
+        self,
+        repo: MemoryRepo,
+        *,
+        max_count: int,
+        max_chars: int,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
+        self.service = MemoryService(repo, max_count=max_count, max_chars=max_chars, redact=redact)
 
     def register(self, router: CommandRouter) -> None:
         """Add /remember, /memories and /forget to a router."""

@@ -10,6 +10,7 @@ tool has no user id argument and refuses unknown ones.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Callable
 from typing import Any
 
 from picobot.errors import AccessDenied, UserError
@@ -35,10 +36,18 @@ _ARGUMENTS = frozenset({"action", "key", "content", "scope"})
 class MemoryService:
     """Permission-checked, validated memory operations on behalf of a ToolContext."""
 
-    def __init__(self, repo: MemoryRepo, *, max_count: int, max_chars: int) -> None:
+    def __init__(
+        self,
+        repo: MemoryRepo,
+        *,
+        max_count: int,
+        max_chars: int,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
         self.repo = repo
         self.max_count = max_count
         self.max_chars = max_chars
+        self.redact: Callable[[str], str] = redact or str
 
     def owner(self, ctx: ToolContext, action: Action, scope: Scope) -> str:
         """Check ``ctx`` may do ``action`` at ``scope``; return whose memories that means.
@@ -59,7 +68,8 @@ class MemoryService:
         """Save or update a memory; return it and whether it is new."""
         owner = self.owner(ctx, Action.MEMORY_WRITE, scope)
         key = validate_key(key)
-        content = validate_content(content, self.max_chars)
+        # Secrets never reach the store, the index or a prompt.
+        content = self.redact(validate_content(content, self.max_chars))
         existed = await self.repo.get(owner, key) is not None
         memory = await self.repo.save(owner, key, content, max_count=self.max_count)
         return memory, not existed
@@ -114,8 +124,15 @@ def _text_arg(args: dict[str, Any], name: str, *, required: bool) -> str | None:
 class MemoryTool:
     """The ``memory`` tool: save, list or delete the caller's (or shared) memories."""
 
-    def __init__(self, repo: MemoryRepo, *, max_count: int, max_chars: int) -> None:
-        self.service = MemoryService(repo, max_count=max_count, max_chars=max_chars)
+    def __init__(
+        self,
+        repo: MemoryRepo,
+        *,
+        max_count: int,
+        max_chars: int,
+        redact: Callable[[str], str] | None = None,
+    ) -> None:
+        self.service = MemoryService(repo, max_count=max_count, max_chars=max_chars, redact=redact)
         self._spec = ToolSpec(
             name="memory",
             description=(

@@ -5,18 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Iterator
-from contextlib import AsyncExitStack, contextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 
 from picobot.channels.tui.app import PicoBotApp
 from picobot.channels.tui.backend import ChatBackend, LocalBackend, tui_identity
 from picobot.config import Settings
 from picobot.errors import PicobotError
+from picobot.logsetup import logging_to
 
 __all__ = ["ChatBackend", "LocalBackend", "PicoBotApp", "log_file_path", "run_tui"]
-
-_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
 def log_file_path(settings: Settings) -> Path:
@@ -24,34 +22,6 @@ def log_file_path(settings: Settings) -> Path:
     return (
         Path(settings.logging.file) if settings.logging.file else settings.data_dir / "picobot.log"
     )
-
-
-@contextmanager
-def _log_to_file(path: Path, level: str) -> Iterator[None]:
-    """Send logging to ``path`` instead of the terminal, which the UI owns; restore after."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(path, encoding="utf-8")
-    handler.setFormatter(logging.Formatter(_LOG_FORMAT))
-    root = logging.getLogger()
-    saved_level = root.level
-    terminal = [
-        h
-        for h in root.handlers
-        if isinstance(h, logging.StreamHandler)
-        and getattr(h, "stream", None) in (sys.stderr, sys.stdout)
-    ]
-    for h in terminal:
-        root.removeHandler(h)
-    root.addHandler(handler)
-    root.setLevel(level)
-    try:
-        yield
-    finally:
-        root.removeHandler(handler)
-        handler.close()
-        for h in terminal:
-            root.addHandler(h)
-        root.setLevel(saved_level)
 
 
 async def _run(settings: Settings) -> int:
@@ -78,7 +48,7 @@ def run_tui(settings: Settings) -> int:
     """
     path = log_file_path(settings)
     try:
-        with _log_to_file(path, settings.logging.level):
+        with logging_to(path, settings):
             logging.getLogger(__name__).info("TUI starting; logging to %s", path)
             return asyncio.run(_run(settings))
     except OSError as exc:
