@@ -20,6 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from picobot import __version__
+from picobot.cli_data import add_export_command
+from picobot.cli_purge import add_purge_command
 from picobot.config import DEFAULT_CONFIG_FILE, Settings, config_path, load_settings
 from picobot.errors import ConfigError, PicobotError
 
@@ -209,6 +211,13 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_purge(args: argparse.Namespace) -> int:
+    """Purge a session, a user's data, or data older than N days (operator)."""
+    from picobot.cli_purge import run_purge
+
+    return run_purge(args, _settings(args))
+
+
 # --- parser and entry point -------------------------------------------------------------
 
 
@@ -275,6 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--limit", type=_positive_int, default=50, metavar="N", help="at most N (default 50)"
     )
     add("migrate", cmd_migrate, "create or upgrade the database schema")
+    add_purge_command(add, cmd_purge)
+    add_export_command(sub, parents=[common])
     return parser
 
 
