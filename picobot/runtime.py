@@ -22,6 +22,9 @@ from picobot.kernel.summary_commands import SummaryCommands
 from picobot.kernel.tokens import ProviderTokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.llm.factory import build_provider
+from picobot.privacy.commands import PurgeCommands
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
@@ -92,6 +95,13 @@ def build_kernel(settings: Settings, db: Database, provider: LLMProvider) -> Ker
         )
     SearchCommands(index, max_terms=memory.recall_max_terms).register(kernel.commands)
     SummaryCommands(SummaryRepo(db)).register(kernel.commands)
+    privacy = PrivacyController(
+        db,
+        confirmation_timeout_secs=settings.privacy.confirmation_timeout_secs,
+        batch_size=settings.privacy.retention_batch_size,
+        clock=kernel.clock,
+    )
+    PurgeCommands(privacy).register(kernel)
     return kernel
 
 
@@ -113,6 +123,8 @@ async def open_runtime(
         if warm_up and load is not None:
             await load()
         kernel = build_kernel(settings, db, llm)
+        # A legacy sessions.json snapshot is imported once; a bad file is kept and logged.
+        await import_sessions_json(db, settings.data_dir, estimator=kernel.estimator.estimate)
         tasks = await stack.enter_async_context(TaskSupervisor())
         memory = settings.session.memory
         summarizer = Summarizer(

@@ -1,0 +1,102 @@
+"""``picobot purge``: operator purges from the host, with a y/n prompt on the terminal.
+
+The plan (exact counts) is printed first. The purge runs only after ``y``/``yes`` typed
+on an interactive terminal, or with ``--yes``; a non-interactive stdin without
+``--yes`` is refused, so a script can never delete by accident.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO
+
+from picobot.config import Settings
+
+if TYPE_CHECKING:
+    from picobot.privacy.controller import PurgeResult, PurgeScope
+
+OPERATOR_ID = "operator:cli"
+
+AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
+
+
+def add_purge_command(add: AddCommand, run: Callable[[argparse.Namespace], int]) -> None:
+    """Register ``purge session ID | user USER_ID | older DAYS [--yes]``."""
+    purge = add("purge", run, "delete a session, a user's data, or data older than N days")
+    purge.add_argument("scope", choices=("session", "user", "older"), help="what to purge")
+    purge.add_argument("target", metavar="ID|USER_ID|DAYS", help="session id, user id or days")
+    purge.add_argument("--yes", action="store_true", help="do not ask; purge at once")
+
+
+def scope_from(args: argparse.Namespace) -> PurgeScope:
+    """The purge scope named on the command line."""
+    from picobot.privacy.controller import OlderThanScope, SessionScope, UserScope
+
+    if args.scope == "session":
+        return SessionScope(args.target)
+    if args.scope == "user":
+        return UserScope(args.target)
+    try:
+        days = int(args.target)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"DAYS must be a number, not {args.target!r}") from None
+    return OlderThanScope(days)
+
+
+async def purge(
+    settings: Settings,
+    scope: PurgeScope,
+    *,
+    assume_yes: bool,
+    stdin: TextIO,
+    stdout: TextIO,
+) -> int:
+    """Plan, ask (unless --yes), execute; return the exit status."""
+    from picobot.privacy.controller import Actor, PrivacyController
+    from picobot.runtime import open_database
+
+    operator = Actor(OPERATOR_ID, operator=True)
+
+    async with open_database(settings) as db:
+        controller = PrivacyController(
+            db,
+            confirmation_timeout_secs=settings.privacy.confirmation_timeout_secs,
+            batch_size=settings.privacy.retention_batch_size,
+        )
+        pending = await controller.request(scope, operator)
+        print(pending.plan.prompt().replace(" Answer y or n.", ""), file=stdout)
+        if pending.plan.counts.total == 0:
+            return 0
+        if assume_yes:
+            answer = "y"
+        elif not stdin.isatty():
+            print(
+                "picobot: error: refusing to purge without confirmation: stdin is not a "
+                "terminal; pass --yes to purge non-interactively",
+                file=sys.stderr,
+            )
+            return 1
+        else:
+            print("Proceed? [y/N] ", end="", file=stdout, flush=True)
+            answer = stdin.readline().strip()
+        result: PurgeResult | None = await controller.confirm(pending.token, operator, answer)
+        if result is None:
+            print("Cancelled; nothing was deleted.", file=stdout)
+            return 1
+        print(f"{result.summary()} ({result.duration_secs:.2f}s)", file=stdout)
+        return 0
+
+
+def run_purge(args: argparse.Namespace, settings: Settings) -> int:
+    """Entry point for ``picobot purge``."""
+    try:
+        scope = scope_from(args)
+    except argparse.ArgumentTypeError as exc:
+        print(f"picobot: error: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(
+        purge(settings, scope, assume_yes=args.yes, stdin=sys.stdin, stdout=sys.stdout)
+    )

@@ -1,0 +1,94 @@
+"""``/purge`` in every channel, and the y/n answer that confirms it.
+
+``/purge session [ID]``, ``/purge user`` and ``/purge older DAYS`` plan a purge and
+emit a CONFIRM_REQUEST stating the counts. The same user's next message answers it
+(messaging channels), or a channel passes the token back explicitly (TUI, WebSocket).
+Only ``y``/``yes`` confirms.
+"""
+
+from __future__ import annotations
+
+from picobot.errors import UserError
+from picobot.kernel.commands import CommandCall
+from picobot.kernel.kernel import Kernel
+from picobot.messages import Identity, Outbound, OutboundKind, notice
+from picobot.privacy.controller import (
+    Actor,
+    OlderThanScope,
+    PrivacyController,
+    PurgeResult,
+    PurgeScope,
+    SessionScope,
+    UserScope,
+)
+
+USAGE = "Usage: /purge session [ID] | /purge user | /purge older DAYS"
+CANCELLED = "Purge cancelled; nothing was deleted."
+
+
+def actor_of(identity: Identity) -> Actor:
+    """A chat user acts with their authenticated user id and no operator rights."""
+    return Actor(identity.user_id)
+
+
+class PurgeCommands:
+    """The chat side of the PrivacyController."""
+
+    def __init__(self, controller: PrivacyController) -> None:
+        self._controller = controller
+
+    def register(self, kernel: Kernel) -> None:
+        """Add /purge, the pending-answer interceptor and the token confirmation."""
+        kernel.commands.add("purge", "/purge session|user|older N", "delete your data", self.purge)
+        kernel.interceptors.append(self.answer)
+        kernel.confirmation = self.confirm
+
+    async def purge(self, call: CommandCall) -> list[Outbound]:
+        """Plan a purge and ask for confirmation."""
+        scope = self._scope(call)
+        pending = await self._controller.request(scope, actor_of(call.identity))
+        if pending.plan.counts.total == 0:
+            return [notice(pending.plan.prompt(), call.session_id)]
+        return [
+            Outbound(
+                OutboundKind.CONFIRM_REQUEST,
+                pending.plan.prompt(),
+                session_id=call.session_id,
+                token=pending.token,
+            )
+        ]
+
+    def _scope(self, call: CommandCall) -> PurgeScope:
+        what, _, rest = call.args.partition(" ")
+        rest = rest.strip()
+        if what == "session":
+            sid = rest or call.session_id
+            if not sid:
+                raise UserError("There is no current session to purge.")
+            return SessionScope(sid)
+        if what == "user":
+            if rest and rest != call.identity.user_id:
+                raise UserError("You can only purge your own data.")
+            return UserScope(call.identity.user_id)
+        if what == "older":
+            try:
+                return OlderThanScope(int(rest))
+            except ValueError:
+                raise UserError(USAGE) from None
+        raise UserError(USAGE)
+
+    async def answer(self, identity: Identity, text: str) -> list[Outbound] | None:
+        """If this user has a purge waiting, their message is the answer."""
+        actor = actor_of(identity)
+        pending = self._controller.pending_for(actor)
+        if pending is None:
+            return None
+        return _events(await self._controller.confirm(pending.token, actor, text))
+
+    async def confirm(self, identity: Identity, token: str, answer: str) -> list[Outbound]:
+        """An explicit answer carrying the confirmation token."""
+        return _events(await self._controller.confirm(token, actor_of(identity), answer))
+
+
+def _events(result: PurgeResult | None) -> list[Outbound]:
+    return [notice(CANCELLED if result is None else result.summary())]

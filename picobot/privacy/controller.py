@@ -1,0 +1,228 @@
+"""PrivacyController: planned, confirmed, logged purges.
+
+A purge is a two-step exchange. :meth:`PrivacyController.request` checks the actor's
+rights and returns a :class:`PendingPurge`: the exact counts of what would be deleted
+and a single-use token that expires after ``confirmation_timeout_secs``. Only
+:meth:`PrivacyController.confirm` with the same actor and the answer ``y`` or ``yes``
+executes it; any other answer, a different actor or an expired token deletes nothing.
+
+Rights: a chat user may purge their own sessions and their own user data; OlderThan
+and anyone else's data need operator rights (the CLI on the host, the admin API).
+This is kernel-level machinery; no tool exposes it to the model.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from picobot.errors import AccessDenied, UserError
+from picobot.store.db import Database
+from picobot.store.purge import PurgeCounts, PurgeStore, erase_residue
+from picobot.store.sessions import SessionRepo
+
+log = logging.getLogger(__name__)
+
+DAY = 86400.0
+YES = frozenset({"y", "yes"})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionScope:
+    """One session and everything derived from it."""
+
+    session_id: str
+
+    def describe(self) -> str:
+        """Human words for the scope."""
+        return f"session {self.session_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class UserScope:
+    """Every session, message, summary, memory and tool record of one user."""
+
+    user_id: str
+
+    def describe(self) -> str:
+        """Human words for the scope."""
+        return f"all data of user {self.user_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class OlderThanScope:
+    """Conversation data older than a number of days (memories are kept)."""
+
+    days: int
+
+    def describe(self) -> str:
+        """Human words for the scope."""
+        return f"conversation data older than {self.days} days"
+
+
+PurgeScope = SessionScope | UserScope | OlderThanScope
+
+
+@dataclass(frozen=True, slots=True)
+class Actor:
+    """Who asks: a chat user (their authenticated user id) or an operator."""
+
+    id: str
+    operator: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PurgePlan:
+    """What a purge would delete, computed before anything is deleted."""
+
+    scope: PurgeScope
+    actor: Actor
+    counts: PurgeCounts
+    cutoff: float | None = None
+
+    def prompt(self) -> str:
+        """The confirmation question, stating exactly what will be deleted."""
+        if self.counts.total == 0:
+            return f"Nothing is stored for {self.scope.describe()}."
+        return (
+            f"Permanently delete {self.scope.describe()}: {self.counts.describe()}? "
+            "This cannot be undone. Answer y or n."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PendingPurge:
+    """A plan waiting for its y/n answer."""
+
+    token: str
+    plan: PurgePlan
+    expires_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    """What a purge deleted and how long it took."""
+
+    scope: PurgeScope
+    counts: PurgeCounts
+    duration_secs: float
+
+    def summary(self) -> str:
+        """One line for the user."""
+        return f"Deleted {self.scope.describe()}: {self.counts.describe()}."
+
+
+class PrivacyController:
+    """Plans, confirms and executes purges; the only way data is deleted on request."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        confirmation_timeout_secs: float = 60,
+        batch_size: int = 500,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._db = db
+        self._store = PurgeStore(db)
+        self._sessions = SessionRepo(db)
+        self._timeout = confirmation_timeout_secs
+        self._batch = batch_size
+        self._clock = clock
+        self._pending: dict[str, PendingPurge] = {}
+
+    async def authorize(self, scope: PurgeScope, actor: Actor) -> None:
+        """Raise AccessDenied unless ``actor`` may purge ``scope``."""
+        if actor.operator:
+            return
+        if isinstance(scope, UserScope) and scope.user_id == actor.id:
+            return
+        if isinstance(scope, SessionScope):
+            info = await self._sessions.get(scope.session_id)
+            # Same answer for "missing" and "not yours", so ids of others do not leak.
+            if info is not None and info.user_id == actor.id:
+                return
+            raise AccessDenied(f"No session {scope.session_id} of yours.")
+        raise AccessDenied("Only an operator can purge that.")
+
+    async def plan(self, scope: PurgeScope, actor: Actor) -> PurgePlan:
+        """Check rights and count exactly what would be deleted."""
+        await self.authorize(scope, actor)
+        if isinstance(scope, SessionScope):
+            return PurgePlan(scope, actor, await self._store.count_session(scope.session_id))
+        if isinstance(scope, UserScope):
+            return PurgePlan(scope, actor, await self._store.count_user(scope.user_id))
+        if scope.days < 1:
+            raise UserError("The number of days must be at least 1.")
+        cutoff = self._clock() - scope.days * DAY
+        return PurgePlan(scope, actor, await self._store.count_older(cutoff), cutoff)
+
+    async def request(self, scope: PurgeScope, actor: Actor) -> PendingPurge:
+        """Plan a purge and hold it for a y/n answer from the same actor."""
+        plan = await self.plan(scope, actor)
+        self._expire()
+        # One pending purge per actor: a new request replaces the old one.
+        for token, pending in list(self._pending.items()):
+            if pending.plan.actor == actor:
+                del self._pending[token]
+        pending = PendingPurge(secrets.token_urlsafe(16), plan, self._clock() + self._timeout)
+        if plan.counts.total:
+            self._pending[pending.token] = pending
+        return pending
+
+    def pending_for(self, actor: Actor) -> PendingPurge | None:
+        """The actor's unexpired pending purge, if any."""
+        self._expire()
+        return next((p for p in self._pending.values() if p.plan.actor == actor), None)
+
+    async def confirm(self, token: str, actor: Actor, answer: str) -> PurgeResult | None:
+        """Answer a pending purge: execute on y/yes, cancel on anything else.
+
+        The token is single use. An unknown or expired token, or one that belongs to
+        another actor, raises UserError and deletes nothing.
+        """
+        pending = self._pending.get(token)
+        if pending is None or pending.plan.actor != actor:
+            raise UserError("There is no pending purge with that confirmation (or it expired).")
+        del self._pending[token]
+        if self._clock() > pending.expires_at:
+            log.info("purge confirmation expired: %s by %s", pending.plan.scope, actor.id)
+            raise UserError("The purge confirmation expired; nothing was deleted.")
+        if answer.strip().lower() not in YES:
+            log.info("purge cancelled: %s by %s", pending.plan.scope, actor.id)
+            return None
+        return await self.execute(pending.plan)
+
+    async def execute(self, plan: PurgePlan) -> PurgeResult:
+        """Delete what the plan names, then erase the residue from the files."""
+        await self.authorize(plan.scope, plan.actor)
+        started = time.monotonic()
+        scope = plan.scope
+        if isinstance(scope, SessionScope):
+            counts = await self._store.delete_session(scope.session_id)
+        elif isinstance(scope, UserScope):
+            counts = await self._store.delete_user(scope.user_id)
+        else:
+            cutoff = plan.cutoff if plan.cutoff is not None else self._clock() - scope.days * DAY
+            counts = await self._store.delete_older(cutoff, batch_size=self._batch)
+        await erase_residue(self._db)
+        result = PurgeResult(scope, counts, time.monotonic() - started)
+        # Scope, actor, counts and duration; never content.
+        log.info(
+            "purge executed: %s by %s%s: %s in %.3fs",
+            scope,
+            plan.actor.id,
+            " (operator)" if plan.actor.operator else "",
+            counts.describe(),
+            result.duration_secs,
+        )
+        return result
+
+    def _expire(self) -> None:
+        now = self._clock()
+        for token, pending in list(self._pending.items()):
+            if now > pending.expires_at:
+                del self._pending[token]

@@ -1,0 +1,166 @@
+"""PrivacyController and /purge: rights, confirmation binding, expiry, single use."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from picobot.config import Settings
+from picobot.errors import AccessDenied, UserError
+from picobot.llm.scripted import ScriptedProvider
+from picobot.messages import Identity, Inbound, Outbound, OutboundKind
+from picobot.privacy.controller import (
+    DAY,
+    Actor,
+    OlderThanScope,
+    PrivacyController,
+    SessionScope,
+    UserScope,
+)
+from picobot.runtime import Runtime, open_runtime
+
+ALICE = Identity("whatsapp", "whatsapp:111@s.whatsapp.net", "111")
+BOB = Identity("whatsapp", "whatsapp:222@s.whatsapp.net", "222")
+OPERATOR = Actor("operator:cli", operator=True)
+
+
+class Clock:
+    """A controllable clock."""
+
+    def __init__(self) -> None:
+        # Messages are stamped with the real time; start from it.
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+async def rt(tmp_path: Path) -> AsyncIterator[Runtime]:
+    settings = Settings(data={"dir": str(tmp_path / "data")})
+    async with open_runtime(settings, provider=ScriptedProvider()) as runtime:
+        yield runtime
+
+
+async def say(rt: Runtime, who: Identity, text: str) -> list[Outbound]:
+    return [e async for e in rt.kernel.handle(Inbound(who, text))]
+
+
+async def count(rt: Runtime, table: str) -> int:
+    row = await rt.db.fetchone(f"SELECT COUNT(*) FROM {table}")  # noqa: S608
+    assert row is not None
+    return int(row[0])
+
+
+async def test_chat_purge_of_own_session_asks_then_deletes(rt: Runtime) -> None:
+    sid = (await say(rt, ALICE, "hello"))[0].session_id
+    await say(rt, BOB, "bob stays")
+    ask = await say(rt, ALICE, "/purge session")
+    assert ask[-1].kind == OutboundKind.CONFIRM_REQUEST
+    assert "1 session" in ask[-1].text and "2 messages" in ask[-1].text
+    assert ask[-1].token
+    done = await say(rt, ALICE, "yes")
+    assert "Deleted session" in done[-1].text
+    assert await rt.kernel.sessions.get(sid or "") is None
+    assert await count(rt, "messages") == 2  # Bob's
+
+
+async def test_anything_but_yes_cancels(rt: Runtime) -> None:
+    await say(rt, ALICE, "hello")
+    await say(rt, ALICE, "/purge user")
+    cancelled = await say(rt, ALICE, "s")
+    assert cancelled[-1].text.startswith("Purge cancelled")
+    assert await count(rt, "messages") == 2
+    # The answer was consumed: a later "y" is just chat, not a confirmation.
+    later = await say(rt, ALICE, "y")
+    assert later[-1].kind == OutboundKind.DONE
+    assert await count(rt, "messages") == 4
+
+
+async def test_another_users_y_does_not_confirm(rt: Runtime) -> None:
+    await say(rt, ALICE, "hello")
+    ask = await say(rt, ALICE, "/purge user")
+    token = ask[-1].token
+    assert token is not None
+    stolen = [e async for e in rt.kernel.confirm(BOB, token, "y")]
+    assert stolen[-1].kind == OutboundKind.ERROR
+    assert await count(rt, "messages") == 2
+    ok = [e async for e in rt.kernel.confirm(ALICE, token, "y")]
+    assert "Deleted all data of user" in ok[-1].text
+    assert await count(rt, "messages") == 0
+
+
+async def test_token_is_single_use(rt: Runtime) -> None:
+    await say(rt, ALICE, "hello")
+    token = (await say(rt, ALICE, "/purge session"))[-1].token
+    assert token is not None
+    first = [e async for e in rt.kernel.confirm(ALICE, token, "n")]
+    assert "cancelled" in first[-1].text
+    again = [e async for e in rt.kernel.confirm(ALICE, token, "y")]
+    assert again[-1].kind == OutboundKind.ERROR
+    assert await count(rt, "messages") == 2
+
+
+async def test_chat_user_cannot_purge_older_or_someone_else(rt: Runtime) -> None:
+    bob_sid = (await say(rt, BOB, "bob's"))[0].session_id
+    older = await say(rt, ALICE, "/purge older 1")
+    assert older[-1].kind == OutboundKind.ERROR and "operator" in older[-1].text
+    other = await say(rt, ALICE, f"/purge session {bob_sid}")
+    assert other[-1].kind == OutboundKind.ERROR
+    user = await say(rt, ALICE, f"/purge user {BOB.user_id}")
+    assert user[-1].kind == OutboundKind.ERROR
+    assert await count(rt, "messages") == 2
+
+
+async def test_confirmation_expires(tmp_path: Path, rt: Runtime) -> None:
+    clock = Clock()
+    controller = PrivacyController(rt.db, confirmation_timeout_secs=60, clock=clock)
+    await say(rt, ALICE, "hello")
+    actor = Actor(ALICE.user_id)
+    pending = await controller.request(UserScope(ALICE.user_id), actor)
+    clock.now += 61
+    with pytest.raises(UserError, match="confirmation expired"):
+        await controller.confirm(pending.token, actor, "y")
+    assert await count(rt, "messages") == 2
+    assert controller.pending_for(actor) is None
+
+
+async def test_operator_rights(rt: Runtime) -> None:
+    controller = PrivacyController(rt.db)
+    sid = (await say(rt, ALICE, "hello"))[0].session_id
+    assert sid is not None
+    with pytest.raises(AccessDenied):
+        await controller.plan(SessionScope(sid), Actor(BOB.user_id))
+    with pytest.raises(AccessDenied):
+        await controller.plan(OlderThanScope(30), Actor(ALICE.user_id))
+    plan = await controller.plan(SessionScope(sid), OPERATOR)
+    assert plan.counts.messages == 2 and plan.counts.sessions == 1
+    result = await controller.execute(plan)
+    assert result.counts == plan.counts
+
+
+async def test_older_than_plan_matches_result(rt: Runtime) -> None:
+    clock = Clock()
+    controller = PrivacyController(rt.db, clock=clock)
+    await say(rt, ALICE, "recent")
+    clock.now += 10 * DAY
+    pending = await controller.request(OlderThanScope(5), OPERATOR)
+    assert pending.plan.counts.messages == 2
+    result = await controller.confirm(pending.token, OPERATOR, "yes")
+    assert result is not None and result.counts == pending.plan.counts
+    assert await count(rt, "messages") == 0
+
+
+async def test_purge_is_logged_without_content(
+    rt: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    await say(rt, ALICE, "my very private words")
+    with caplog.at_level("INFO", logger="picobot.privacy.controller"):
+        await say(rt, ALICE, "/purge user")
+        await say(rt, ALICE, "y")
+    lines = [r.getMessage() for r in caplog.records if "purge executed" in r.getMessage()]
+    assert len(lines) == 1 and ALICE.user_id in lines[0] and "2 messages" in lines[0]
+    assert "private words" not in caplog.text
