@@ -98,6 +98,43 @@ class Database:
             await self._reader.close()
             await self._writer.close()
 
+    async def checkpoint(self) -> None:
+        """Copy the whole WAL into the database file and truncate the WAL to 0 bytes.
+
+        The WAL keeps old page images (including deleted text) until a checkpoint
+        overwrites or truncates it. Runs under the writer lock, outside any transaction;
+        SQLite waits up to the busy timeout for readers that still use WAL frames. Raises
+        StoreUnavailable when the WAL could not be emptied (a reader, possibly in another
+        process, kept an old snapshot open).
+        """
+        async with self._write_lock:
+            try:
+                rows = await _pragma(self._writer, "wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(explain(exc, self.path)) from None
+        busy = int(rows[0][0]) if rows else 1
+        if busy:
+            raise StoreUnavailable(
+                f"database {self.path}: the WAL could not be checkpointed because another"
+                " connection is still reading; deleted data stays in the WAL until the next"
+                " checkpoint"
+            )
+
+    async def vacuum(self) -> None:
+        """Rewrite the database file from its live rows (``VACUUM``), under the writer lock.
+
+        Every page is rebuilt, so no byte of a deleted row survives in the unused space
+        of a page or on the freelist. The rewrite goes through the WAL: follow it with
+        :meth:`checkpoint`. Needs free disk space of about twice the database size (a
+        temporary copy plus the WAL) and blocks other writers while it runs.
+        """
+        async with self._write_lock:
+            try:
+                async with self._writer.execute("VACUUM"):
+                    pass
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(explain(exc, self.path)) from None
+
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
         """One serialized write transaction; commits on success, rolls back on error."""
@@ -161,6 +198,9 @@ async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
         conn.row_factory = sqlite3.Row
         await _pragma(conn, f"busy_timeout={int(busy_timeout_ms)}")
         await _pragma(conn, "foreign_keys=ON")
+        # Purged text must not survive in free space: zero every deleted cell and freed
+        # page instead of only unlinking it (see picobot.store.purge.erase_residue).
+        await _pragma(conn, "secure_delete=ON")
         # NORMAL is durable against process crashes in WAL mode; only an OS crash or
         # power loss can undo the last commits.
         await _pragma(conn, "synchronous=NORMAL")

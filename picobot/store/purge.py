@@ -1,0 +1,384 @@
+"""Counting and deleting conversation data by scope: one session, one user, or by age.
+
+Each scope has a ``count_*`` that runs on the reader and reports exactly what the
+matching ``delete_*`` would remove (the confirmation prompt and a retention dry run
+show these numbers), and a ``delete_*`` that removes it in batches of ``batch_size``
+rows, one write transaction per batch with a yield to the event loop in between, so
+a large sweep never holds the writer lock for long and chat turns keep flowing.
+
+Search index entries go with their source rows (the m002 triggers delete them in the
+same transaction), and dependent rows are deleted explicitly before their session
+rather than left to ``ON DELETE CASCADE``, so every removed row is counted. Deleting
+rows only unlinks most of their bytes; call :func:`erase_residue` afterwards to make
+the text unrecoverable from the database file, its WAL and the FTS5 index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+import aiosqlite
+
+from picobot.store.db import Database
+from picobot.store.search import SearchIndex
+
+DEFAULT_BATCH_SIZE = 500
+"""Rows per delete transaction when the caller does not say (config: retention_batch_size)."""
+
+_NAMES = {
+    "sessions": ("session", "sessions"),
+    "messages": ("message", "messages"),
+    "summaries": ("summary", "summaries"),
+    "memories": ("memory", "memories"),
+    "index_entries": ("index entry", "index entries"),
+    "tool_records": ("tool record", "tool records"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeCounts:
+    """How many rows of each kind a purge removes (or removed)."""
+
+    sessions: int = 0
+    messages: int = 0
+    summaries: int = 0
+    memories: int = 0
+    index_entries: int = 0
+    """Rows of the ``search_index`` FTS table (one per user/assistant message and memory)."""
+    tool_records: int = 0
+
+    @property
+    def total(self) -> int:
+        """All rows together, index entries included; 0 means there is nothing to delete."""
+        return sum(int(getattr(self, f.name)) for f in fields(self))
+
+    def describe(self) -> str:
+        """One human line, e.g. ``3 sessions, 120 messages, 1 summary, ...``."""
+        parts = []
+        for f in fields(self):
+            n = int(getattr(self, f.name))
+            one, many = _NAMES[f.name]
+            parts.append(f"{n} {one if n == 1 else many}")
+        return ", ".join(parts)
+
+    def __add__(self, other: PurgeCounts) -> PurgeCounts:
+        return PurgeCounts(
+            *(int(getattr(self, f.name)) + int(getattr(other, f.name)) for f in fields(self))
+        )
+
+
+Clause = tuple[str, tuple[Any, ...]]
+"""A WHERE expression and its parameters."""
+
+_NOTHING: Clause = ("0", ())
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What a purge selects, table by table (a WHERE clause for each)."""
+
+    messages: Clause
+    tool_records: Clause
+    memories: Clause
+    summaries: Clause
+    sessions: Clause
+    """Sessions deleted whole; every message they still hold is in ``messages`` too."""
+    current: Clause = _NOTHING
+    """Extra ``current_sessions`` rows (those of deleted sessions always go)."""
+
+
+def _session_scope(session_id: str) -> _Scope:
+    one: Clause = ("session_id = ?", (session_id,))
+    return _Scope(
+        messages=one,
+        tool_records=one,
+        memories=_NOTHING,
+        summaries=one,
+        sessions=("id = ?", (session_id,)),
+    )
+
+
+def _user_scope(user_id: str) -> _Scope:
+    owned: Clause = ("session_id IN (SELECT id FROM sessions WHERE user_id = ?)", (user_id,))
+    return _Scope(
+        messages=owned,
+        # A tool record names its user too; one left in a session that changed hands
+        # is still this user's data.
+        tool_records=(f"user_id = ? OR {owned[0]}", (user_id, user_id)),
+        memories=("user_id = ?", (user_id,)),
+        summaries=owned,
+        sessions=("user_id = ?", (user_id,)),
+        current=("user_id = ?", (user_id,)),
+    )
+
+
+def _older_scope(cutoff: float) -> _Scope:
+    # The same predicates serve count and delete. Evaluated after the old messages
+    # are gone, "no message at or after the cutoff" equals "no message left", which is
+    # what makes a summary or session expire; evaluated before, it predicts it.
+    return _Scope(
+        messages=("created_at < ?", (cutoff,)),
+        tool_records=("created_at < ?", (cutoff,)),
+        memories=_NOTHING,  # explicit user memories live until deleted
+        summaries=(
+            "NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id ="
+            " session_summaries.session_id AND m.seq_order <= session_summaries.covered_seq"
+            " AND m.created_at >= ?)",
+            (cutoff,),
+        ),
+        sessions=(
+            "last_active < ? AND NOT EXISTS (SELECT 1 FROM messages m"
+            " WHERE m.session_id = sessions.id AND m.created_at >= ?)",
+            (cutoff, cutoff),
+        ),
+    )
+
+
+class PurgeStore:
+    """Count and delete a session's, a user's, or all expired conversation data."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def count_session(self, session_id: str) -> PurgeCounts:
+        """What :meth:`delete_session` would remove now."""
+        return await self._count(_session_scope(session_id))
+
+    async def delete_session(
+        self, session_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> PurgeCounts:
+        """Delete one session with its messages, summary, tool records and index entries."""
+        return await self._delete(_session_scope(session_id), batch_size)
+
+    async def count_user(self, user_id: str) -> PurgeCounts:
+        """What :meth:`delete_user` would remove now."""
+        return await self._count(_user_scope(user_id))
+
+    async def delete_user(
+        self, user_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> PurgeCounts:
+        """Delete everything of ``user_id``: sessions (with all they hold), memories,
+        tool records, current-session pointers and their index entries."""
+        return await self._delete(_user_scope(user_id), batch_size)
+
+    async def count_older(self, cutoff_ts: float) -> PurgeCounts:
+        """What :meth:`delete_older` would remove for the same cutoff."""
+        return await self._count(_older_scope(cutoff_ts))
+
+    async def delete_older(
+        self, cutoff_ts: float, *, batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> PurgeCounts:
+        """Delete conversation data created before ``cutoff_ts`` (epoch seconds).
+
+        Removes messages and tool records older than the cutoff, summaries whose
+        covered messages are all gone, and sessions left empty whose last activity is
+        older than the cutoff. User memories are never touched.
+        """
+        return await self._delete(_older_scope(cutoff_ts), batch_size)
+
+    # --- counting -------------------------------------------------------------------
+
+    async def _count(self, scope: _Scope) -> PurgeCounts:
+        doomed = f"SELECT id FROM sessions WHERE {scope.sessions[0]}"  # noqa: S608
+        msg_sql, msg_params = scope.messages
+        mem_sql, mem_params = scope.memories
+        tool_sql, tool_params = scope.tool_records
+        sum_sql, sum_params = scope.summaries
+        # Dependent rows of a deleted session go too, even when they are not selected
+        # by their own clause (a tool record newer than the retention cutoff).
+        # The clauses are constants of this module; only their parameters come from callers.
+        row = await self._db.fetchone(
+            "SELECT"  # noqa: S608
+            f" (SELECT COUNT(*) FROM sessions WHERE {scope.sessions[0]}),"
+            f" (SELECT COUNT(*) FROM messages WHERE {msg_sql}),"
+            f" (SELECT COUNT(*) FROM session_summaries WHERE ({sum_sql})"
+            f"   OR session_id IN ({doomed})),"
+            f" (SELECT COUNT(*) FROM user_memories WHERE {mem_sql}),"
+            " (SELECT COUNT(*) FROM search_index WHERE rowid IN"
+            f"   (SELECT id FROM messages WHERE {msg_sql})) +"
+            " (SELECT COUNT(*) FROM search_index WHERE rowid IN"
+            f"   (SELECT -id FROM user_memories WHERE {mem_sql})),"
+            f" (SELECT COUNT(*) FROM tool_records WHERE ({tool_sql})"
+            f"   OR session_id IN ({doomed}))",
+            (
+                *scope.sessions[1],
+                *msg_params,
+                *sum_params,
+                *scope.sessions[1],
+                *mem_params,
+                *msg_params,
+                *mem_params,
+                *tool_params,
+                *scope.sessions[1],
+            ),
+        )
+        assert row is not None  # a SELECT without FROM always yields one row
+        return PurgeCounts(*(int(v) for v in row))
+
+    # --- deleting -------------------------------------------------------------------
+
+    async def _delete(self, scope: _Scope, batch_size: int) -> PurgeCounts:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        done = PurgeCounts()
+        done += await self._sweep("messages", "id", scope.messages, batch_size, _del_messages)
+        done += await self._sweep("tool_records", "id", scope.tool_records, batch_size, _del_tools)
+        done += await self._sweep("user_memories", "id", scope.memories, batch_size, _del_memories)
+        done += await self._sweep(
+            "session_summaries", "session_id", scope.summaries, batch_size, _del_summaries
+        )
+        if scope.current is not _NOTHING:
+            async with self._db.transaction() as conn:
+                sql, params = scope.current
+                await conn.execute(f"DELETE FROM current_sessions WHERE {sql}", params)  # noqa: S608
+        done += await self._sweep("sessions", "id", scope.sessions, batch_size, _del_sessions)
+        return done
+
+    async def _sweep(
+        self,
+        table: str,
+        key: str,
+        where: Clause,
+        batch_size: int,
+        delete: Callable[[aiosqlite.Connection, str], Awaitable[PurgeCounts]],
+    ) -> PurgeCounts:
+        """Delete ``table`` rows matching ``where``, ``batch_size`` per transaction."""
+        sql, params = where
+        done = PurgeCounts()
+        if where is _NOTHING:
+            return done
+        while True:
+            async with self._db.transaction() as conn:
+                # Deleted rows no longer match, so each batch starts from the top; the
+                # keys are selected and deleted in one transaction, so nothing slips in.
+                keys = await _column(
+                    conn,
+                    f"SELECT {key} FROM {table} WHERE {sql} LIMIT ?",  # noqa: S608
+                    (*params, batch_size),
+                )
+                if keys:
+                    done += await delete(conn, json.dumps(keys))
+            if not keys:
+                return done
+            # Writers queued on the (fair) lock get in between batches anyway; this
+            # also lets tasks that need no lock run before the next batch starts.
+            await asyncio.sleep(0)
+
+
+# Batch deleters: ``keys`` is a JSON array of the rows' keys (json_each takes any
+# number of them, unlike bound parameters, which SQLite caps).
+
+
+async def _del_messages(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+    # Counted before the delete: the m002 trigger removes exactly these entries.
+    entries = await _scalar(
+        conn,
+        "SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT value FROM json_each(?))",
+        keys,
+    )
+    n = await _rowcount(
+        conn, "DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?))", keys
+    )
+    return PurgeCounts(messages=n, index_entries=entries)
+
+
+async def _del_memories(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+    # A memory's entry has rowid -id (see m002).
+    entries = await _scalar(
+        conn,
+        "SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT -value FROM json_each(?))",
+        keys,
+    )
+    n = await _rowcount(
+        conn, "DELETE FROM user_memories WHERE id IN (SELECT value FROM json_each(?))", keys
+    )
+    return PurgeCounts(memories=n, index_entries=entries)
+
+
+async def _del_tools(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+    return PurgeCounts(
+        tool_records=await _rowcount(
+            conn, "DELETE FROM tool_records WHERE id IN (SELECT value FROM json_each(?))", keys
+        )
+    )
+
+
+async def _del_summaries(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+    n = await _rowcount(
+        conn,
+        "DELETE FROM session_summaries WHERE session_id IN (SELECT value FROM json_each(?))",
+        keys,
+    )
+    return PurgeCounts(summaries=n)
+
+
+async def _del_sessions(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+    # Whatever the sessions still hold (rows written after the earlier sweeps, or
+    # tool records newer than a retention cutoff) is deleted and counted here rather
+    # than vanishing uncounted through ON DELETE CASCADE.
+    held = await _column(
+        conn,
+        "SELECT id FROM messages WHERE session_id IN (SELECT value FROM json_each(?))",
+        (keys,),
+    )
+    done = await _del_messages(conn, json.dumps(held)) if held else PurgeCounts()
+    tools = await _rowcount(
+        conn, "DELETE FROM tool_records WHERE session_id IN (SELECT value FROM json_each(?))", keys
+    )
+    sums = await _rowcount(
+        conn,
+        "DELETE FROM session_summaries WHERE session_id IN (SELECT value FROM json_each(?))",
+        keys,
+    )
+    await _rowcount(
+        conn,
+        "DELETE FROM current_sessions WHERE session_id IN (SELECT value FROM json_each(?))",
+        keys,
+    )
+    n = await _rowcount(
+        conn, "DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))", keys
+    )
+    return done + PurgeCounts(sessions=n, summaries=sums, tool_records=tools)
+
+
+async def _column(conn: aiosqlite.Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    async with conn.execute(sql, params) as cur:
+        return [row[0] for row in await cur.fetchall()]
+
+
+async def _scalar(conn: aiosqlite.Connection, sql: str, keys: str) -> int:
+    async with conn.execute(sql, (keys,)) as cur:
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def _rowcount(conn: aiosqlite.Connection, sql: str, keys: str) -> int:
+    async with conn.execute(sql, (keys,)) as cur:
+        return int(cur.rowcount)
+
+
+async def erase_residue(db: Database, *, vacuum: bool = True) -> None:
+    """Make deleted text unrecoverable from every file of the database.
+
+    Call after a purge or retention sweep (outside any transaction). Three places keep
+    deleted text after its rows are gone; each has its remedy:
+
+    - Freed cells and pages of the database file: every connection runs with
+      ``PRAGMA secure_delete=ON`` (see :mod:`picobot.store.db`), which zeroes them as
+      rows are deleted, including index b-tree cells such as ``UNIQUE(user_id, key)``.
+    - The FTS5 index: SQLite 3.40 has no FTS5 ``secure-delete``; a delete appends a
+      segment repeating the row's terms, and older segments still hold them. The
+      'optimize' merge rewrites the index as one segment without deleted entries; the
+      old segment rows are then freed (and zeroed).
+    - The WAL: it holds page images from before the deletes until a checkpoint; a
+      TRUNCATE checkpoint copies the current pages into the database file and cuts the
+      WAL to 0 bytes. Raises StoreUnavailable when a reader kept it from finishing.
+    """
+    await SearchIndex(db).optimize()
+    if vacuum:
+        await db.vacuum()
+    await db.checkpoint()
