@@ -1,0 +1,129 @@
+"""``picobot purge`` on the host: plan, terminal y/n, --yes, refusal without a terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from picobot.cli import main
+from picobot.cli_purge import purge
+from picobot.config import Settings
+from picobot.llm.scripted import ScriptedProvider
+from picobot.messages import Identity, Inbound
+from picobot.privacy.controller import OlderThanScope, UserScope
+from picobot.runtime import open_runtime
+
+ALICE = Identity("tui", "tui:alice", "local")
+BOB = Identity("tui", "tui:bob", "local")
+
+
+def seed(data_dir: Path) -> None:
+    """Two users with one exchange each, through the real kernel."""
+
+    async def go() -> None:
+        settings = Settings(data={"dir": str(data_dir)})
+        async with open_runtime(settings, provider=ScriptedProvider()) as rt:
+            for who in (ALICE, BOB):
+                async for _ in rt.kernel.handle(Inbound(who, f"hello from {who.user_id}")):
+                    pass
+
+    asyncio.run(go())
+
+
+def count_messages(data_dir: Path) -> dict[str, int]:
+    import sqlite3
+
+    with sqlite3.connect(data_dir / "conversations.db") as conn:
+        rows = conn.execute(
+            "SELECT s.user_id, COUNT(m.id) FROM sessions s JOIN messages m"
+            " ON m.session_id = s.id GROUP BY s.user_id"
+        ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+class Tty(io.StringIO):
+    """A stdin that claims to be a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_purge_user_with_yes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed(tmp_path / "data")
+    assert main(["purge", "user", "tui:alice", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "Permanently delete all data of user tui:alice: 1 session, 2 messages" in out
+    assert "Deleted all data of user tui:alice" in out
+    assert count_messages(tmp_path / "data") == {"tui:bob": 2}
+
+
+def test_non_interactive_stdin_without_yes_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed(tmp_path / "data")
+    monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
+    assert main(["purge", "user", "tui:alice"]) == 1
+    assert "stdin is not a terminal" in capsys.readouterr().err
+    assert count_messages(tmp_path / "data") == {"tui:alice": 2, "tui:bob": 2}
+
+
+@pytest.mark.parametrize(
+    ("answer", "deleted"),
+    [("y\n", True), ("yes\n", True), ("n\n", False), ("\n", False), ("s\n", False)],
+)
+def test_terminal_answer_decides(tmp_path: Path, answer: str, deleted: bool) -> None:
+    seed(tmp_path / "data")
+    settings = Settings(data={"dir": str(tmp_path / "data")})
+    out = io.StringIO()
+    code = asyncio.run(
+        purge(settings, UserScope("tui:bob"), assume_yes=False, stdin=Tty(answer), stdout=out)
+    )
+    assert code == (0 if deleted else 1)
+    left = count_messages(tmp_path / "data")
+    assert ("tui:bob" in left) is not deleted
+    assert left["tui:alice"] == 2
+
+
+def test_older_than_is_an_operator_purge(tmp_path: Path) -> None:
+    seed(tmp_path / "data")
+    settings = Settings(data={"dir": str(tmp_path / "data")})
+    out = io.StringIO()
+    code = asyncio.run(
+        purge(settings, OlderThanScope(1), assume_yes=True, stdin=io.StringIO(), stdout=out)
+    )
+    assert code == 0 and "Nothing is stored" in out.getvalue()  # everything is fresh
+    assert count_messages(tmp_path / "data") == {"tui:alice": 2, "tui:bob": 2}
+
+
+def test_purge_session_by_id_and_bad_days(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed(tmp_path / "data")
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "data" / "conversations.db") as conn:
+        (sid,) = conn.execute("SELECT id FROM sessions WHERE user_id = 'tui:bob'").fetchone()
+    assert main(["purge", "session", sid, "--yes"]) == 0
+    assert count_messages(tmp_path / "data") == {"tui:alice": 2}
+    assert main(["purge", "older", "soon", "--yes"]) == 2
+    assert "DAYS must be a number" in capsys.readouterr().err
+
+
+def test_purge_entry_point_in_a_subprocess(tmp_path: Path) -> None:
+    seed(tmp_path / "data")
+    proc = subprocess.run(
+        [sys.executable, "-m", "picobot", "purge", "user", "tui:alice"],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert "pass --yes" in proc.stderr
