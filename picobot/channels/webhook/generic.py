@@ -1,0 +1,180 @@
+"""A generic signed JSON webhook (``/webhooks/generic``) for your own integrations.
+
+Inbound: ``POST`` a JSON object ``{"user", "chat", "text", "message_id"}`` (all
+non-empty strings) with the header ``X-PicoBot-Signature: sha256=<hex>``, the
+HMAC-SHA256 of the raw body under the shared secret. Outbound: each reply is POSTed to
+``callback_url`` as ``{"chat", "user", "text", "in_reply_to"}``, signed the same way
+in the same header, so the receiver can check that it came from PicoBot.
+
+Trust model: this webhook trusts its signer. Whoever holds the secret (your
+integration) vouches for ``user``, and may speak as any user of this channel; without
+the secret nobody can. The user id is ``generic:<user>``, so a signer can never
+impersonate a user of another channel (``generic:telegram:42`` is not
+``telegram:42``). Give the secret only to a system that authenticates its own users.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import os
+import time
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
+from picobot.config_channels import GenericWebhookSettings
+from picobot.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+MAX_ID_CHARS = 256
+"""Longest user, chat or message id accepted."""
+MAX_TEXT_CHARS = 32_000
+"""Longest message text accepted."""
+SEND_TIMEOUT = aiohttp.ClientTimeout(total=30)
+
+
+def sign(secret: bytes, body: bytes) -> str:
+    """The signature header value for ``body``: ``sha256=<hex HMAC-SHA256>``."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def retry_after_secs(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _field(data: dict[str, Any], name: str, limit: int) -> str:
+    value = data.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise WebhookError(400, f"'{name}' must be a non-empty string")
+    if len(value) > limit:
+        raise WebhookError(400, f"'{name}' is longer than {limit} characters")
+    return value
+
+
+def _id_field(data: dict[str, Any], name: str) -> str:
+    value = _field(data, name, MAX_ID_CHARS)
+    # Ids end up in user ids, logs and SQL keys: no control characters, no padding.
+    if value != value.strip() or any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise WebhookError(400, f"'{name}' has leading/trailing space or control characters")
+    return value
+
+
+class GenericPlatform:
+    """The generic webhook: HMAC-signed JSON in, HMAC-signed JSON callbacks out."""
+
+    def __init__(self, settings: GenericWebhookSettings, secret: str) -> None:
+        if not secret:
+            raise ConfigError(f"the generic webhook secret ({settings.secret_env}) is empty")
+        self._settings = settings
+        self._secret = secret.encode()
+        self._allowed = frozenset(settings.allowed_senders)
+
+    @classmethod
+    def from_settings(cls, settings: GenericWebhookSettings) -> GenericPlatform:
+        """Build from config; the secret comes from the env var the config names."""
+        secret = os.environ.get(settings.secret_env, "").strip()
+        if not secret:
+            raise ConfigError(
+                f"channels.webhook.generic is enabled but the environment variable "
+                f"{settings.secret_env} (channels.webhook.generic.secret_env) is not set"
+            )
+        return cls(settings, secret)
+
+    @property
+    def name(self) -> str:
+        """Always ``generic``."""
+        return "generic"
+
+    @property
+    def allowed_senders(self) -> frozenset[str]:
+        """User names allowed to chat; empty means every signed message."""
+        return self._allowed
+
+    async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
+        """There is no handshake."""
+        return None
+
+    def verify(self, request: web.Request, body: bytes) -> None:
+        """Check the HMAC-SHA256 signature of the raw body in constant time."""
+        given = request.headers.get(self._settings.signature_header, "")
+        if not given:
+            raise WebhookError(401, "missing signature")
+        if not hmac.compare_digest(given.strip().encode(), sign(self._secret, body).encode()):
+            raise WebhookError(401, "invalid signature")
+
+    def parse(self, body: bytes) -> list[PlatformMessage]:
+        """The one message of a verified body."""
+        try:
+            data = json.loads(body)
+        except (UnicodeDecodeError, ValueError):
+            raise WebhookError(400, "body is not valid JSON") from None
+        if not isinstance(data, dict):
+            raise WebhookError(400, "body must be a JSON object")
+        user = _id_field(data, "user")
+        chat = _id_field(data, "chat")
+        message_id = _id_field(data, "message_id")
+        text = _field(data, "text", MAX_TEXT_CHARS)
+        return [
+            PlatformMessage(
+                message_id=message_id,
+                user_id=f"generic:{user}",
+                chat_id=chat,
+                sender=user,
+                text=text,
+                reply_to={"chat": chat, "user": user, "in_reply_to": message_id},
+            )
+        ]
+
+    async def send(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], text: str
+    ) -> None:
+        """POST one signed reply to the callback URL."""
+        url = self._settings.callback_url
+        if not url:
+            raise DeliveryError("no callback_url configured", retry=False)
+        body = json.dumps(
+            {
+                "chat": reply_to.get("chat"),
+                "user": reply_to.get("user"),
+                "text": text,
+                "in_reply_to": reply_to.get("in_reply_to"),
+            },
+            ensure_ascii=False,
+        ).encode()
+        headers = {
+            "Content-Type": "application/json",
+            self._settings.signature_header: sign(self._secret, body),
+        }
+        try:
+            # No redirects: a signed reply goes where it was configured to, or nowhere.
+            async with session.post(
+                url, data=body, headers=headers, allow_redirects=False, timeout=SEND_TIMEOUT
+            ) as resp:
+                if 200 <= resp.status < 300:
+                    return
+                reason = f"callback answered HTTP {resp.status}"
+                if resp.status == 429 or resp.status >= 500:
+                    wait = retry_after_secs(resp.headers.get("Retry-After"))
+                    raise DeliveryError(reason, retry=True, retry_after_secs=wait)
+                raise DeliveryError(reason, retry=False)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise DeliveryError(f"callback unreachable: {type(exc).__name__}", retry=True) from None

@@ -1,0 +1,278 @@
+"""The webhook core: one route per platform, a durable inbox, a durable reply queue.
+
+A request is checked and acknowledged fast: size limit, raw body, the platform's
+handshake, signature and parse, the allow-list, then each message is committed to the
+inbox (a redelivered message id is skipped) and the platform gets 200 before any
+model runs, so it never times out and redelivers. The workers of
+:mod:`picobot.channels.webhook.workers` then run the turns and deliver the replies.
+
+Guarantees: an acknowledged message is answered even across a crash (pending inbox
+rows and due replies are picked up by :meth:`WebhookServer.start`); a reply is
+enqueued exactly once; a reply is sent at least once (a crash between the platform's
+200 and recording it sends it again). A crash in the middle of a turn runs that turn
+again on restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from picobot.channels.webhook.base import Platform, PlatformMessage, WebhookError
+from picobot.channels.webhook.workers import (
+    Backoff,
+    DeliveryWorker,
+    InboxWorker,
+    WebhookStats,
+    WorkerContext,
+)
+from picobot.config_channels import WebhookSettings
+from picobot.errors import StoreUnavailable
+from picobot.kernel.kernel import Kernel
+from picobot.store.webhooks import WebhookStore
+from picobot.tasks.supervisor import TaskSupervisor
+
+__all__ = ["WebhookServer", "WebhookStats"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class WebhookServer:
+    """Routes for every platform plus the inbox and delivery workers.
+
+    ``max_attempts`` bounds the delivery attempts of a reply (``[server]
+    outbound_max_attempts``); retries wait ``backoff_base_secs * 2**(n-1)`` up to
+    ``backoff_cap_secs``, or longer when the platform says Retry-After. ``concurrency``
+    bounds turns and sends in flight (each); ``store_retry_secs`` is the pause after a
+    store failure. ``session`` is used for platform API calls (one is created and
+    closed here if not given). The workers run as tasks of ``supervisor``.
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        platforms: Sequence[Platform],
+        settings: WebhookSettings,
+        *,
+        store: WebhookStore,
+        max_attempts: int,
+        supervisor: TaskSupervisor,
+        session: aiohttp.ClientSession | None = None,
+        clock: Callable[[], float] = time.time,
+        backoff_base_secs: float = 1.0,
+        backoff_cap_secs: float = 300.0,
+        concurrency: int = 8,
+        store_retry_secs: float = 5.0,
+    ) -> None:
+        self._platforms: dict[str, Platform] = {}
+        for platform in platforms:
+            if platform.name in self._platforms:
+                raise ValueError(f"two webhook platforms are named {platform.name!r}")
+            self._platforms[platform.name] = platform
+        self._max_body = settings.max_body_bytes
+        self.store = store
+        self._supervisor = supervisor
+        self._session = session
+        self._own_session = session is None
+        self.stats = WebhookStats()
+        self._changed = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._loops: set[asyncio.Task[None]] = set()
+        self._started = False
+        ctx = WorkerContext(
+            platforms=self._platforms,
+            store=store,
+            stats=self.stats,
+            changed=self._notify,
+            spawn=self._spawn,
+            concurrency=concurrency,
+            store_retry_secs=store_retry_secs,
+        )
+        self._inbox = InboxWorker(ctx, kernel)
+        self._delivery = DeliveryWorker(
+            ctx,
+            max_attempts=max_attempts,
+            backoff=Backoff(backoff_base_secs, backoff_cap_secs),
+            clock=clock,
+        )
+        # A processed message with replies is the delivery worker's cue.
+        self._inbox.on_enqueued = self._delivery.wake
+
+    @property
+    def platforms(self) -> dict[str, Platform]:
+        """The served platforms by name."""
+        return dict(self._platforms)
+
+    def routes(self) -> list[web.RouteDef]:
+        """GET and POST ``/webhooks/<name>`` for every platform."""
+        defs: list[web.RouteDef] = []
+        for name, platform in self._platforms.items():
+            handler = self._handler(platform)
+            defs += [web.get(f"/webhooks/{name}", handler), web.post(f"/webhooks/{name}", handler)]
+        return defs
+
+    def add_routes(self, app: web.Application) -> None:
+        """Mount the webhook routes on ``app`` (shared with the admin API)."""
+        app.add_routes(self.routes())
+
+    async def start(self) -> None:
+        """Start the workers; their first pass resumes what a previous run left pending."""
+        if self._started:
+            raise RuntimeError("the webhook server is already started")
+        self._started = True
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        self._delivery.session = self._session
+        self._loops = {
+            self._spawn("webhook-inbox", self._inbox.run()),
+            self._spawn("webhook-delivery", self._delivery.run()),
+        }
+
+    async def close(self, grace_secs: float = 0.0) -> None:
+        """Take up no new work, let turns and sends in flight finish for up to
+        ``grace_secs``, then cancel the rest (it stays pending for the next start).
+
+        Requests are still accepted into the inbox meanwhile: nothing acknowledged is
+        lost, it is only answered after the restart.
+        """
+        self._inbox.stop()
+        self._delivery.stop()
+        # The two loops never finish on their own; wait only for turns and sends.
+        work = self._tasks - self._loops
+        if work and grace_secs > 0:
+            await asyncio.wait(work, timeout=grace_secs)
+        tasks = [t for t in self._tasks if not t.done()]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self._own_session and self._session is not None:
+            await self._session.close()
+        self._session = self._delivery.session = None
+
+    async def __aenter__(self) -> WebhookServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def queue_depth(self) -> int:
+        """Replies waiting to be delivered."""
+        return await self.store.queue_depth()
+
+    def wake(self) -> None:
+        """Look for work now (pending messages, due replies)."""
+        self._inbox.wake()
+        self._delivery.wake()
+
+    async def wait_for(self, predicate: Callable[[WebhookStats], bool]) -> WebhookStats:
+        """Wait until ``predicate(stats)`` holds (tests, health checks)."""
+        while not predicate(self.stats):
+            await self._changed.wait()
+        return self.stats
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        task = self._supervisor.spawn(name, coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _notify(self) -> None:
+        # A fresh event per change: every waiter re-checks its predicate once.
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    # Requests ------------------------------------------------------------------
+
+    def _handler(self, platform: Platform) -> Handler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._receive(platform, request)
+
+        return handle
+
+    async def _receive(self, platform: Platform, request: web.Request) -> web.StreamResponse:
+        name = platform.name
+        length = request.content_length
+        too_long = length is not None and length > self._max_body
+        body = None if too_long else await _read(request, self._max_body)
+        if body is None:
+            log.warning("%s webhook: body over %d bytes refused", name, self._max_body)
+            return _error(413, "body too large")
+        try:
+            answer = await platform.handshake(request, body)
+            if answer is not None:
+                return answer
+            if request.method != "POST":
+                return _error(405, "method not allowed")
+            self._verify(platform, request, body)
+            messages = platform.parse(body)
+        except WebhookError as exc:
+            log.warning("%s webhook refused (%d): %s", name, exc.status, exc.reason)
+            return _error(exc.status, exc.reason)
+        except Exception:
+            log.exception("%s webhook: failed to read a request", name)
+            return _error(400, "malformed request")
+        try:
+            for msg in messages:
+                await self._admit(platform, msg)
+        except StoreUnavailable:
+            # Not durable, so not acknowledged: the platform will deliver it again.
+            log.exception("%s webhook: could not store a message", name)
+            return _error(503, "temporarily unavailable")
+        self._inbox.wake()
+        return web.json_response({"ok": True})
+
+    def _verify(self, platform: Platform, request: web.Request, body: bytes) -> None:
+        try:
+            platform.verify(request, body)
+        except WebhookError:
+            self.stats.rejected_signature += 1
+            self._notify()
+            raise
+        except Exception:
+            # A broken check denies: deny by default.
+            log.exception("%s webhook: signature check failed", platform.name)
+            self.stats.rejected_signature += 1
+            self._notify()
+            raise WebhookError(401, "signature check failed") from None
+
+    async def _admit(self, platform: Platform, msg: PlatformMessage) -> None:
+        allowed = platform.allowed_senders
+        if allowed and msg.sender not in allowed:
+            # Still 200: the platform must not retry a message we chose to ignore.
+            log.info("%s webhook: ignored a sender not allowed: %s", platform.name, msg.sender)
+            self.stats.ignored_senders += 1
+        elif await self.store.accept(platform.name, msg) is None:
+            log.info("%s webhook: message %s already received", platform.name, msg.message_id)
+            self.stats.duplicates += 1
+        else:
+            self.stats.accepted += 1
+        self._notify()
+
+
+async def _read(request: web.Request, limit: int) -> bytes | None:
+    """The raw body, or None as soon as it grows past ``limit`` (never buffered whole)."""
+    body = bytearray()
+    async for chunk in request.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def _error(status: int, reason: str) -> web.Response:
+    return web.json_response({"error": reason}, status=status)

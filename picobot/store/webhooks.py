@@ -1,0 +1,316 @@
+"""The webhook inbox and the outbound reply queue (tables of migration m004).
+
+The inbox makes acknowledging a webhook safe: a message is committed here before the
+platform hears 200, and ``UNIQUE(platform, message_id)`` turns a redelivery into a
+no-op, also after a restart. The outbound queue makes replying safe: the replies of
+one processed message are enqueued in the same transaction that marks it done, so a
+crash can neither lose a reply nor enqueue it twice; each reply then stays queued
+until the platform API took it or the attempts ran out.
+
+Replies of one chat go out in queue order: only the oldest pending reply of a chat
+(its "head") is ever due, so a reply waiting for a retry holds back the later ones.
+
+Text is kept only while it is needed: a processed inbox row and a sent reply have
+their text blanked (the conversation itself lives in ``messages``); what remains is
+ids and timestamps for de-duplication and metrics. Every row carries ``user_id`` so
+a user purge can delete it (:meth:`WebhookStore.delete_user`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from picobot.store.db import Database, Row
+
+_MAX_ERROR = 300
+
+
+class InboundMessage(Protocol):
+    """What the inbox needs of a platform message (``PlatformMessage`` fits)."""
+
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def user_id(self) -> str: ...
+    @property
+    def chat_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def reply_to(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    """An accepted platform message waiting to be processed."""
+
+    id: int
+    platform: str
+    message_id: str
+    user_id: str
+    chat_id: str
+    text: str
+    reply_to: dict[str, Any]
+    attempts: int
+    """How often processing was started (a message that keeps crashing us is dropped)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundItem:
+    """A reply waiting to be delivered."""
+
+    id: int
+    platform: str
+    user_id: str
+    chat_id: str
+    reply_to: dict[str, Any]
+    text: str
+    attempts: int
+    next_attempt_at: float
+    inbox_id: int | None
+    seq: int
+
+
+def _inbox(row: Row) -> InboxItem:
+    return InboxItem(
+        id=int(row["id"]),
+        platform=str(row["platform"]),
+        message_id=str(row["message_id"]),
+        user_id=str(row["user_id"]),
+        chat_id=str(row["chat_id"]),
+        text=str(row["text"]),
+        reply_to=json.loads(row["reply_to_json"]),
+        attempts=int(row["attempts"]),
+    )
+
+
+def _outbound(row: Row) -> OutboundItem:
+    return OutboundItem(
+        id=int(row["id"]),
+        platform=str(row["platform"]),
+        user_id=str(row["user_id"]),
+        chat_id=str(row["chat_id"]),
+        reply_to=json.loads(row["reply_to_json"]),
+        text=str(row["text"]),
+        attempts=int(row["attempts"]),
+        next_attempt_at=float(row["next_attempt_at"]),
+        inbox_id=None if row["inbox_id"] is None else int(row["inbox_id"]),
+        seq=int(row["seq"]),
+    )
+
+
+# The oldest pending reply of each chat; later replies of a chat wait behind it.
+_HEADS = """
+    SELECT o.* FROM outbound_queue o
+    WHERE o.status = 'pending' {extra}
+      AND NOT EXISTS (
+        SELECT 1 FROM outbound_queue e
+        WHERE e.status = 'pending' AND e.platform = o.platform
+          AND e.chat_id = o.chat_id AND e.id < o.id)
+    ORDER BY o.next_attempt_at, o.id
+    LIMIT ?
+"""
+
+
+class WebhookStore:
+    """Repository of ``webhook_inbox`` and ``outbound_queue``."""
+
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    async def accept(self, platform: str, msg: InboundMessage) -> int | None:
+        """Record an inbound message; its inbox id, or None if it was seen before."""
+        async with self._db.transaction() as conn:
+            cur = await conn.execute(
+                "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
+                " reply_to_json, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (platform, message_id) DO NOTHING",
+                (
+                    platform,
+                    msg.message_id,
+                    msg.user_id,
+                    msg.chat_id,
+                    msg.text,
+                    json.dumps(msg.reply_to, separators=(",", ":")),
+                    self._clock(),
+                ),
+            )
+            return cur.lastrowid if cur.rowcount == 1 else None
+
+    async def pending_inbox(self, limit: int, *, after_id: int = 0) -> list[InboxItem]:
+        """Unprocessed messages with an id above ``after_id``, oldest first."""
+        rows = await self._db.fetchall(
+            "SELECT * FROM webhook_inbox WHERE status = 'pending' AND id > ? ORDER BY id LIMIT ?",
+            (after_id, limit),
+        )
+        return [_inbox(r) for r in rows]
+
+    async def start_processing(self, inbox_id: int) -> int | None:
+        """Count a processing attempt before the turn runs (the count survives a crash).
+
+        Returns the attempt number, or None if the message is no longer pending (it
+        was processed meanwhile, or purged): then it must not run again.
+        """
+        async with self._db.transaction() as conn:
+            cur = await conn.execute(
+                "UPDATE webhook_inbox SET attempts = attempts + 1"
+                " WHERE id = ? AND status = 'pending'",
+                (inbox_id,),
+            )
+            if cur.rowcount != 1:
+                return None
+            async with conn.execute(
+                "SELECT attempts FROM webhook_inbox WHERE id = ?", (inbox_id,)
+            ) as rows:
+                row = await rows.fetchone()
+            return int(row["attempts"]) if row is not None else None
+
+    async def mark_processed(
+        self,
+        inbox_id: int,
+        replies: Sequence[str],
+        *,
+        platform: str,
+        reply_to: dict[str, Any],
+        user_id: str,
+        chat_id: str,
+        failed: bool = False,
+    ) -> int:
+        """Mark the message done (or failed) and enqueue its replies, atomically.
+
+        Returns how many replies were enqueued: none if the message was processed
+        already (a second run must not answer twice). A message purged while its turn
+        ran still gets its replies (the answer to "/purge user" is one of them).
+        """
+        now = self._clock()
+        async with self._db.transaction() as conn:
+            async with conn.execute(
+                "SELECT status FROM webhook_inbox WHERE id = ?", (inbox_id,)
+            ) as cur:
+                row = await cur.fetchone()
+            if row is not None and row["status"] != "pending":
+                return 0
+            if row is not None:
+                await conn.execute(
+                    "UPDATE webhook_inbox SET status = ?, processed_at = ?, text = '' WHERE id = ?",
+                    ("failed" if failed else "done", now, inbox_id),
+                )
+            target = json.dumps(reply_to, separators=(",", ":"))
+            for seq, text in enumerate(replies):
+                await conn.execute(
+                    "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json,"
+                    " text, next_attempt_at, created_at, inbox_id, seq)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        platform,
+                        user_id,
+                        chat_id,
+                        target,
+                        text,
+                        now,
+                        now,
+                        inbox_id if row is not None else None,
+                        seq,
+                    ),
+                )
+        return len(replies)
+
+    async def due_outbound(self, now: float, limit: int) -> list[OutboundItem]:
+        """Replies to send now: the head of each chat's queue, if its time has come."""
+        rows = await self._db.fetchall(
+            _HEADS.format(extra="AND o.next_attempt_at <= ?"), (now, limit)
+        )
+        return [_outbound(r) for r in rows]
+
+    async def outbound_heads(self, limit: int) -> list[OutboundItem]:
+        """The head of each chat's pending replies, soonest first (due or not)."""
+        rows = await self._db.fetchall(_HEADS.format(extra=""), (limit,))
+        return [_outbound(r) for r in rows]
+
+    async def due_item(self, outbound_id: int, now: float) -> OutboundItem | None:
+        """The reply as stored now, if it is still pending and due (else None)."""
+        row = await self._db.fetchone(
+            "SELECT * FROM outbound_queue WHERE id = ? AND status = 'pending'"
+            " AND next_attempt_at <= ?",
+            (outbound_id, now),
+        )
+        return None if row is None else _outbound(row)
+
+    async def mark_sent(self, outbound_id: int, now: float) -> None:
+        """The platform took the reply; its text is no longer needed."""
+        await self._db.execute_write(
+            "UPDATE outbound_queue SET status = 'sent', sent_at = ?, attempts = attempts + 1,"
+            " text = '', last_error = NULL WHERE id = ?",
+            (now, outbound_id),
+        )
+
+    async def mark_retry(self, outbound_id: int, error: str, next_attempt_at: float) -> None:
+        """Count a failed attempt and schedule the next one."""
+        await self._db.execute_write(
+            "UPDATE outbound_queue SET attempts = attempts + 1, last_error = ?,"
+            " next_attempt_at = ? WHERE id = ?",
+            (error[:_MAX_ERROR], next_attempt_at, outbound_id),
+        )
+
+    async def mark_failed(self, outbound_id: int, error: str) -> None:
+        """Give up on a reply (attempts exhausted or a permanent error).
+
+        The text is kept for the operator until retention or a purge removes it.
+        """
+        await self._db.execute_write(
+            "UPDATE outbound_queue SET status = 'failed', attempts = attempts + 1,"
+            " last_error = ? WHERE id = ?",
+            (error[:_MAX_ERROR], outbound_id),
+        )
+
+    async def queue_depth(self) -> int:
+        """Replies waiting to be delivered."""
+        row = await self._db.fetchone(
+            "SELECT COUNT(*) AS n FROM outbound_queue WHERE status = 'pending'"
+        )
+        return int(row["n"]) if row else 0
+
+    async def inbox_depth(self) -> int:
+        """Accepted messages not processed yet."""
+        row = await self._db.fetchone(
+            "SELECT COUNT(*) AS n FROM webhook_inbox WHERE status = 'pending'"
+        )
+        return int(row["n"]) if row else 0
+
+    async def count_user(self, user_id: str) -> int:
+        """Inbox and queue rows of one user (what :meth:`delete_user` removes)."""
+        row = await self._db.fetchone(
+            "SELECT (SELECT COUNT(*) FROM webhook_inbox WHERE user_id = ?)"
+            " + (SELECT COUNT(*) FROM outbound_queue WHERE user_id = ?) AS n",
+            (user_id, user_id),
+        )
+        return int(row["n"]) if row else 0
+
+    async def delete_user(self, user_id: str) -> int:
+        """Delete every inbox and queue row of one user; return how many."""
+        async with self._db.transaction() as conn:
+            a = await conn.execute("DELETE FROM outbound_queue WHERE user_id = ?", (user_id,))
+            b = await conn.execute("DELETE FROM webhook_inbox WHERE user_id = ?", (user_id,))
+            return a.rowcount + b.rowcount
+
+    async def delete_before(self, cutoff: float) -> int:
+        """Delete finished rows (processed, sent or failed) older than ``cutoff``.
+
+        Pending rows stay: they are work still owed to someone. Removing old inbox
+        rows also ends their de-duplication, which platforms only need for hours.
+        """
+        async with self._db.transaction() as conn:
+            a = await conn.execute(
+                "DELETE FROM outbound_queue WHERE status != 'pending' AND created_at < ?",
+                (cutoff,),
+            )
+            b = await conn.execute(
+                "DELETE FROM webhook_inbox WHERE status != 'pending' AND received_at < ?",
+                (cutoff,),
+            )
+            return a.rowcount + b.rowcount
