@@ -89,13 +89,14 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        # The reader goes first, so the checkpoint never waits for our own read snapshot.
+        await self._reader.close()
         try:
             async with self._write_lock:
                 await _pragma(self._writer, "wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as exc:
             log.warning("WAL checkpoint on close failed: %s", explain(exc, self.path))
         finally:
-            await self._reader.close()
             await self._writer.close()
 
     async def checkpoint(self) -> None:
@@ -143,6 +144,11 @@ class Database:
                 await self._writer.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
                 raise StoreUnavailable(explain(exc, self.path)) from None
+            except asyncio.CancelledError:
+                # The BEGIN still runs in aiosqlite's thread; undo it (queued behind it),
+                # or every later write on this connection would fail.
+                await self._rollback()
+                raise
             try:
                 yield self._writer
             except sqlite3.OperationalError as exc:

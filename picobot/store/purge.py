@@ -25,6 +25,7 @@ import aiosqlite
 
 from picobot.store.db import Database
 from picobot.store.search import SearchIndex
+from picobot.store.webhooks import WebhookStore
 
 DEFAULT_BATCH_SIZE = 500
 """Rows per delete transaction when the caller does not say (config: retention_batch_size)."""
@@ -36,6 +37,7 @@ _NAMES = {
     "memories": ("memory", "memories"),
     "index_entries": ("index entry", "index entries"),
     "tool_records": ("tool record", "tool records"),
+    "webhook_rows": ("webhook queue entry", "webhook queue entries"),
 }
 
 
@@ -50,6 +52,8 @@ class PurgeCounts:
     index_entries: int = 0
     """Rows of the ``search_index`` FTS table (one per user/assistant message and memory)."""
     tool_records: int = 0
+    webhook_rows: int = 0
+    """Inbox and outbound-queue rows of the messaging channels (they hold text too)."""
 
     @property
     def total(self) -> int:
@@ -62,8 +66,9 @@ class PurgeCounts:
         for f in fields(self):
             n = int(getattr(self, f.name))
             one, many = _NAMES[f.name]
-            parts.append(f"{n} {one if n == 1 else many}")
-        return ", ".join(parts)
+            if n:  # kinds with nothing to delete would only be noise in a prompt
+                parts.append(f"{n} {one if n == 1 else many}")
+        return ", ".join(parts) or "nothing"
 
     def __add__(self, other: PurgeCounts) -> PurgeCounts:
         return PurgeCounts(
@@ -156,18 +161,23 @@ class PurgeStore:
 
     async def count_user(self, user_id: str) -> PurgeCounts:
         """What :meth:`delete_user` would remove now."""
-        return await self._count(_user_scope(user_id))
+        counts = await self._count(_user_scope(user_id))
+        return counts + PurgeCounts(webhook_rows=await WebhookStore(self._db).count_user(user_id))
 
     async def delete_user(
         self, user_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
     ) -> PurgeCounts:
         """Delete everything of ``user_id``: sessions (with all they hold), memories,
-        tool records, current-session pointers and their index entries."""
-        return await self._delete(_user_scope(user_id), batch_size)
+        tool records, current-session pointers, index entries and webhook queue rows."""
+        counts = await self._delete(_user_scope(user_id), batch_size)
+        queued = await WebhookStore(self._db).delete_user(user_id)
+        return counts + PurgeCounts(webhook_rows=queued)
 
     async def count_older(self, cutoff_ts: float) -> PurgeCounts:
         """What :meth:`delete_older` would remove for the same cutoff."""
-        return await self._count(_older_scope(cutoff_ts))
+        counts = await self._count(_older_scope(cutoff_ts))
+        queued = await WebhookStore(self._db).count_before(cutoff_ts)
+        return counts + PurgeCounts(webhook_rows=queued)
 
     async def delete_older(
         self, cutoff_ts: float, *, batch_size: int = DEFAULT_BATCH_SIZE
@@ -176,9 +186,12 @@ class PurgeStore:
 
         Removes messages and tool records older than the cutoff, summaries whose
         covered messages are all gone, and sessions left empty whose last activity is
-        older than the cutoff. User memories are never touched.
+        older than the cutoff, and finished webhook queue rows older than the cutoff.
+        User memories are never touched.
         """
-        return await self._delete(_older_scope(cutoff_ts), batch_size)
+        counts = await self._delete(_older_scope(cutoff_ts), batch_size)
+        queued = await WebhookStore(self._db).delete_before(cutoff_ts)
+        return counts + PurgeCounts(webhook_rows=queued)
 
     # --- counting -------------------------------------------------------------------
 
@@ -271,6 +284,7 @@ class PurgeStore:
 
 # Batch deleters: ``keys`` is a JSON array of the rows' keys (json_each takes any
 # number of them, unlike bound parameters, which SQLite caps).
+_IN_KEYS = "IN (SELECT value FROM json_each(?))"
 
 
 async def _del_messages(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
@@ -280,9 +294,7 @@ async def _del_messages(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
         "SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT value FROM json_each(?))",
         keys,
     )
-    n = await _rowcount(
-        conn, "DELETE FROM messages WHERE id IN (SELECT value FROM json_each(?))", keys
-    )
+    n = await _delete_in(conn, "messages", "id", keys)
     return PurgeCounts(messages=n, index_entries=entries)
 
 
@@ -293,27 +305,17 @@ async def _del_memories(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
         "SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT -value FROM json_each(?))",
         keys,
     )
-    n = await _rowcount(
-        conn, "DELETE FROM user_memories WHERE id IN (SELECT value FROM json_each(?))", keys
+    return PurgeCounts(
+        memories=await _delete_in(conn, "user_memories", "id", keys), index_entries=entries
     )
-    return PurgeCounts(memories=n, index_entries=entries)
 
 
 async def _del_tools(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
-    return PurgeCounts(
-        tool_records=await _rowcount(
-            conn, "DELETE FROM tool_records WHERE id IN (SELECT value FROM json_each(?))", keys
-        )
-    )
+    return PurgeCounts(tool_records=await _delete_in(conn, "tool_records", "id", keys))
 
 
 async def _del_summaries(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
-    n = await _rowcount(
-        conn,
-        "DELETE FROM session_summaries WHERE session_id IN (SELECT value FROM json_each(?))",
-        keys,
-    )
-    return PurgeCounts(summaries=n)
+    return PurgeCounts(summaries=await _delete_in(conn, "session_summaries", "session_id", keys))
 
 
 async def _del_sessions(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
@@ -326,23 +328,18 @@ async def _del_sessions(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
         (keys,),
     )
     done = await _del_messages(conn, json.dumps(held)) if held else PurgeCounts()
-    tools = await _rowcount(
-        conn, "DELETE FROM tool_records WHERE session_id IN (SELECT value FROM json_each(?))", keys
-    )
-    sums = await _rowcount(
-        conn,
-        "DELETE FROM session_summaries WHERE session_id IN (SELECT value FROM json_each(?))",
-        keys,
-    )
-    await _rowcount(
-        conn,
-        "DELETE FROM current_sessions WHERE session_id IN (SELECT value FROM json_each(?))",
-        keys,
-    )
-    n = await _rowcount(
-        conn, "DELETE FROM sessions WHERE id IN (SELECT value FROM json_each(?))", keys
-    )
+    tools = await _delete_in(conn, "tool_records", "session_id", keys)
+    sums = await _delete_in(conn, "session_summaries", "session_id", keys)
+    await _delete_in(conn, "current_sessions", "session_id", keys)
+    n = await _delete_in(conn, "sessions", "id", keys)
     return done + PurgeCounts(sessions=n, summaries=sums, tool_records=tools)
+
+
+async def _delete_in(conn: aiosqlite.Connection, table: str, column: str, keys: str) -> int:
+    # table and column are constants of this module, never caller input.
+    sql = f"DELETE FROM {table} WHERE {column} {_IN_KEYS}"  # noqa: S608
+    async with conn.execute(sql, (keys,)) as cur:
+        return int(cur.rowcount)
 
 
 async def _column(conn: aiosqlite.Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
@@ -356,27 +353,27 @@ async def _scalar(conn: aiosqlite.Connection, sql: str, keys: str) -> int:
     return int(row[0]) if row else 0
 
 
-async def _rowcount(conn: aiosqlite.Connection, sql: str, keys: str) -> int:
-    async with conn.execute(sql, (keys,)) as cur:
-        return int(cur.rowcount)
-
-
 async def erase_residue(db: Database, *, vacuum: bool = True) -> None:
     """Make deleted text unrecoverable from every file of the database.
 
-    Call after a purge or retention sweep (outside any transaction). Three places keep
-    deleted text after its rows are gone; each has its remedy:
+    Call after a purge or retention sweep, outside any transaction. Each place that
+    keeps deleted text after its rows are gone has its remedy:
 
-    - Freed cells and pages of the database file: every connection runs with
-      ``PRAGMA secure_delete=ON`` (see :mod:`picobot.store.db`), which zeroes them as
-      rows are deleted, including index b-tree cells such as ``UNIQUE(user_id, key)``.
     - The FTS5 index: SQLite 3.40 has no FTS5 ``secure-delete``; a delete appends a
       segment repeating the row's terms, and older segments still hold them. The
-      'optimize' merge rewrites the index as one segment without deleted entries; the
-      old segment rows are then freed (and zeroed).
-    - The WAL: it holds page images from before the deletes until a checkpoint; a
-      TRUNCATE checkpoint copies the current pages into the database file and cuts the
-      WAL to 0 bytes. Raises StoreUnavailable when a reader kept it from finishing.
+      'optimize' merge rewrites the index as one segment without deleted entries.
+    - Freed cells and pages: every connection runs with ``PRAGMA secure_delete=ON``
+      (see :mod:`picobot.store.db`), which zeroes them as rows are deleted.
+    - Stale copies in live pages: when a b-tree rebalances, cells moved to another
+      page are not wiped from the unused space of the page they left, and a later
+      delete zeroes only the live copy (measured on FTS5 segment pages; see
+      tests/privacy/test_erasure.py). ``VACUUM`` rebuilds every page from the live
+      rows. It rewrites the whole file (about 2 s for 250 MB) and needs free disk of
+      about twice its size; ``vacuum=False`` skips it and accepts that residue.
+    - The WAL: it holds page images from before the deletes (and the whole VACUUM)
+      until a checkpoint; a TRUNCATE checkpoint copies the current pages into the
+      database file and cuts the WAL to 0 bytes. Raises StoreUnavailable when a
+      reader (possibly another process) kept it from finishing.
     """
     await SearchIndex(db).optimize()
     if vacuum:

@@ -298,6 +298,16 @@ class WebhookStore:
             b = await conn.execute("DELETE FROM webhook_inbox WHERE user_id = ?", (user_id,))
             return a.rowcount + b.rowcount
 
+    async def count_before(self, cutoff: float) -> int:
+        """Rows :meth:`delete_before` would remove for the same cutoff."""
+        row = await self._db.fetchone(
+            "SELECT (SELECT COUNT(*) FROM outbound_queue WHERE status != 'pending'"
+            " AND created_at < ?) + (SELECT COUNT(*) FROM webhook_inbox"
+            " WHERE status != 'pending' AND received_at < ?) AS n",
+            (cutoff, cutoff),
+        )
+        return int(row["n"]) if row else 0
+
     async def delete_before(self, cutoff: float) -> int:
         """Delete finished rows (processed, sent or failed) older than ``cutoff``.
 

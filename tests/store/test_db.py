@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from pathlib import Path
@@ -162,3 +163,24 @@ async def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
     path.write_bytes(b"this is not a database" * 100)
     with pytest.raises(StoreUnavailable, match="damaged or not a PicoBot database"):
         await Database.open(path)
+
+
+async def test_cancelled_begin_does_not_poison_the_writer(tmp_path: Path) -> None:
+    import asyncio
+
+    db = await Database.open(tmp_path / "c.db")
+    sid = await SessionRepo(db).create("tui", "local", "tui:local")
+
+    async def write() -> None:
+        async with db.transaction() as conn:
+            await conn.execute("SELECT 1")
+
+    for _ in range(20):  # cancel at various points of BEGIN / body
+        task = asyncio.create_task(write())
+        await asyncio.sleep(0)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    stored = await MessageRepo(db).append(sid, "user", "still writable", 1)
+    assert stored.seq_order == 1
+    await db.close()

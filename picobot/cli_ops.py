@@ -1,0 +1,209 @@
+"""Operator subcommands: ``retention run [--dry-run]`` and ``status``.
+
+Registered on the main parser by :func:`add_ops_commands`; each handler loads the
+settings and returns an exit status like the other ``picobot`` subcommands. Neither
+command creates a database that does not exist yet. Store modules are imported inside
+the handlers so ``picobot --help`` stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from picobot.config import Settings, load_settings
+
+if TYPE_CHECKING:
+    from picobot.tasks.retention import RetentionReport, TaskRun
+
+EXIT_OK = 0
+
+
+def add_ops_commands(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    parents: Sequence[argparse.ArgumentParser] = (),
+) -> None:
+    """Add ``retention run [--dry-run]`` and ``status`` to ``subparsers``.
+
+    ``parents`` are shared parent parsers (the CLI's ``--config`` after the command).
+    Each leaf parser gets a ``handler(args) -> int`` default, as in :mod:`picobot.cli`.
+    """
+    retention_help = "delete expired conversation data now (see [session.retention])"
+    retention = subparsers.add_parser(
+        "retention", help=retention_help, description=retention_help, parents=list(parents)
+    )
+    actions = retention.add_subparsers(
+        dest="retention_action", metavar="ACTION", title="actions", required=True
+    )
+    run_help = "run the retention sweep now and print what it deleted"
+    run = actions.add_parser("run", help=run_help, description=run_help, parents=list(parents))
+    run.add_argument(
+        "--dry-run", action="store_true", help="only count what would be deleted; delete nothing"
+    )
+    run.set_defaults(handler=_with_settings(run_retention))
+
+    status_help = "show the database, its contents and the last retention run"
+    status = subparsers.add_parser(
+        "status", help=status_help, description=status_help, parents=list(parents)
+    )
+    status.set_defaults(handler=_with_settings(run_status))
+
+
+def _with_settings(
+    fn: Callable[[argparse.Namespace, Settings], int],
+) -> Callable[[argparse.Namespace], int]:
+    def handler(args: argparse.Namespace) -> int:
+        return fn(args, load_settings(getattr(args, "config", None)))
+
+    return handler
+
+
+# --- retention run --------------------------------------------------------------------
+
+
+def run_retention(args: argparse.Namespace, settings: Settings) -> int:
+    """``picobot retention run [--dry-run]``: one retention sweep, then its report."""
+    if not settings.db_path.is_file():
+        print(f"no database at {settings.db_path}; nothing to delete")
+        return EXIT_OK
+    report = asyncio.run(_retention(settings, dry_run=bool(args.dry_run)))
+    for line in format_report(report, settings.session.retention.max_age_days):
+        print(line)
+    return EXIT_OK
+
+
+async def _retention(settings: Settings, *, dry_run: bool) -> RetentionReport:
+    from picobot.runtime import open_database
+    from picobot.tasks.retention import RetentionTask
+
+    async with open_database(settings) as db:
+        task = RetentionTask(
+            db,
+            max_age_days=settings.session.retention.max_age_days,
+            batch_size=settings.privacy.retention_batch_size,
+        )
+        return await task.run(dry_run=dry_run)
+
+
+def format_report(report: RetentionReport, max_age_days: float) -> list[str]:
+    """The lines ``retention run`` prints for ``report``."""
+    from picobot.tasks.retention import format_ts
+
+    title = "retention (dry run, nothing deleted)" if report.dry_run else "retention"
+    verb = "would delete" if report.dry_run else "deleted"
+    return [
+        f"{title}: cutoff {format_ts(report.cutoff)} ({max_age_days:g} days ago)",
+        f"  {verb}: {report.counts.describe()}",
+        f"  took {report.duration_secs:.2f}s",
+    ]
+
+
+# --- status ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    """What ``picobot status`` reports about the database."""
+
+    schema_version: int
+    known_version: int
+    sessions: int
+    messages: int
+    memories: int
+    retention: TaskRun | None
+
+
+def run_status(args: argparse.Namespace, settings: Settings) -> int:
+    """``picobot status``: database path and size, contents, last retention run."""
+    path = settings.db_path
+    if not path.is_file():
+        print(f"database: {path} (not created yet)")
+        return EXIT_OK
+    status = asyncio.run(_status(settings))
+    lines = [f"database: {path}"]
+    # Read after the open/close above: close checkpoints, so the WAL shows 0 bytes
+    # unless a running server has written since.
+    wal = path.with_name(path.name + "-wal")
+    wal_size = wal.stat().st_size if wal.is_file() else 0
+    lines.append(f"size: {human_bytes(path.stat().st_size)} (WAL {human_bytes(wal_size)})")
+    lines += format_status(status, settings.session.retention.cleanup_interval_secs, time.time())
+    for line in lines:
+        print(line)
+    return EXIT_OK
+
+
+async def _status(settings: Settings) -> StoreStatus:
+    from picobot.runtime import open_database
+    from picobot.store.migrations import MIGRATIONS, applied_versions
+    from picobot.tasks.retention import TASK_NAME, last_run
+
+    async with open_database(settings) as db:
+        versions = await applied_versions(db)
+        row = await db.fetchone(
+            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages),"
+            " (SELECT COUNT(*) FROM user_memories)"
+        )
+        assert row is not None  # a SELECT without FROM always yields one row
+        return StoreStatus(
+            schema_version=max((v for v, _ in versions), default=0),
+            known_version=len(MIGRATIONS),
+            sessions=int(row[0]),
+            messages=int(row[1]),
+            memories=int(row[2]),
+            retention=await last_run(db, TASK_NAME),
+        )
+
+
+def format_status(status: StoreStatus, interval_secs: float, now: float) -> list[str]:
+    """The lines of ``picobot status`` after the path and size, warnings last."""
+    from picobot.tasks.retention import format_ts
+
+    lines = [
+        f"schema version: {status.schema_version} of {status.known_version}",
+        f"sessions: {status.sessions}",
+        f"messages: {status.messages}",
+        f"memories: {status.memories}",
+    ]
+    run = status.retention
+    stale_after = 2 * interval_secs
+    if run is None or run.last_started_at is None:
+        lines.append("retention: never run")
+        lines.append("warning: retention has never run; start the server or run `retention run`")
+        return lines
+    if run.last_finished_at is not None:
+        outcome = f"ok, {run.result}" if run.ok else f"FAILED, {run.error}"
+        lines.append(f"retention: last run {format_ts(run.last_finished_at)}, {outcome}")
+    if run.unfinished:
+        lines.append(f"retention: a run started {format_ts(run.last_started_at)} has not finished")
+    last = max(run.last_started_at, run.last_finished_at or 0.0)
+    if run.ok is False:
+        lines.append("warning: the last retention run failed; see the error above and the log")
+    if now - last > stale_after:
+        lines.append(
+            f"warning: retention last ran {human_duration(now - last)} ago, more than twice"
+            f" its interval ({human_duration(interval_secs)}); is the server running?"
+        )
+    return lines
+
+
+def human_bytes(size: int) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_duration(secs: float) -> str:
+    """``5400`` -> ``1.5h``; seconds, minutes, hours or days."""
+    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("m", 60.0)):
+        if secs >= size:
+            return f"{secs / size:.3g}{unit}"
+    return f"{secs:.0f}s"

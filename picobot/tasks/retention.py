@@ -1,0 +1,222 @@
+"""Retention: delete conversation data older than ``max_age_days``, then erase it for real.
+
+:class:`RetentionTask` is what the supervisor runs every ``cleanup_interval_secs``
+(``tasks.every("retention", interval, task.run, run_at_start=True)``) and what
+``picobot retention run`` runs once. A run deletes expired messages, tool records,
+summaries and empty sessions in small transactions (:mod:`picobot.store.purge`), then
+makes the deleted text unrecoverable (:func:`~picobot.store.purge.erase_residue`).
+Explicit user memories are never touched.
+
+Every real run is recorded in the ``task_runs`` table (migration m003): start, end,
+ok, a one-line result or the error. The supervisor's JobStatus is lost on restart;
+this row is not, so ``picobot status`` can show a retention job that has been failing
+or that died mid-run. Logs and records hold counts and error types, never content.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from picobot.store.db import Database, Row
+from picobot.store.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeStore, erase_residue
+
+log = logging.getLogger(__name__)
+
+DAY_SECS = 86_400.0
+TASK_NAME = "retention"
+"""Name of the retention job, in the supervisor and in ``task_runs``."""
+
+_MAX_ERROR = 300
+
+
+def format_ts(ts: float) -> str:
+    """An epoch timestamp as a UTC date and time, e.g. ``2024-05-01 12:00:00Z``."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionReport:
+    """What one retention run deleted (or, for a dry run, would delete)."""
+
+    cutoff: float
+    """Data created before this epoch timestamp expired."""
+    counts: PurgeCounts
+    duration_secs: float
+    dry_run: bool
+
+    def __str__(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        return (
+            f"{verb} {self.counts.describe()} older than {format_ts(self.cutoff)}"
+            f" in {self.duration_secs:.2f}s"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRun:
+    """The durable record of a background job's last run (a ``task_runs`` row)."""
+
+    name: str
+    last_started_at: float | None
+    last_finished_at: float | None
+    ok: bool | None
+    """Outcome of the last finished run; None before the first one finished."""
+    result: str | None
+    error: str | None
+
+    @property
+    def unfinished(self) -> bool:
+        """Whether the last run started but never finished (still running, or killed)."""
+        if self.last_started_at is None:
+            return False
+        return self.last_finished_at is None or self.last_finished_at < self.last_started_at
+
+
+async def record_start(db: Database, name: str, started_at: float) -> None:
+    """Note that job ``name`` started; the previous outcome stays until it finishes."""
+    async with db.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO task_runs (name, last_started_at) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET last_started_at = excluded.last_started_at",
+            (name, started_at),
+        )
+
+
+async def record_run(
+    db: Database,
+    name: str,
+    *,
+    started_at: float,
+    finished_at: float,
+    ok: bool,
+    result: str | None = None,
+    error: str | None = None,
+) -> None:
+    """Store the outcome of job ``name``'s run, replacing the previous one."""
+    async with db.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO task_runs (name, last_started_at, last_finished_at, ok, result, error)"
+            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET"
+            " last_started_at = excluded.last_started_at,"
+            " last_finished_at = excluded.last_finished_at, ok = excluded.ok,"
+            " result = excluded.result, error = excluded.error",
+            (name, started_at, finished_at, int(ok), result, error),
+        )
+
+
+async def last_run(db: Database, name: str) -> TaskRun | None:
+    """The recorded last run of job ``name``, or None if it never ran."""
+    row = await db.fetchone(
+        "SELECT name, last_started_at, last_finished_at, ok, result, error"
+        " FROM task_runs WHERE name = ?",
+        (name,),
+    )
+    return None if row is None else _task_run(row)
+
+
+def _real(value: float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def _task_run(row: Row) -> TaskRun:
+    return TaskRun(
+        name=str(row["name"]),
+        last_started_at=_real(row["last_started_at"]),
+        last_finished_at=_real(row["last_finished_at"]),
+        ok=None if row["ok"] is None else bool(row["ok"]),
+        result=row["result"],
+        error=row["error"],
+    )
+
+
+class RetentionTask:
+    """Deletes conversation data older than ``max_age_days``; see the module docstring.
+
+    ``clock`` gives the current epoch time (tests move it). ``vacuum`` is passed to
+    :func:`erase_residue`; turning it off leaves stale bytes of deleted rows possible in
+    page free space (see there).
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_age_days: float,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        clock: Callable[[], float] = time.time,
+        vacuum: bool = True,
+    ) -> None:
+        if max_age_days <= 0:
+            raise ValueError(f"max_age_days must be positive, got {max_age_days}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self._db = db
+        self._purge = PurgeStore(db)
+        self._max_age_secs = max_age_days * DAY_SECS
+        self._batch_size = batch_size
+        self._clock = clock
+        self._vacuum = vacuum
+
+    def cutoff(self) -> float:
+        """The current cutoff: data created before it has expired."""
+        return self._clock() - self._max_age_secs
+
+    async def run(self, *, dry_run: bool = False) -> RetentionReport:
+        """Delete expired data (or only count it, with ``dry_run``) and report counts.
+
+        A failure is logged with its traceback, recorded in ``task_runs`` and re-raised
+        (so the supervisor's JobStatus shows it too). A dry run records nothing: it
+        deleted nothing, so it must not count as the last retention run.
+        """
+        started, t0 = self._clock(), time.monotonic()
+        cutoff = started - self._max_age_secs
+        if dry_run:
+            counts = await self._purge.count_older(cutoff)
+            report = RetentionReport(cutoff, counts, time.monotonic() - t0, dry_run=True)
+            log.info("retention dry run: %s", report)
+            return report
+        try:
+            previous = await last_run(self._db, TASK_NAME)
+            await record_start(self._db, TASK_NAME, started)
+            counts = await self._purge.delete_older(cutoff, batch_size=self._batch_size)
+            # Erasing rewrites the index and the file, so it is skipped when nothing was
+            # deleted, unless the previous run may have left residue behind (it failed,
+            # was killed, or never ran: data deleted before secure_delete was on).
+            if counts.total or previous is None or not previous.ok or previous.unfinished:
+                await erase_residue(self._db, vacuum=self._vacuum)
+        except Exception as exc:
+            log.exception("retention failed after %.2fs", time.monotonic() - t0)
+            await self._record_failure(started, exc)
+            raise
+        report = RetentionReport(cutoff, counts, time.monotonic() - t0, dry_run=False)
+        await record_run(
+            self._db,
+            TASK_NAME,
+            started_at=started,
+            finished_at=self._clock(),
+            ok=True,
+            result=str(report),
+        )
+        log.info("retention: %s", report)
+        return report
+
+    async def _record_failure(self, started: float, exc: Exception) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        if len(error) > _MAX_ERROR:
+            error = error[: _MAX_ERROR - 3] + "..."
+        try:
+            await record_run(
+                self._db,
+                TASK_NAME,
+                started_at=started,
+                finished_at=self._clock(),
+                ok=False,
+                error=error,
+            )
+        except Exception:
+            # The database itself may be what failed; the log still has both errors.
+            log.exception("could not record the failed retention run")
