@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
-import inspect
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from picobot import __version__
 from picobot.cli_data import add_export_command
+from picobot.cli_ops import add_ops_commands
 from picobot.cli_purge import add_purge_command
 from picobot.config import DEFAULT_CONFIG_FILE, Settings, config_path, load_settings
 from picobot.errors import ConfigError, PicobotError
@@ -100,30 +99,27 @@ def cmd_check_config(args: argparse.Namespace) -> int:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
-    """Start the terminal chat UI."""
+    """Start the terminal chat UI, here or attached to a running server."""
+    if args.connect:
+        from picobot.channels.tui.remote import run_remote_tui
+
+        return run_remote_tui(args.connect, args.key_env, settings=_settings(args))
     settings = _settings(args)
-    try:
-        # Imported by name: the CLI is the only module allowed to import a channel, and
-        # init/check-config must keep working where the TUI's dependencies are missing.
-        module = importlib.import_module("picobot.channels.tui")
-    except ImportError as exc:
-        _fail(f"the terminal UI is unavailable: {exc}")
-        return EXIT_ERROR
-    run_tui: Callable[[Settings], object] | None = getattr(module, "run_tui", None)
-    if run_tui is None:
-        _fail("the terminal UI is unavailable: picobot.channels.tui has no run_tui")
-        return EXIT_ERROR
-    result = run_tui(settings)
-    if inspect.isawaitable(result):
-        result = asyncio.run(_await(result))
-    return result if isinstance(result, int) else EXIT_OK
+    # The CLI is the only module that imports a channel, and only the one it starts.
+    from picobot.channels.tui import run_tui
+
+    return run_tui(settings)
 
 
-async def _await(awaitable: Awaitable[object]) -> object:
-    return await awaitable
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Run every enabled channel and the background tasks until SIGINT/SIGTERM."""
+    from picobot.logsetup import logging_to
+    from picobot.serve import serve
 
-
-# --- sessions / migrate -----------------------------------------------------------------
+    settings = _settings(args)
+    log_file = Path(settings.logging.file) if settings.logging.file else None
+    with logging_to(log_file, settings):
+        return asyncio.run(serve(settings))
 
 
 def _when(ts: float) -> str:
@@ -277,7 +273,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check = add("check-config", cmd_check_config, "validate a config file and PICOBOT_* env")
     check.add_argument("file", nargs="?", metavar="FILE", help="file to check (default: --config)")
-    add("tui", cmd_tui, "chat with the bot in the terminal")
+    tui = add("tui", cmd_tui, "chat with the bot in the terminal")
+    tui.add_argument(
+        "--connect", metavar="URL", help="attach to a running server, e.g. ws://127.0.0.1:8765/ws"
+    )
+    tui.add_argument(
+        "--key-env",
+        metavar="NAME",
+        default="PICOBOT_WS_KEY",
+        help="env var holding the WebSocket API key (default PICOBOT_WS_KEY)",
+    )
+    add("serve", cmd_serve, "serve the WebSocket, webhook and admin API channels")
     sessions = add("sessions", cmd_sessions, "list sessions (id, user, channel, activity)")
     sessions.add_argument("--user", metavar="USER_ID", help="only this user's sessions")
     sessions.add_argument(
@@ -286,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("migrate", cmd_migrate, "create or upgrade the database schema")
     add_purge_command(add, cmd_purge)
     add_export_command(sub, parents=[common])
+    add_ops_commands(sub, parents=[common])
     return parser
 
 

@@ -31,6 +31,7 @@ from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
+from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer
 from picobot.tasks.supervisor import TaskSupervisor
 from picobot.tools.base import ToolRegistry
@@ -133,4 +134,16 @@ async def open_runtime(
         if summarizer.enabled:
             kernel.turn_listeners.append(summarizer.notify)
             tasks.every("summarize", memory.summarization_check_interval_secs, summarizer.check_all)
+        retention = RetentionTask(
+            db,
+            max_age_days=settings.session.retention.max_age_days,
+            batch_size=settings.privacy.retention_batch_size,
+            clock=kernel.clock,
+        )
+        tasks.every(
+            "retention",
+            settings.session.retention.cleanup_interval_secs,
+            retention.run,
+            run_at_start=True,
+        )
         yield Runtime(settings, db, llm, kernel, tasks, summarizer)

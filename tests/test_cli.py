@@ -179,23 +179,18 @@ def test_tui_gets_the_loaded_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     seen: list[Settings] = []
-    fake_tui(lambda settings: seen.append(settings))
+
+    def run_tui(settings: Settings) -> int:
+        seen.append(settings)
+        return 0
+
+    fake_tui(run_tui)
     path = write_config('[channels.tui]\nuser_name = "alice"\n', name="tui.toml")
     monkeypatch.setenv("PICOBOT_AGENT__NAME", "Envy")
     assert main(["--config", str(path), "tui"]) == 0
     (settings,) = seen
     assert settings.channels.tui.user_name == "alice"
     assert settings.agent.name == "Envy"
-
-
-def test_tui_async_runner_and_exit_code(
-    fake_tui: Callable[[Callable[[Settings], object]], None],
-) -> None:
-    async def run_tui(settings: Settings) -> int:
-        return 3
-
-    fake_tui(run_tui)
-    assert main(["tui"]) == 3
 
 
 @pytest.mark.parametrize(
@@ -225,17 +220,6 @@ def test_config_error_exits_2_without_traceback(
     assert err.startswith("picobot: error: invalid configuration (config.toml")
     assert "llm.temprature: unknown key" in err
     assert "Traceback" not in err
-
-
-def test_tui_unavailable_is_reported(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    import picobot.channels
-
-    monkeypatch.setitem(sys.modules, "picobot.channels.tui", None)
-    monkeypatch.delattr(picobot.channels, "tui", raising=False)
-    assert main(["tui"]) == 1
-    assert capsys.readouterr().err.startswith("picobot: error: the terminal UI is unavailable")
 
 
 # --- the real entry point -----------------------------------------------------------------

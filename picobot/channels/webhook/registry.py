@@ -1,0 +1,25 @@
+"""The webhook platforms PicoBot knows: adding one is its module plus one line here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from picobot.channels.webhook.base import Platform
+from picobot.channels.webhook.generic import GenericPlatform
+from picobot.config_channels import WebhookSettings
+
+# name -> (section of [channels.webhook], factory building the platform from it)
+PLATFORMS: dict[str, Callable[[Any], Platform]] = {
+    "generic": GenericPlatform.from_settings,
+}
+
+
+def enabled_platforms(settings: WebhookSettings) -> list[Platform]:
+    """Build every enabled platform; a missing secret is a ConfigError naming its env var."""
+    platforms: list[Platform] = []
+    for name, factory in PLATFORMS.items():
+        section = getattr(settings, name)
+        if section.enabled:
+            platforms.append(factory(section))
+    return platforms

@@ -1,0 +1,162 @@
+"""``picobot serve``: every enabled channel and the background tasks in one process.
+
+Binds 127.0.0.1 by default. On SIGINT/SIGTERM it stops accepting, lets in-flight turns
+finish for ``[server] shutdown_grace_secs`` (a turn cut off later is recorded: the
+user's message is already stored, and a webhook message is processed again on the next
+start), cancels and awaits the background tasks, and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from picobot.config import Settings
+from picobot.errors import ConfigError
+from picobot.llm.base import LLMProvider
+from picobot.runtime import Runtime, open_runtime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ServeInfo:
+    """Where the server listens, for logs, tests and the start-up banner."""
+
+    http_url: str | None = None
+    websocket_url: str | None = None
+    webhooks: list[str] = field(default_factory=list)
+    admin_api: bool = False
+
+    def lines(self) -> list[str]:
+        """Human-readable start-up lines."""
+        out = []
+        if self.websocket_url:
+            out.append(f"WebSocket chat: {self.websocket_url}")
+        if self.http_url:
+            for name in self.webhooks:
+                out.append(f"webhook {name}: {self.http_url}/webhooks/{name}")
+            if self.admin_api:
+                out.append(f"admin API: {self.http_url}/api/v1 (health: {self.http_url}/healthz)")
+        return out or ["no channel is enabled; see docs/channels.md"]
+
+
+async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> None:
+    """Webhooks and the admin API share one aiohttp app on [server] host:port."""
+    from picobot.channels.admin_api import AdminAPI, load_admin_keys
+    from picobot.channels.webhook.registry import enabled_platforms
+    from picobot.channels.webhook.server import WebhookServer
+    from picobot.store.webhooks import WebhookStore
+
+    settings = rt.settings
+    hooks = settings.channels.webhook
+    platforms = enabled_platforms(hooks)
+    keys = load_admin_keys(settings.server) if settings.server.enable_admin_api else []
+    if not platforms and not keys:
+        log.info("no webhook platform and no admin API key: the HTTP server is not started")
+        return
+    app = web.Application(client_max_size=hooks.max_body_bytes)
+    webhooks: WebhookServer | None = None
+    if platforms:
+        webhooks = WebhookServer(
+            rt.kernel,
+            platforms,
+            hooks,
+            store=WebhookStore(rt.db),
+            max_attempts=settings.server.outbound_max_attempts,
+            supervisor=rt.tasks,
+        )
+        webhooks.add_routes(app)
+        info.webhooks = [p.name for p in platforms]
+    if keys:
+        depth = webhooks.queue_depth if webhooks is not None else None
+        AdminAPI(rt, keys, queue_depth=depth).add_routes(app)
+        info.admin_api = True
+    else:
+        log.warning(
+            "no admin API keys in $%s: the admin API is off", settings.server.admin_api_keys_env
+        )
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    # Closed last-in-first-out: stop accepting HTTP first, then drain the webhooks.
+    if webhooks is not None:
+        grace = settings.server.shutdown_grace_secs
+        stack.push_async_callback(webhooks.close, grace)
+    stack.push_async_callback(runner.cleanup)
+    site = web.TCPSite(runner, settings.server.host, settings.server.port)
+    try:
+        await site.start()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot listen on {settings.server.host}:{settings.server.port}: {exc.strerror}"
+        ) from None
+    port = runner.addresses[0][1] if runner.addresses else settings.server.port
+    info.http_url = f"http://{settings.server.host}:{port}"
+    if webhooks is not None:
+        await webhooks.start()
+
+
+async def _start_websocket(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> None:
+    from picobot.channels.websocket import WebSocketChannel
+
+    settings = rt.settings
+    channel = WebSocketChannel(
+        rt.kernel, settings.channels.websocket, grace_secs=settings.server.shutdown_grace_secs
+    )
+    await channel.start()
+    stack.push_async_callback(channel.stop, settings.server.shutdown_grace_secs)
+    info.websocket_url = channel.url
+
+
+async def serve(
+    settings: Settings,
+    *,
+    provider: LLMProvider | None = None,
+    stop: asyncio.Event | None = None,
+    ready: Callable[[ServeInfo], None] | None = None,
+) -> int:
+    """Run until ``stop`` is set (or SIGINT/SIGTERM arrives); return the exit status."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Not available off the main thread (tests run serve() in-process).
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+    try:
+        return await _serve(settings, provider, stop, ready)
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
+async def _serve(
+    settings: Settings,
+    provider: LLMProvider | None,
+    stop: asyncio.Event,
+    ready: Callable[[ServeInfo], None] | None,
+) -> int:
+    info = ServeInfo()
+    async with (
+        open_runtime(settings, provider=provider, warm_up=True) as rt,
+        AsyncExitStack() as stack,
+    ):
+        if settings.channels.websocket.enabled:
+            await _start_websocket(rt, stack, info)
+        await _start_http(rt, stack, info)
+        for line in info.lines():
+            log.info("%s", line)
+        if ready is not None:
+            ready(info)
+        await stop.wait()
+        log.info("shutting down: finishing in-flight turns")
+    log.info("stopped")
+    return 0
