@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from picobot.config import Settings
@@ -108,3 +109,32 @@ async def test_redaction_can_be_switched_off(tmp_path: Path) -> None:
         await say(rt, ALICE, f"key {key}")
         rows = await rt.db.fetchall("SELECT content FROM messages WHERE role = 'user'")
     assert rows[0][0] == f"key {key}"
+
+
+async def test_legacy_sessions_json_is_imported_at_startup(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    snapshot = {
+        "version": 1,
+        "sessions": [
+            {
+                "id": "legacy1",
+                "user_id": "tui:alice",
+                "channel": "tui",
+                "chat_id": "local",
+                # Recent: retention (90 days) runs at start-up too.
+                "created_at": int(time.time()) - 3600,
+                "messages": [
+                    {"role": "user", "content": "an old question about tulips"},
+                    {"role": "assistant", "content": "an old answer"},
+                ],
+            }
+        ],
+    }
+    (data / "sessions.json").write_text(json.dumps(snapshot), encoding="utf-8")
+    async with open_runtime(settings(tmp_path), provider=ScriptedProvider()) as rt:
+        assert await rt.kernel.messages.count("legacy1") == 2
+        found = (await say(rt, ALICE, "/search tulips"))[-1].text
+    assert "tulips" in found
+    assert (data / "sessions.json.migrated").is_file()
+    assert not (data / "sessions.json").exists()
