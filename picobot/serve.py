@@ -50,7 +50,11 @@ class ServeInfo:
 
 async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> None:
     """Webhooks and the admin API share one aiohttp app on [server] host:port."""
-    from picobot.channels.admin_api import AdminAPI, load_admin_keys
+    from picobot.channels.admin_api import (
+        AdminAPI,
+        load_admin_keys,
+        webhook_metrics_middleware,
+    )
     from picobot.channels.webhook.registry import enabled_platforms
     from picobot.channels.webhook.server import WebhookServer
     from picobot.store.webhooks import WebhookStore
@@ -62,7 +66,9 @@ async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> No
     if not platforms and not keys:
         log.info("no webhook platform and no admin API key: the HTTP server is not started")
         return
-    app = web.Application(client_max_size=hooks.max_body_bytes)
+    app = web.Application(
+        client_max_size=hooks.max_body_bytes, middlewares=[webhook_metrics_middleware()]
+    )
     webhooks: WebhookServer | None = None
     if platforms:
         webhooks = WebhookServer(

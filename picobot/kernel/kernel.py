@@ -23,6 +23,7 @@ from picobot.kernel.retriever import ContextRetriever, PromptRequest
 from picobot.kernel.tokens import TokenEstimator
 from picobot.llm.base import ChatMessage, LLMProvider, TextDelta, ToolCall, ToolCalls
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error
+from picobot.metrics import METRICS, observe_turn
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo, StoredMessage
 from picobot.store.sessions import SessionRepo
@@ -201,6 +202,7 @@ class Kernel:
     async def _turn(
         self, identity: Identity, session_id: str, text: str
     ) -> AsyncIterator[Outbound]:
+        started = time.monotonic()
         text = self.redact(text)
         try:
             current = await self.messages.append(
@@ -230,6 +232,7 @@ class Kernel:
             yield error(str(exc), code="user", session_id=session_id)
             return
         except LLMError:
+            METRICS.llm_errors.inc()
             log.exception("model failed in session %s", session_id)
             yield error(MODEL_FAILED, code="llm_error", session_id=session_id)
             return
@@ -241,6 +244,7 @@ class Kernel:
             log.exception("turn failed in session %s", session_id)
             yield error(INTERNAL_FAILED, code="internal", session_id=session_id)
             return
+        observe_turn(identity.channel, time.monotonic() - started)
         yield Outbound(OutboundKind.DONE, reply, session_id=session_id)
         for listener in self.turn_listeners:
             try:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from picobot.errors import AccessDenied, UserError
+from picobot.metrics import observe_purge
 from picobot.store.db import Database
 from picobot.store.purge import PurgeCounts, PurgeStore, erase_residue
 from picobot.store.sessions import SessionRepo
@@ -64,6 +65,7 @@ class OlderThanScope:
 
 
 PurgeScope = SessionScope | UserScope | OlderThanScope
+_LABELS = {SessionScope: "session", UserScope: "user", OlderThanScope: "older_than"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,6 +212,7 @@ class PrivacyController:
             counts = await self._store.delete_older(cutoff, batch_size=self._batch)
         await erase_residue(self._db)
         result = PurgeResult(scope, counts, time.monotonic() - started)
+        observe_purge(_LABELS[type(scope)])
         # Scope, actor, counts and duration; never content.
         log.info(
             "purge executed: %s by %s%s: %s in %.3fs",

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from picobot.metrics import observe_retention
 from picobot.store.db import Database, Row
 from picobot.store.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeStore, erase_residue
 
@@ -201,6 +202,7 @@ class RetentionTask:
             ok=True,
             result=str(report),
         )
+        observe_retention(self._clock(), counts.total)
         log.info("retention: %s", report)
         return report
 
