@@ -404,7 +404,9 @@ def test_cli_status_reports_contents_and_last_run(
     assert run_cli("status") == 0
     out = capsys.readouterr().out
     assert "messages: 1" in out and "(WAL 0 B)" in out
-    assert "retention: last run " in out and ", ok, deleted 1 message, 1 index entry older than" in out
+    assert (
+        "retention: last run " in out and ", ok, deleted 1 message, 1 index entry older than" in out
+    )
     assert "warning" not in out
 
 
