@@ -1,0 +1,146 @@
+"""End to end: ``picobot serve`` as a subprocess with every channel kind enabled.
+
+A real process on loopback ports: WebSocket chat, a signed generic webhook whose reply
+reaches a local callback server, the admin API seeing both users, and a clean exit 0
+on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from websockets.asyncio.client import connect
+
+from picobot.channels.webhook.generic import sign
+
+WS_KEY = "ws-key-0123456789abcdef"
+ADMIN_KEY = "admin-key-0123456789abcdef"
+SECRET = "generic-secret-0123456789"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def callback() -> AsyncIterator[tuple[str, list[dict[str, Any]], asyncio.Event]]:
+    """A local receiver for the generic webhook's replies."""
+    received: list[dict[str, Any]] = []
+    got = asyncio.Event()
+
+    async def handle(request: web.Request) -> web.Response:
+        received.append(await request.json())
+        got.set()
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.router.add_post("/replies", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    yield f"http://127.0.0.1:{port}/replies", received, got
+    await runner.cleanup()
+
+
+async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
+    async with aiohttp.ClientSession() as http:
+        for _ in range(300):  # bounded: 30 s at most
+            assert proc.poll() is None, "picobot serve exited early"
+            try:
+                async with http.get(url) as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise AssertionError("picobot serve never became healthy")
+
+
+async def test_serve_subprocess_end_to_end(
+    tmp_path: Path, callback: tuple[str, list[dict[str, Any]], asyncio.Event]
+) -> None:
+    callback_url, received, got = callback
+    http_port, ws_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "PICOBOT_DATA__DIR": str(tmp_path / "data"),
+        "PICOBOT_LLM__PROVIDER": "scripted",
+        "PICOBOT_SERVER__PORT": str(http_port),
+        "PICOBOT_CHANNELS__WEBSOCKET__ENABLED": "true",
+        "PICOBOT_CHANNELS__WEBSOCKET__PORT": str(ws_port),
+        "PICOBOT_WS_API_KEYS": f"{WS_KEY}:alice",
+        "PICOBOT_ADMIN_API_KEYS": ADMIN_KEY,
+        "PICOBOT_CHANNELS__WEBHOOK__GENERIC__ENABLED": "true",
+        "PICOBOT_CHANNELS__WEBHOOK__GENERIC__CALLBACK_URL": callback_url,
+        "PICOBOT_GENERIC_WEBHOOK_SECRET": SECRET,
+    }
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, waited for below
+        [sys.executable, "-m", "picobot", "serve"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        base = f"http://127.0.0.1:{http_port}"
+        await wait_healthy(f"{base}/healthz", proc)
+
+        async with connect(
+            f"ws://127.0.0.1:{ws_port}/ws", additional_headers={"x-api-key": WS_KEY}
+        ) as ws:
+            hello = json.loads(await ws.recv())
+            assert hello["user_id"] == "ws:alice"
+            await ws.send(json.dumps({"type": "chat", "text": "hello over websocket"}))
+            frames = []
+            while not frames or frames[-1]["type"] != "end":
+                frames.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+            done = [f for f in frames if f["type"] == "done"]
+            assert done and done[0]["text"] == "You said: hello over websocket"
+
+        body = json.dumps(
+            {"user": "bob", "chat": "c1", "text": "hello over webhook", "message_id": "m-1"}
+        ).encode()
+        async with aiohttp.ClientSession() as http:
+            headers = {"X-PicoBot-Signature": sign(SECRET.encode(), body)}
+            async with http.post(f"{base}/webhooks/generic", data=body, headers=headers) as r:
+                assert r.status == 200
+            async with http.post(f"{base}/webhooks/generic", data=body) as r:
+                assert r.status == 401  # unsigned
+            await asyncio.wait_for(got.wait(), 10)
+            assert received[0]["text"] == "You said: hello over webhook"
+            assert received[0]["in_reply_to"] == "m-1"
+
+            auth = {"Authorization": f"Bearer {ADMIN_KEY}"}
+            async with http.get(f"{base}/api/v1/sessions", headers=auth) as r:
+                users = {s["user_id"] for s in (await r.json())["sessions"]}
+            assert users == {"ws:alice", "generic:bob"}
+            async with http.get(f"{base}/api/v1/sessions") as r:
+                assert r.status == 401
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = await asyncio.to_thread(proc.communicate, None, 30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise
+        stderr = err.decode()
+    assert proc.returncode == 0, stderr
+    assert "stopped" in stderr
+    assert WS_KEY not in stderr and ADMIN_KEY not in stderr and SECRET not in stderr
