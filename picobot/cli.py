@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from picobot import __version__
 from picobot.cli_data import add_export_command
+from picobot.cli_memories import add_memories_command
 from picobot.cli_ops import add_ops_commands
 from picobot.cli_purge import add_purge_command
 from picobot.config import DEFAULT_CONFIG_FILE, Settings, config_path, load_settings
@@ -293,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_purge_command(add, cmd_purge)
     add_export_command(sub, parents=[common])
     add_ops_commands(sub, parents=[common])
+    add_memories_command(sub, parents=[common])
     return parser
 
 

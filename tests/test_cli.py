@@ -349,3 +349,15 @@ def test_store_unavailable_is_a_one_line_error(
     err = capsys.readouterr().err
     assert err.startswith("picobot: error: cannot create data directory")
     assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_memories_command_sets_lists_and_deletes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["memories", "--user", "tui:alice", "--set", "city", "Lisbon"]) == 0
+    assert main(["memories", "--user", "tui:bob"]) == 0
+    assert "no memories for tui:bob" in capsys.readouterr().out
+    assert main(["memories", "--user", "tui:alice"]) == 0
+    assert "city: Lisbon" in capsys.readouterr().out
+    assert main(["memories", "--user", "tui:alice", "--set", "Bad Key", "x"]) == 1
+    assert "not allowed" in capsys.readouterr().err
+    assert main(["memories", "--user", "tui:alice", "--delete", "city"]) == 0
+    assert main(["memories", "--user", "tui:alice", "--delete", "city"]) == 1

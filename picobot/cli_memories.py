@@ -1,0 +1,61 @@
+"""``picobot memories``: an operator's view of one user's memories, from the host."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Sequence
+
+from picobot.config import Settings, load_settings
+
+
+def add_memories_command(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    *,
+    parents: Sequence[argparse.ArgumentParser] = (),
+) -> None:
+    """Register ``memories --user ID [--set KEY CONTENT | --delete KEY]``."""
+    help_text = "list, set or delete a user's memories"
+    cmd = subparsers.add_parser(
+        "memories", help=help_text, description=help_text, parents=list(parents)
+    )
+    cmd.set_defaults(handler=cmd_memories)
+    cmd.add_argument("--user", required=True, metavar="USER_ID", help="whose memories")
+    action = cmd.add_mutually_exclusive_group()
+    action.add_argument("--set", nargs=2, metavar=("KEY", "CONTENT"), help="save a memory")
+    action.add_argument("--delete", metavar="KEY", help="delete a memory")
+
+
+def cmd_memories(args: argparse.Namespace) -> int:
+    """The ``memories`` handler."""
+    settings = load_settings(getattr(args, "config", None))
+    return asyncio.run(_run(args, settings))
+
+
+async def _run(args: argparse.Namespace, settings: Settings) -> int:
+    from picobot.privacy.redaction import Redactor
+    from picobot.runtime import open_database
+    from picobot.store.memories import MemoryRepo, validate_content, validate_key
+
+    memory = settings.session.memory
+    async with open_database(settings) as db:
+        repo = MemoryRepo(db)
+        if args.set:
+            key = validate_key(args.set[0])
+            content = validate_content(args.set[1], memory.max_memory_chars)
+            content = Redactor.from_settings(settings.privacy).redact(content)
+            await repo.save(args.user, key, content, max_count=memory.max_user_memories)
+            print(f"saved {key} for {args.user}")
+            return 0
+        if args.delete:
+            if not await repo.delete(args.user, validate_key(args.delete)):
+                print(f"picobot: error: {args.user} has no memory {args.delete}")
+                return 1
+            print(f"deleted {args.delete} of {args.user}")
+            return 0
+        memories = await repo.list(args.user)
+        if not memories:
+            print(f"no memories for {args.user}")
+        for m in memories:
+            print(f"{m.key}: {m.content}")
+        return 0
