@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: run test lint install clean
+.PHONY: run test lint install clean bench
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,6 +16,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[local,dev]'
 	touch $(STAMP)
 
+# The benches need the plotting extra too (matplotlib for bench/results/latency.png).
+$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,bench]'
+	touch $(BENCH_STAMP)
+
 install: $(STAMP)
 
 run: $(STAMP)
@@ -23,9 +29,13 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
+# BENCH_SCALE=small: the 100k-message corpus only; default: 100k and 1M (see docs/performance.md).
+bench: $(BENCH_STAMP)
+	$(BIN)/python -m bench
+
 lint: $(STAMP)
-	$(BIN)/ruff check picobot tests
-	$(BIN)/ruff format --check picobot tests
+	$(BIN)/ruff check picobot tests bench
+	$(BIN)/ruff format --check picobot tests bench
 	$(BIN)/mypy
 
 clean:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import Sequence
 
 from picobot.config import Settings, load_settings
@@ -49,7 +50,7 @@ async def _run(args: argparse.Namespace, settings: Settings) -> int:
             return 0
         if args.delete:
             if not await repo.delete(args.user, validate_key(args.delete)):
-                print(f"picobot: error: {args.user} has no memory {args.delete}")
+                print(f"picobot: error: {args.user} has no memory {args.delete}", file=sys.stderr)
                 return 1
             print(f"deleted {args.delete} of {args.user}")
             return 0
