@@ -7,10 +7,16 @@ from typing import Any
 
 from picobot.channels.webhook.base import Platform
 from picobot.channels.webhook.generic import GenericPlatform
+from picobot.channels.webhook.slack import SlackPlatform
+from picobot.channels.webhook.telegram import TelegramPlatform
+from picobot.channels.webhook.whatsapp import WhatsAppPlatform
 from picobot.config_channels import WebhookSettings
 
 # name -> (section of [channels.webhook], factory building the platform from it)
 PLATFORMS: dict[str, Callable[[Any], Platform]] = {
+    "whatsapp": WhatsAppPlatform.from_settings,
+    "telegram": TelegramPlatform.from_settings,
+    "slack": SlackPlatform.from_settings,
     "generic": GenericPlatform.from_settings,
 }
 

@@ -1,0 +1,263 @@
+"""What the platform modules share besides signing (:mod:`.signing`).
+
+Reading a verified body: :func:`load_object` and the typed accessors turn JSON into
+values or a :class:`WebhookError` (400) that names the bad field, and :func:`safe_name`
+keeps ids that become part of a user id free of separators and control characters.
+
+Replying: :class:`ReplyApi` makes one JSON POST to a platform's API and classifies a
+failure as :class:`DeliveryError` (retry on 429, 5xx and network errors), with the
+platform's secrets (a Telegram bot token sits in the URL) scrubbed from every error
+text; :func:`split_text` cuts a long reply into parts the platform accepts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, TypeVar
+
+import aiohttp
+
+from picobot.channels.webhook.base import DeliveryError, WebhookError
+
+T = TypeVar("T")
+
+SEND_TIMEOUT = aiohttp.ClientTimeout(total=30)
+MAX_ID_CHARS = 256
+"""Longest message id accepted."""
+MAX_DETAIL_CHARS = 200
+"""Longest piece of a platform's error text kept in a DeliveryError."""
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+
+
+# Reading a verified body ---------------------------------------------------------
+
+
+def load_object(body: bytes) -> dict[str, Any]:
+    """The body as a JSON object, or WebhookError(400)."""
+    try:
+        data = json.loads(body)
+    except (UnicodeDecodeError, ValueError):
+        raise WebhookError(400, "body is not valid JSON") from None
+    if not isinstance(data, dict):
+        raise WebhookError(400, "body must be a JSON object")
+    return data
+
+
+def _matches(value: object, kind: type[T]) -> bool:
+    # JSON true is not an id: bool is an int subclass, so exclude it explicitly.
+    return isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+
+
+def required(data: Mapping[str, Any], key: str, kind: type[T], where: str) -> T:
+    """``data[key]`` if it is a ``kind``, else WebhookError(400) naming ``where.key``."""
+    value = data.get(key)
+    if not _matches(value, kind):
+        raise WebhookError(400, f"{where}.{key} must be a {_kind_name(kind)}")
+    return value  # type: ignore[return-value]  # checked by _matches
+
+
+def optional(data: Mapping[str, Any], key: str, kind: type[T], where: str) -> T | None:
+    """``data[key]``, None when absent or null, WebhookError(400) when of another type."""
+    if data.get(key) is None:
+        return None
+    return required(data, key, kind, where)
+
+
+def objects(data: Mapping[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    """The list of objects at ``data[key]`` ([] when absent); 400 if it is anything else."""
+    values = optional(data, key, list, where) or []
+    if not all(isinstance(v, dict) for v in values):
+        raise WebhookError(400, f"{where}.{key} must be a list of objects")
+    return values
+
+
+def safe_name(value: str, where: str) -> str:
+    """``value`` if it is 1-64 of ``[A-Za-z0-9._-]``, else WebhookError(400).
+
+    For ids that become part of a user id: no ``:`` or ``@`` that could make two
+    different senders' ids collide, no spaces or control characters for the logs.
+    """
+    if not _SAFE_NAME.fullmatch(value):
+        raise WebhookError(400, f"{where} is not a valid id")
+    return value
+
+
+def message_id(value: str, where: str) -> str:
+    """A platform message id: 1-256 characters, no whitespace or control characters."""
+    if not value or len(value) > MAX_ID_CHARS or _CONTROL.search(value):
+        raise WebhookError(400, f"{where} is not a valid message id")
+    return value
+
+
+def _kind_name(kind: type[Any]) -> str:
+    return {str: "string", int: "integer", dict: "JSON object", list: "list"}.get(
+        kind, kind.__name__
+    )
+
+
+# Replying ----------------------------------------------------------------------
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """``text`` cut into parts of at most ``limit`` UTF-16 code units, in order.
+
+    Lengths are counted in UTF-16 units (what Telegram counts; never fewer than code
+    points, so the count is safe for the others too). A part ends at the last line
+    break, else the last space, in its second half, else at the limit; the whitespace
+    at a cut is dropped. A blank text has no parts.
+    """
+    if limit < 2:
+        raise ValueError("limit must be at least 2")
+    parts: list[str] = []
+    rest = text.strip()
+    while _units(rest) > limit:
+        cut = _fit(rest, limit)
+        window = rest[:cut]
+        for sep in ("\n", " "):
+            at = window.rfind(sep)
+            if at >= cut // 2:
+                cut = at
+                break
+        part = rest[:cut].rstrip()
+        if part:
+            parts.append(part)
+        rest = rest[cut:].lstrip()
+    if rest:
+        parts.append(rest)
+    return parts
+
+
+def _units(text: str) -> int:
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _fit(text: str, limit: int) -> int:
+    """The longest prefix length (in characters) of at most ``limit`` UTF-16 units."""
+    cut = min(len(text), limit)
+    while (units := _units(text[:cut])) > limit:
+        # Each character is 1 or 2 units: dropping half the excess never overshoots.
+        cut -= max(1, (units - limit) // 2)
+    return cut
+
+
+def retry_after_secs(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+@dataclass(frozen=True, slots=True)
+class ApiAnswer:
+    """A platform API's answer: status, JSON body (None if not JSON), Retry-After."""
+
+    status: int
+    body: Any
+    retry_after: float | None
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx status."""
+        return 200 <= self.status < 300
+
+    def field(self, *path: str) -> Any:
+        """The value at ``path`` in a JSON object body, or None."""
+        value: Any = self.body
+        for key in path:
+            if not isinstance(value, dict):
+                return None
+            value = value.get(key)
+        return value
+
+
+class ReplyApi:
+    """One platform's reply API: JSON POSTs and failures that never leak a secret.
+
+    ``service`` names the API in error texts (e.g. ``Telegram sendMessage``);
+    ``secrets`` are replaced by ``[REDACTED]`` in every error text built here, which
+    the delivery worker logs and stores.
+    """
+
+    def __init__(self, service: str, *, secrets: Sequence[str] = ()) -> None:
+        self.service = service
+        self._secrets = tuple(s for s in secrets if s)
+
+    async def post(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        payload: Mapping[str, Any],
+        headers: Mapping[str, str] | None = None,
+    ) -> ApiAnswer:
+        """POST ``payload`` as JSON; network failures raise a retryable DeliveryError."""
+        data = json.dumps(payload, ensure_ascii=False).encode()
+        all_headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
+        try:
+            # No redirects: a bearer token or a token in the path goes where it was
+            # configured to go, or nowhere.
+            async with session.post(
+                url, data=data, headers=all_headers, allow_redirects=False, timeout=SEND_TIMEOUT
+            ) as resp:
+                raw = await resp.read()
+                wait = retry_after_secs(resp.headers.get("Retry-After"))
+                return ApiAnswer(resp.status, _json_or_none(raw), wait)
+        except aiohttp.InvalidURL:
+            # A broken base URL will not heal by retrying. The URL itself is not
+            # quoted: for Telegram it contains the bot token.
+            raise self.error(
+                f"{self.service}: the configured URL is invalid", retry=False
+            ) from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            # Only the type: aiohttp's messages may quote the URL, and with it a token.
+            reason = f"{self.service} unreachable: {type(exc).__name__}"
+            raise self.error(reason, retry=True) from None
+
+    def failure(
+        self,
+        answer: ApiAnswer,
+        detail: object = None,
+        *,
+        retry: bool | None = None,
+        retry_after: float | None = None,
+    ) -> DeliveryError:
+        """A DeliveryError for a failed answer.
+
+        ``retry`` defaults to "429 or 5xx"; ``retry_after`` defaults to the header's.
+        ``detail`` is the platform's own short error text, shortened and scrubbed.
+        """
+        reason = f"{self.service} answered HTTP {answer.status}"
+        if detail is not None and str(detail).strip():
+            text = _CONTROL.sub(" ", str(detail)).strip()
+            reason += f": {text[:MAX_DETAIL_CHARS]}"
+        if retry is None:
+            retry = answer.status == 429 or answer.status >= 500
+        wait = retry_after if retry_after is not None else answer.retry_after
+        return self.error(reason, retry=retry, retry_after=wait if retry else None)
+
+    def error(self, reason: str, *, retry: bool, retry_after: float | None = None) -> DeliveryError:
+        """A DeliveryError whose text has every secret replaced by ``[REDACTED]``."""
+        for secret in self._secrets:
+            reason = reason.replace(secret, "[REDACTED]")
+        return DeliveryError(reason, retry=retry, retry_after_secs=retry_after)
+
+
+def _json_or_none(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, ValueError):
+        return None

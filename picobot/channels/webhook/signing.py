@@ -1,0 +1,59 @@
+"""Small shared pieces of webhook authentication: HMAC, comparison, secrets from env.
+
+Every platform proves a request the same few ways (an HMAC-SHA256 over the raw body,
+or a shared token in a header), and every secret comes from an environment variable
+named in the config; these helpers keep the details in one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+
+from picobot.errors import ConfigError
+
+__all__ = ["hmac_sha256_hex", "require_secret", "same", "secret_from_env"]
+
+
+def hmac_sha256_hex(secret: str | bytes, message: bytes) -> str:
+    """The lowercase hex HMAC-SHA256 of ``message`` under ``secret`` (UTF-8 if str)."""
+    key = secret.encode() if isinstance(secret, str) else secret
+    return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def same(given: str | None, expected: str) -> bool:
+    """Whether ``given`` equals ``expected``, in constant time; None never matches.
+
+    Compared as UTF-8 bytes: :func:`hmac.compare_digest` refuses non-ASCII ``str``,
+    and a header is whatever the sender chose to put there.
+    """
+    if given is None:
+        return False
+    return hmac.compare_digest(given.encode(), expected.encode())
+
+
+def secret_from_env(env_var: str, config_key: str) -> str:
+    """The secret held by ``env_var`` (surrounding whitespace removed).
+
+    Raises :class:`ConfigError` naming the variable and the config key that names it
+    (never a value) when the variable is unset or blank.
+    """
+    value = os.environ.get(env_var, "").strip()
+    if not value:
+        raise ConfigError(
+            f"the environment variable {env_var} (named by {config_key}) is not set or empty"
+        )
+    return value
+
+
+def require_secret(value: str, env_var: str, what: str) -> str:
+    """``value`` stripped, or a :class:`ConfigError` naming ``env_var`` when it is blank.
+
+    For constructors that take secrets directly (tests, embedding): a blank secret
+    would make every signature check trivially weaker, so it is refused up front.
+    """
+    value = value.strip()
+    if not value:
+        raise ConfigError(f"the {what} ({env_var}) is empty")
+    return value
