@@ -179,8 +179,10 @@ class Database:
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
         """Run a query on the reader connection."""
         try:
-            async with self._reader.execute(sql, tuple(params)) as cur:
-                return list(await cur.fetchall())
+            # One job in aiosqlite's thread: the statement runs to completion before any
+            # other read starts, so each read sees every commit made before it. (An open
+            # cursor would pin the WAL snapshot for reads interleaved with it.)
+            return list(await self._reader.execute_fetchall(sql, tuple(params)))
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(explain(exc, self.path)) from None
 

@@ -15,19 +15,16 @@ impersonate a user of another channel (``generic:telegram:42`` is not
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
-import os
-import time
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
+from picobot.channels.webhook.common import retry_after_secs
+from picobot.channels.webhook.signing import hmac_sha256_hex, same, secret_from_env
 from picobot.config_channels import GenericWebhookSettings
 from picobot.errors import ConfigError
 
@@ -42,23 +39,7 @@ SEND_TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 def sign(secret: bytes, body: bytes) -> str:
     """The signature header value for ``body``: ``sha256=<hex HMAC-SHA256>``."""
-    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
-
-
-def retry_after_secs(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+    return "sha256=" + hmac_sha256_hex(secret, body)
 
 
 def _field(data: dict[str, Any], name: str, limit: int) -> str:
@@ -91,13 +72,8 @@ class GenericPlatform:
     @classmethod
     def from_settings(cls, settings: GenericWebhookSettings) -> GenericPlatform:
         """Build from config; the secret comes from the env var the config names."""
-        secret = os.environ.get(settings.secret_env, "").strip()
-        if not secret:
-            raise ConfigError(
-                f"channels.webhook.generic is enabled but the environment variable "
-                f"{settings.secret_env} (channels.webhook.generic.secret_env) is not set"
-            )
-        return cls(settings, secret)
+        key = "channels.webhook.generic.secret_env"
+        return cls(settings, secret_from_env(settings.secret_env, key))
 
     @property
     def name(self) -> str:
@@ -118,7 +94,7 @@ class GenericPlatform:
         given = request.headers.get(self._settings.signature_header, "")
         if not given:
             raise WebhookError(401, "missing signature")
-        if not hmac.compare_digest(given.strip().encode(), sign(self._secret, body).encode()):
+        if not same(given.strip(), sign(self._secret, body)):
             raise WebhookError(401, "invalid signature")
 
     def parse(self, body: bytes) -> list[PlatformMessage]:
