@@ -1,0 +1,1 @@
+"""PicoBot's benchmark suite: ``make bench`` (``python -m bench``); see docs/performance.md."""

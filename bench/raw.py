@@ -1,0 +1,120 @@
+"""The baseline: the same SQL PicoBot runs, through plain ``sqlite3``, same pragmas.
+
+One synchronous connection with the pragmas of ``picobot.store.db._connect``
+(WAL, ``synchronous=NORMAL``, ``secure_delete=ON``, ``foreign_keys=ON``, busy timeout),
+issuing PicoBot's own statements (copied from the repositories, or built by the same
+``search_sql``). What PicoBot adds on top (asyncio and the aiosqlite thread hop, row
+objects, locks, keyword extraction, the prompt budget) is what the ratios measure.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from picobot.store.search import search_sql
+
+INSERT_MESSAGE = (
+    "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
+    " created_at) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM"
+    " messages WHERE session_id = ?), ?, ?, ?, ?) RETURNING id, seq_order"
+)
+TOUCH_SESSION = "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?"
+CURRENT = (
+    "SELECT session_id FROM current_sessions WHERE channel = ? AND chat_id = ? AND user_id = ?"
+)
+LAST = (
+    "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
+    " FROM messages WHERE session_id = ? ORDER BY seq_order DESC LIMIT ?"
+)
+MEMORIES = (
+    "SELECT id, user_id, key, content, created_at, updated_at FROM user_memories"
+    " WHERE user_id = ? ORDER BY updated_at DESC, id DESC LIMIT ?"
+)
+SUMMARY = (
+    "SELECT session_id, summary, covered_seq, token_estimate, updated_at"
+    " FROM session_summaries WHERE session_id = ?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RawTurn:
+    """What one raw turn needs that PicoBot computes itself (precomputed, not timed)."""
+
+    user_id: str
+    text: str
+    reply: str
+    terms: Sequence[str]
+    now: float
+
+
+class RawStore:
+    """PicoBot's statements on one plain ``sqlite3`` connection."""
+
+    def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
+        self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        for pragma in (
+            f"busy_timeout={busy_timeout_ms}",
+            "foreign_keys=ON",
+            "secure_delete=ON",
+            "synchronous=NORMAL",
+        ):
+            self.conn.execute(f"PRAGMA {pragma}").fetchall()
+
+    def close(self) -> None:
+        """Close the connection."""
+        self.conn.close()
+
+    def query(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """Run one query and fetch every row."""
+        return self.conn.execute(sql, tuple(params)).fetchall()
+
+    def insert_commit(
+        self, session_id: str, role: str, content: str, tokens: int, now: float
+    ) -> tuple[int, int]:
+        """A single-row commit: BEGIN IMMEDIATE, PicoBot's INSERT (FTS trigger fires), COMMIT."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        row = c.execute(INSERT_MESSAGE, (session_id, session_id, role, content, tokens, now))
+        msg_id, seq = row.fetchall()[0]
+        c.execute("COMMIT")
+        return int(msg_id), int(seq)
+
+    def append(
+        self, session_id: str, role: str, content: str, tokens: int, now: float
+    ) -> tuple[int, int]:
+        """The statements of ``MessageRepo.append``: INSERT and touch the session, one commit."""
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")
+        row = c.execute(INSERT_MESSAGE, (session_id, session_id, role, content, tokens, now))
+        msg_id, seq = row.fetchall()[0]
+        c.execute(TOUCH_SESSION, (now, session_id))
+        c.execute("COMMIT")
+        return int(msg_id), int(seq)
+
+    def turn(self, t: RawTurn, *, window: int = 20, max_memories: int = 50) -> int:
+        """One turn's statements in PicoBot's order; returns the recall hit count."""
+        c = self.conn
+        sid = c.execute(CURRENT, ("ws", t.user_id, t.user_id)).fetchall()[0][0]
+        msg_id, _ = self.append(sid, "user", t.text, len(t.text) // 4 + 1, t.now)
+        rows = c.execute(LAST, (sid, window + 1)).fetchall()
+        history = [r for r in reversed(rows) if r[0] != msg_id][-window:]
+        c.execute(MEMORIES, (t.user_id, max_memories)).fetchall()
+        c.execute(SUMMARY, (sid,)).fetchall()
+        hits = 0
+        if t.terms:
+            before = history[0][2] if history else 1
+            sql, params = search_sql(
+                t.user_id,
+                t.terms,
+                limit=20,
+                session_id=sid,
+                before_seq=before,
+                include_memories=False,
+            )
+            hits = len(c.execute(sql, params).fetchall())
+        self.append(sid, "assistant", t.reply, len(t.reply) // 4 + 1, t.now)
+        return hits

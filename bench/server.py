@@ -1,0 +1,157 @@
+"""The server side of the network benches, run as a child process.
+
+``python -m bench.server picobot DATA_DIR``: ``picobot.serve.serve`` on the corpus copy
+in DATA_DIR with the WebSocket channel (100 API keys mapped to corpus users 0-99) and
+the generic signed webhook (its replies go to a sink in this process), an instant model.
+
+``python -m bench.server raw``: the baselines, a plain ``websockets`` echo server and a
+plain aiohttp POST handler.
+
+Either prints one JSON line ``{"ws": URL, "http": URL}`` on stdout when it listens and
+runs until SIGTERM. With ``BENCH_PROFILE=FILE`` the process runs under cProfile and
+writes the hottest functions to FILE on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import cProfile
+import io
+import json
+import logging
+import os
+import pstats
+import signal
+import sys
+from pathlib import Path
+
+from aiohttp import web
+from websockets.asyncio.server import ServerConnection, serve
+
+from bench.common import bench_settings
+from bench.corpus import TextGen, user_name
+from bench.provider import InstantProvider
+
+MAX_CLIENTS = 100
+WEBHOOK_SECRET = "bench-webhook-secret-0123456789"  # noqa: S105 - a loopback-only test secret
+SIGNATURE_HEADER = "X-PicoBot-Signature"
+
+
+def api_key(index: int) -> str:
+    """The WebSocket API key of client ``index`` (it chats as corpus user ``index``)."""
+    return f"bench-key-{index:010d}"
+
+
+def _announce(ws_url: str | None, http_url: str | None) -> None:
+    print(json.dumps({"ws": ws_url, "http": http_url}), flush=True)
+
+
+async def _sink() -> tuple[web.AppRunner, str]:
+    """Where the generic webhook delivers replies: accepts and forgets them."""
+
+    async def accept(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response({"ok": True})
+
+    app = web.Application()
+    app.add_routes([web.post("/callback", accept)])
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    return runner, f"http://127.0.0.1:{port}/callback"
+
+
+async def run_picobot(data_dir: Path) -> None:
+    """``serve`` on the corpus copy until SIGTERM."""
+    from picobot.serve import ServeInfo
+    from picobot.serve import serve as picobot_serve
+
+    os.environ["PICOBOT_WS_API_KEYS"] = ",".join(
+        f"{api_key(i)}:{user_name(i)}" for i in range(MAX_CLIENTS)
+    )
+    os.environ["PICOBOT_GENERIC_WEBHOOK_SECRET"] = WEBHOOK_SECRET
+    sink, callback = await _sink()
+    settings = bench_settings(
+        data_dir,
+        channels={
+            "websocket": {
+                "enabled": True,
+                "port": 0,
+                # 100 clients in closed loops send far more than a person would.
+                "rate_limit_per_minute": 1_000_000,
+            },
+            "webhook": {"generic": {"enabled": True, "callback_url": callback}},
+        },
+        server={"port": 0, "enable_admin_api": False, "shutdown_grace_secs": 2.0},
+    )
+    replies = TextGen(7, stream=99).texts(97)
+
+    def ready(info: ServeInfo) -> None:
+        _announce(info.websocket_url, info.http_url)
+
+    try:
+        await picobot_serve(settings, provider=InstantProvider(replies), ready=ready)
+    finally:
+        await sink.cleanup()
+
+
+async def run_raw() -> None:
+    """A websockets echo server and an aiohttp POST handler until SIGTERM."""
+
+    async def echo(ws: ServerConnection) -> None:
+        async for frame in ws:
+            await ws.send(frame)
+
+    async def post(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response({"ok": True})
+
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    app = web.Application()
+    app.add_routes([web.post("/webhooks/generic", post)])
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    http_port = runner.addresses[0][1]
+    async with serve(echo, "127.0.0.1", 0) as server:
+        ws_port = server.sockets[0].getsockname()[1]
+        _announce(f"ws://127.0.0.1:{ws_port}/ws", f"http://127.0.0.1:{http_port}")
+        await stop.wait()
+    await runner.cleanup()
+
+
+def main(argv: list[str]) -> int:
+    """Entry point of the child process."""
+    logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
+    mode = argv[0] if argv else ""
+    if mode == "picobot" and len(argv) == 2:
+        work = run_picobot(Path(argv[1]))
+    elif mode == "raw":
+        work = run_raw()
+    else:
+        print("usage: python -m bench.server picobot DATA_DIR | raw", file=sys.stderr)
+        return 2
+    profile_to = os.environ.get("BENCH_PROFILE")
+    if not profile_to:
+        asyncio.run(work)
+        return 0
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        asyncio.run(work)
+    finally:
+        profiler.disable()
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("tottime").print_stats(40)
+        stats.sort_stats("cumulative").print_stats(60)
+        Path(profile_to).write_text(text.getvalue(), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,60 @@
+"""Latency samples, percentiles and ratios: the arithmetic every bench shares."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+
+def now_ns() -> int:
+    """A monotonic clock in nanoseconds (the one every sample is taken with)."""
+    return time.perf_counter_ns()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0-100) of ``values``, linearly interpolated."""
+    if not values:
+        return math.nan
+    data = sorted(values)
+    pos = (len(data) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(data) - 1)
+    return data[low] + (data[high] - data[low]) * (pos - low)
+
+
+def dist_ms(samples_ns: Sequence[int]) -> dict[str, Any]:
+    """n, mean, p50, p95, p99 and max of nanosecond samples, in milliseconds."""
+    ms = [s / 1e6 for s in samples_ns]
+    return {
+        "n": len(ms),
+        "mean": round(sum(ms) / len(ms), 4) if ms else math.nan,
+        "p50": round(percentile(ms, 50), 4),
+        "p95": round(percentile(ms, 95), 4),
+        "p99": round(percentile(ms, 99), 4),
+        "max": round(max(ms), 4) if ms else math.nan,
+    }
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """``numerator / denominator`` rounded to 3 places (inf for a zero denominator)."""
+    if denominator <= 0:
+        return math.inf
+    return round(numerator / denominator, 3)
+
+
+class Ticker:
+    """Progress lines for a loop of ``total`` steps, at most one per tenth."""
+
+    def __init__(self, label: str, total: int, emit: Any) -> None:
+        self._label = label
+        self._total = max(1, total)
+        self._emit = emit
+        self._next = 0
+
+    def step(self, done: int) -> None:
+        """Report ``done`` steps if another tenth is complete."""
+        if done >= self._next or done == self._total:
+            self._emit(f"  {self._label}: {done}/{self._total}")
+            self._next = done + max(1, self._total // 10)

@@ -1,0 +1,153 @@
+"""turn_overhead and recall_search: PicoBot's read path against the same SQL, raw.
+
+Both alternate PicoBot and the raw baseline iteration by iteration (and which of the
+two goes first), on the same working copy of the corpus, so drift in the machine,
+the page cache or the WAL affects both sides alike.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from bench.common import BenchContext
+from bench.corpus import user_id
+from bench.provider import InstantProvider
+from bench.raw import CURRENT, LAST, RawStore, RawTurn
+from bench.stats import Ticker, dist_ms, now_ns, ratio
+from picobot.kernel.keywords import extract_terms
+from picobot.kernel.memory_retriever import RECALL_CANDIDATES
+from picobot.messages import Identity, Inbound, OutboundKind
+from picobot.runtime import build_kernel, open_database
+from picobot.store.search import SearchIndex, search_sql
+
+
+async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
+    """A whole turn through ``Kernel.handle`` (zero-latency model) vs its raw statements.
+
+    PicoBot's side: resolve the session, commit the user message, build the prompt
+    (memories, summary, recall, 20-message window, token budget), stream the reply from
+    an instant model, commit the reply. Raw side: the same SELECTs and write
+    transactions on one plain sqlite3 connection, with the recall terms precomputed.
+    """
+    plan = ctx.plan
+    total = plan.warmup + plan.turn_iters
+    users = ctx.users(total)
+    texts = ctx.gen.texts_for(users)
+    replies = ctx.gen.texts(97)
+    settings = ctx.settings()
+    max_terms = settings.session.memory.recall_max_terms
+    raw = RawStore(ctx.db_path)
+    pico_ns: list[int] = []
+    raw_ns: list[int] = []
+    recalled = 0
+    tick = Ticker("turn_overhead", total, ctx.progress)
+    try:
+        async with open_database(settings) as db:
+            kernel = build_kernel(settings, db, InstantProvider(replies))
+            for i in range(total):
+                uid = user_id(users[i])
+                inbound = Inbound(Identity("ws", uid, uid), texts[i])
+                raw_turn = RawTurn(
+                    uid,
+                    texts[i],
+                    replies[i % len(replies)],
+                    extract_terms(texts[i], max_terms),
+                    time.time(),
+                )
+                for side in ("pico", "raw") if i % 2 == 0 else ("raw", "pico"):
+                    start = now_ns()
+                    if side == "pico":
+                        async for event in kernel.handle(inbound):
+                            if event.kind is OutboundKind.ERROR:
+                                raise RuntimeError(f"turn failed: {event.text}")
+                        elapsed = now_ns() - start
+                    else:
+                        recalled += raw.turn(raw_turn)
+                        elapsed = now_ns() - start
+                    if i >= plan.warmup:
+                        (pico_ns if side == "pico" else raw_ns).append(elapsed)
+                tick.step(i + 1)
+    finally:
+        raw.close()
+    pico, base = dist_ms(pico_ns), dist_ms(raw_ns)
+    return {
+        "picobot_ms": pico,
+        "raw_ms": base,
+        "p50_ratio": ratio(pico["p50"], base["p50"]),
+        "p95_ratio": ratio(pico["p95"], base["p95"]),
+        "p99_ratio": ratio(pico["p99"], base["p99"]),
+        "recall_hits_per_turn": round(recalled / total, 2),
+    }
+
+
+async def recall_search(ctx: BenchContext) -> dict[str, Any]:
+    """``SearchIndex.search`` as the retriever calls it vs its SQL through plain sqlite3.
+
+    Each query is the keyword set of a fresh message (``extract_terms``, up to 8 terms)
+    for a random user, scoped to that user, leaving out the current session's window.
+    """
+    plan = ctx.plan
+    total = plan.warmup + plan.recall_iters
+    max_terms = ctx.settings().session.memory.recall_max_terms
+    users = ctx.users(total)
+    texts = ctx.gen.texts_for(users)
+    raw = RawStore(ctx.db_path)
+    pico_ns: list[int] = []
+    raw_ns: list[int] = []
+    hits = n_terms = 0
+    tick = Ticker("recall_search", total, ctx.progress)
+    try:
+        where: dict[int, tuple[str, int]] = {}
+        for u in set(users):
+            uid = user_id(u)
+            sid = raw.query(CURRENT, ("ws", uid, uid))[0][0]
+            last = raw.query(LAST, (sid, 1))[0][2]
+            where[u] = (sid, max(1, int(last) - 19))
+        async with open_database(ctx.settings()) as db:
+            index = SearchIndex(db)
+            for i in range(total):
+                uid = user_id(users[i])
+                sid, before = where[users[i]]
+                terms = extract_terms(texts[i], max_terms)
+                n_terms += len(terms)
+                if not terms:
+                    continue
+                sql, params = search_sql(
+                    uid,
+                    terms,
+                    limit=RECALL_CANDIDATES * 2,
+                    session_id=sid,
+                    before_seq=before,
+                    include_memories=False,
+                )
+                for side in ("pico", "raw") if i % 2 == 0 else ("raw", "pico"):
+                    start = now_ns()
+                    if side == "pico":
+                        found = await index.search(
+                            uid,
+                            terms,
+                            limit=RECALL_CANDIDATES,
+                            session_id=sid,
+                            before_seq=before,
+                            include_memories=False,
+                        )
+                        elapsed = now_ns() - start
+                        hits += len(found)
+                    else:
+                        raw.query(sql, params)
+                        elapsed = now_ns() - start
+                    if i >= plan.warmup:
+                        (pico_ns if side == "pico" else raw_ns).append(elapsed)
+                tick.step(i + 1)
+    finally:
+        raw.close()
+    pico, base = dist_ms(pico_ns), dist_ms(raw_ns)
+    return {
+        "picobot_ms": pico,
+        "raw_ms": base,
+        "p50_ratio": ratio(pico["p50"], base["p50"]),
+        "p95_ratio": ratio(pico["p95"], base["p95"]),
+        "hits_per_query": round(hits / max(1, total), 2),
+        "terms_per_query": round(n_terms / max(1, total), 2),
+    }

@@ -1,0 +1,58 @@
+"""The bench machinery end to end on a tiny corpus (2,000 messages, a few iterations).
+
+Only the shape of the results is checked: every bench reports, every ratio is a
+positive number. Timings are never asserted; ``make bench`` is where they are measured.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("numpy")  # the corpus generator's one dependency beyond PicoBot's
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.cli import RunConfig, run  # noqa: E402
+from bench.common import SMOKE  # noqa: E402
+from bench.corpus import TINY  # noqa: E402
+
+RATIOS = {
+    "turn_overhead": ("p50_ratio", "p95_ratio"),
+    "recall_search": ("p50_ratio", "p95_ratio"),
+    "write": ("p50_ratio", "p99_ratio"),
+    "websocket": ("turns_per_s_ratio", "p95_ratio"),
+    "webhook": ("p50_ratio", "p95_ratio"),
+    "purge": ("p99_ratio",),
+}
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+def test_bench_runs_on_a_tiny_corpus(tmp_path: Path) -> None:
+    cfg = RunConfig(
+        [TINY], SMOKE, cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", chart=False
+    )
+    run(cfg, progress=lambda _line: None)
+
+    data = json.loads((tmp_path / "out" / "latest.json").read_text(encoding="utf-8"))
+    assert set(RATIOS) <= set(data)
+    for name, keys in RATIOS.items():
+        entry = data[name]
+        assert isinstance(entry["pass"], bool), name
+        assert TINY.name in entry["by_scale"], name
+        for key in keys:
+            assert _positive(entry[key]), (name, key, entry[key])
+            assert _positive(entry["by_scale"][TINY.name][key]), (name, key)
+    assert _positive(data["websocket"]["turns_per_s"])
+    assert _positive(data["purge"]["duration_s"])
+    assert data["purge"]["by_scale"][TINY.name]["victim_messages"] > 0
+    assert "| figure |" in (tmp_path / "out" / "latest.md").read_text(encoding="utf-8")
