@@ -38,6 +38,8 @@ from picobot.tools.base import ToolRegistry
 from picobot.tools.memory import MemoryTool
 from picobot.tools.memory_search import MemorySearchTool
 
+WAL_CHECKPOINT_SECS = 1.0
+
 
 @dataclass(slots=True)
 class Runtime:
@@ -134,6 +136,8 @@ async def open_runtime(
         if summarizer.enabled:
             kernel.turn_listeners.append(summarizer.notify)
             tasks.every("summarize", memory.summarization_check_interval_secs, summarizer.check_all)
+        # Automatic checkpoints are off (they stalled commits); keep the WAL short here.
+        tasks.every("wal-checkpoint", WAL_CHECKPOINT_SECS, db.checkpoint_passive)
         retention = RetentionTask(
             db,
             max_age_days=settings.session.retention.max_age_days,

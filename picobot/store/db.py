@@ -51,6 +51,8 @@ class Database:
         self._reader = reader
         self._write_lock = asyncio.Lock()
         self._closed = False
+        self._maintenance: aiosqlite.Connection | None = None
+        self._busy_timeout_ms = 5000
 
     @classmethod
     async def open(
@@ -67,6 +69,10 @@ class Database:
         try:
             writer = await _connect(path, busy_timeout_ms)
             await _pragma(writer, "journal_mode=WAL")
+            # Checkpoints run in the background (checkpoint_passive), not inside a
+            # commit: the automatic one made ~1% of writes take ~6 ms (see
+            # docs/performance.md).
+            await _pragma(writer, "wal_autocheckpoint=0")
             reader = await _connect(path, busy_timeout_ms)
         except sqlite3.Error as exc:
             for conn in (writer, reader):
@@ -74,6 +80,7 @@ class Database:
                     await conn.close()
             raise StoreUnavailable(explain(exc, path)) from None
         db = cls(path, writer, reader)
+        db._busy_timeout_ms = busy_timeout_ms
         if migrate:
             from picobot.store.migrations import apply_migrations
 
@@ -89,8 +96,10 @@ class Database:
         if self._closed:
             return
         self._closed = True
-        # The reader goes first, so the checkpoint never waits for our own read snapshot.
+        # The readers go first, so the checkpoint never waits for our own read snapshot.
         await self._reader.close()
+        if self._maintenance is not None:
+            await self._maintenance.close()
         try:
             async with self._write_lock:
                 await _pragma(self._writer, "wal_checkpoint(TRUNCATE)")
@@ -98,6 +107,26 @@ class Database:
             log.warning("WAL checkpoint on close failed: %s", explain(exc, self.path))
         finally:
             await self._writer.close()
+
+    async def checkpoint_passive(self) -> int:
+        """Copy what it can of the WAL into the database without blocking anyone.
+
+        Run periodically by the runtime, since automatic checkpoints are off. Uses its
+        own connection, so neither the writer lock nor the reader is held. Returns the
+        number of WAL frames still not checkpointed (readers may pin some).
+        """
+        if self._closed:
+            return 0
+        if self._maintenance is None:
+            self._maintenance = await _connect(self.path, self._busy_timeout_ms)
+        try:
+            rows = await _pragma(self._maintenance, "wal_checkpoint(PASSIVE)")
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(explain(exc, self.path)) from None
+        if not rows:
+            return 0
+        _busy, log_frames, done = (int(v) for v in rows[0])
+        return max(0, log_frames - done)
 
     async def checkpoint(self) -> None:
         """Copy the whole WAL into the database file and truncate the WAL to 0 bytes.

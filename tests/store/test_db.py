@@ -184,3 +184,21 @@ async def test_cancelled_begin_does_not_poison_the_writer(tmp_path: Path) -> Non
     stored = await MessageRepo(db).append(sid, "user", "still writable", 1)
     assert stored.seq_order == 1
     await db.close()
+
+
+async def test_writes_do_not_checkpoint_but_the_background_checkpoint_does(
+    tmp_path: Path,
+) -> None:
+    db = await Database.open(tmp_path / "c.db")
+    sid = await SessionRepo(db).create("tui", "local", "tui:local")
+    for i in range(300):
+        await MessageRepo(db).append(sid, "user", f"message {i} " + "x" * 500, 130)
+    wal = tmp_path / "c.db-wal"
+    # With automatic checkpoints on (1000 pages) the WAL would have been reset already.
+    assert wal.stat().st_size > 1000 * 4096
+    assert await db.checkpoint_passive() == 0
+    with sqlite3.connect(tmp_path / "c.db") as plain:
+        plain.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        assert plain.execute("SELECT COUNT(*) FROM messages").fetchone() == (300,)
+    await db.close()
+    assert not wal.exists() or wal.stat().st_size == 0
