@@ -60,6 +60,16 @@ class Outbound:
     code: str | None = None
 
 
+def storable(*texts: str) -> bool:
+    """Whether every text can be stored as UTF-8 (JSON allows lone surrogates; SQLite not)."""
+    try:
+        for text in texts:
+            text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def notice(text: str, session_id: str | None = None) -> Outbound:
     """Build a NOTICE event."""
     return Outbound(OutboundKind.NOTICE, text, session_id=session_id)

@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from picobot.messages import storable
 from picobot.store.memories import Memory
 from picobot.store.purge import PurgeCounts
 from picobot.store.search import SearchHit
@@ -126,6 +127,8 @@ async def read_json(
         # bool is an int subclass; "days": true is a client bug, not 1 day.
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
             raise ApiError(400, "invalid_field", f"Field {name!r} must be {_kind_name(kind)}.")
+        if isinstance(value, str) and not storable(value):
+            raise ApiError(400, "invalid_field", f"Field {name!r} is not valid Unicode.")
     return data
 
 

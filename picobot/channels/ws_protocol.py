@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobot.errors import ConfigError
-from picobot.messages import Outbound, OutboundKind
+from picobot.messages import Outbound, OutboundKind, storable
 
 PROTOCOL_VERSION = 1
 MIN_KEY_LENGTH = 16
@@ -101,6 +101,8 @@ def _string(data: Mapping[str, Any], name: str, *, max_chars: int | None = None)
         raise ProtocolError("bad_field", f"Field '{name}' {what}.")
     if max_chars is not None and len(value) > max_chars:
         raise ProtocolError("bad_field", f"Field '{name}' is too long.")
+    if not storable(value):
+        raise ProtocolError("bad_field", f"Field '{name}' is not valid Unicode.")
     return value
 
 

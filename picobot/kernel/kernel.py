@@ -22,7 +22,7 @@ from picobot.kernel.context import Grant, ToolContext, own_data_grants
 from picobot.kernel.retriever import ContextRetriever, PromptRequest
 from picobot.kernel.tokens import TokenEstimator
 from picobot.llm.base import ChatMessage, LLMProvider, TextDelta, ToolCall, ToolCalls
-from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error
+from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo, StoredMessage
@@ -38,6 +38,10 @@ MODEL_FAILED = (
 )
 INTERNAL_FAILED = (
     "Sorry, something went wrong on my side. Your message was saved; please try again."
+)
+REPLY_STORE_FAILED = (
+    "Sorry, my storage failed while saving my answer. Your message was saved; "
+    "please try again shortly."
 )
 STORE_FAILED = (
     "Sorry, my storage is unavailable right now, so your message was not saved. "
@@ -115,6 +119,9 @@ class Kernel:
         if not text:
             yield error("Empty message.", code="empty")
             return
+        if not storable(text, inbound.session_id or ""):
+            yield error("The message is not valid Unicode and was not saved.", code="bad_text")
+            return
         for intercept in self.interceptors:
             consumed = await self._safely(inbound.identity, None, intercept(inbound.identity, text))
             if consumed is not None:
@@ -136,7 +143,6 @@ class Kernel:
                 yield event
             return
         assert session_id is not None
-        yield Outbound(OutboundKind.SESSION, session_id=session_id)
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
             async for event in self._turn(inbound.identity, session_id, text):
@@ -212,6 +218,8 @@ class Kernel:
             log.exception("could not store the message of %s", identity.user_id)
             yield error(STORE_FAILED, code="store_unavailable", session_id=session_id)
             return
+        # Sent only now: a client may take this event as proof its message is stored.
+        yield Outbound(OutboundKind.SESSION, session_id=session_id)
         ctx = self.context_for(identity, session_id)
         parts: list[str] = []
         try:
@@ -238,7 +246,7 @@ class Kernel:
             return
         except StoreUnavailable:
             log.exception("could not store the reply in session %s", session_id)
-            yield error(STORE_FAILED, code="store_unavailable", session_id=session_id)
+            yield error(REPLY_STORE_FAILED, code="store_unavailable", session_id=session_id)
             return
         except Exception:
             log.exception("turn failed in session %s", session_id)

@@ -16,6 +16,7 @@ again on restart.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
@@ -36,6 +37,7 @@ from picobot.channels.webhook.workers import (
 from picobot.config_channels import WebhookSettings
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
+from picobot.messages import storable
 from picobot.store.webhooks import WebhookStore
 from picobot.tasks.supervisor import TaskSupervisor
 
@@ -220,6 +222,10 @@ class WebhookServer:
                 return _error(405, "method not allowed")
             self._verify(platform, request, body)
             messages = platform.parse(body)
+            for m in messages:
+                reply_to = json.dumps(m.reply_to, ensure_ascii=False)
+                if not storable(m.message_id, m.user_id, m.chat_id, m.sender, m.text, reply_to):
+                    raise WebhookError(400, "text is not valid Unicode")
         except WebhookError as exc:
             log.warning("%s webhook refused (%d): %s", name, exc.status, exc.reason)
             return _error(exc.status, exc.reason)
