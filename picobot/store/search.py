@@ -34,8 +34,6 @@ REPLACE only with ``recursive_triggers`` on); the repositories use UPSERT and DE
 
 from __future__ import annotations
 
-import math
-import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,9 +46,6 @@ MAX_QUERY_TERMS = 64
 
 MAX_LIMIT = 100
 """Most hits one search returns."""
-
-CANDIDATES = 200
-"""The newest matches of one user that are ranked (per kind): bounds a search's cost."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,58 +105,27 @@ def search_sql(
     session_id: str | None = None,
     before_seq: int | None = None,
     include_memories: bool = True,
-    only_memories: bool = False,
 ) -> tuple[str, list[Any]]:
-    """The candidate query :meth:`SearchIndex.search` runs (for EXPLAIN too).
+    """The statement and parameters :meth:`SearchIndex.search` runs (for EXPLAIN too).
 
-    Only the FTS5 table is read: the MATCH (user token AND terms) and ``ORDER BY
-    rowid DESC`` (newest first) are answered by the index; the window exclusion tests
-    UNINDEXED columns of rows that already matched. There is deliberately no ``ORDER
-    BY rank``: bm25 weighs each term by walking its doclist over *every* user, so its
-    cost grew with the corpus (p95 5x from 100k to 1M messages) while a user's own
-    matches do not. ``highlight`` marks the matched tokens, which :func:`rank_hits`
-    scores in Python over the user's candidates only.
+    Only the FTS5 table is read: the MATCH (user token AND terms) and ``ORDER BY rank``
+    are answered by the index; the window exclusion tests UNINDEXED columns of rows
+    that already matched.
     """
     sql = (
-        "SELECT rowid, body, session_id, seq_order, created_at,"
-        " highlight(search_index, 1, char(1), char(2)) FROM search_index"
+        "SELECT rowid, body, session_id, seq_order, created_at, rank FROM search_index"
         " WHERE search_index MATCH ?"
     )
     params: list[Any] = [fts_query(user_token(user_id), terms)]
-    if only_memories:
-        sql += " AND rowid < 0"
-    elif not include_memories:
+    if not include_memories:
         sql += " AND rowid > 0"
     if session_id is not None and before_seq is not None:
         # IS NOT: memories have a NULL session_id and must stay in.
         sql += " AND (session_id IS NOT ? OR seq_order < ?)"
         params += [session_id, before_seq]
-    sql += " ORDER BY rowid DESC LIMIT ?"
+    sql += " ORDER BY rank LIMIT ?"
     params.append(limit)
     return sql, params
-
-
-_MARK = re.compile("\x01(.*?)\x02", re.S)
-
-
-def matched_tokens(highlighted: str) -> set[str]:
-    """The distinct tokens ``highlight()`` marked in one row, lowercased."""
-    return {m.lower() for m in _MARK.findall(highlighted)}
-
-
-def rank_scores(rows: Sequence[set[str]]) -> list[float]:
-    """A score per candidate: the sum of its matched tokens' weights.
-
-    A token's weight is log(1 + N / df) over the N candidates (df = candidates holding
-    it): like bm25's idf, a rare word counts more than a common one, but measured on
-    this user's matches instead of the whole corpus.
-    """
-    df: dict[str, int] = {}
-    for tokens in rows:
-        for token in tokens:
-            df[token] = df.get(token, 0) + 1
-    n = len(rows)
-    return [sum(math.log(1 + n / df[t]) for t in tokens) for tokens in rows]
 
 
 class SearchIndex:
@@ -191,41 +155,32 @@ class SearchIndex:
         limit = min(limit, MAX_LIMIT)
         if not terms or limit <= 0:
             return []
-        rows: list[Any] = []
-        # Memories have negative rowids: fetch them apart so that many recent
-        # messages can never crowd them out of the candidates.
-        for memories in (False, True) if include_memories else (False,):
-            sql, params = search_sql(
-                user_id,
-                terms,
-                limit=CANDIDATES,
-                session_id=session_id,
-                before_seq=before_seq,
-                include_memories=False,
-                only_memories=memories,
-            )
-            rows += await self._db.fetchall(sql, params)
-        scores = rank_scores([matched_tokens(str(r[5])) for r in rows])
-        # Best score first; the newest wins a tie.
-        order = sorted(range(len(rows)), key=lambda i: (-scores[i], -float(rows[i][4])))
+        # Twice the limit leaves room for the fork copies dropped below.
+        sql, params = search_sql(
+            user_id,
+            terms,
+            limit=limit * 2,
+            session_id=session_id,
+            before_seq=before_seq,
+            include_memories=include_memories,
+        )
         hits: list[SearchHit] = []
         seen: set[tuple[str, float]] = set()
-        for i in order:
-            row = rows[i]
+        for row in await self._db.fetchall(sql, params):
             rowid, text, created_at = int(row[0]), str(row[1]), float(row[4])
-            # A forked session repeats its parent's transcript: keep one copy.
             if (text, created_at) in seen:
                 continue
             seen.add((text, created_at))
+            is_message = rowid > 0
             hits.append(
                 SearchHit(
-                    kind="message" if rowid > 0 else "memory",
+                    kind="message" if is_message else "memory",
                     row_id=abs(rowid),
                     session_id=row[2],
                     seq_order=None if row[3] is None else int(row[3]),
                     text=text,
                     created_at=created_at,
-                    score=scores[i],
+                    score=-float(row[5]),
                 )
             )
             if len(hits) == limit:

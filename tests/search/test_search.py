@@ -335,29 +335,3 @@ async def test_a_session_moved_to_another_user_moves_its_entries(db: Database) -
     await db.execute_write("UPDATE sessions SET user_id = ? WHERE id = ?", (BOB, sid))
     assert await SearchIndex(db).search(ALICE, ["narwhal"]) == []
     assert len(await SearchIndex(db).search(BOB, ["narwhal"])) == 1
-
-
-def test_rank_scores_weigh_rare_tokens_above_common_ones() -> None:
-    from picobot.store.search import rank_scores
-
-    rows = [{"toast"}, {"toast"}, {"toast"}, {"marmalade"}, {"toast", "marmalade"}]
-    scores = rank_scores(rows)
-    assert scores[3] > scores[0]  # the rare word alone beats the common word alone
-    assert scores[4] == max(scores)  # both words beat either
-
-
-async def test_memories_are_not_crowded_out_by_many_messages(
-    db: Database, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    import picobot.store.search as search
-
-    monkeypatch.setattr(search, "CANDIDATES", 5)
-    sid = await new_session(db, ALICE)
-    for i in range(12):
-        await MessageRepo(db).append(sid, "user", f"banana bread attempt {i}", 4)
-    await add_memory(db, ALICE, "baking", "my banana bread recipe uses rum")
-    hits = await SearchIndex(db).search(ALICE, ["banana", "rum"], limit=3)
-    assert hits[0].kind == "memory"  # matches both terms
-    messages = await SearchIndex(db).search(ALICE, ["banana"], include_memories=False)
-    # Only the newest CANDIDATES matches are ranked, newest first on a tie.
-    assert [h.text for h in messages] == [f"banana bread attempt {i}" for i in range(11, 6, -1)]
