@@ -39,6 +39,7 @@ MODEL_FAILED = (
 INTERNAL_FAILED = (
     "Sorry, something went wrong on my side. Your message was saved; please try again."
 )
+COMMAND_FAILED = "Sorry, something went wrong on my side; please try again."
 REPLY_STORE_FAILED = (
     "Sorry, my storage failed while saving my answer. Your message was saved; "
     "please try again shortly."
@@ -173,7 +174,8 @@ class Kernel:
             return [error(STORE_FAILED, code="store_unavailable", session_id=session_id)]
         except Exception:
             log.exception("command step failed for %s", identity.user_id)
-            return [error(INTERNAL_FAILED, code="internal", session_id=session_id)]
+            # Commands are not stored, so do not claim "your message was saved".
+            return [error(COMMAND_FAILED, code="internal", session_id=session_id)]
 
     async def recent_history(self, identity: Identity, limit: int = 50) -> History:
         """The chat's current session and its last ``limit`` messages (none created)."""
