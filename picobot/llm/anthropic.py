@@ -30,7 +30,7 @@ from picobot.llm.base import (
     ToolCalls,
     ToolSpec,
 )
-from picobot.llm.http import HTTPTransport, RetryableError, RetryPolicy, url_host
+from picobot.llm.http import HTTPTransport, RetryableError, url_host
 from picobot.llm.sse import SSEEvent
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
@@ -74,12 +74,13 @@ class AnthropicProvider:
         self._base_url = anthropic_base_url(settings.base_url)
         self._api_key = api_key or None
         self._model = settings.model or DEFAULT_ANTHROPIC_MODEL
-        self._http = HTTPTransport(
+        self._http = HTTPTransport.for_provider(
             "anthropic",
-            timeout_secs=settings.timeout_secs,
-            policy=RetryPolicy(settings.max_retries, backoff_base, max_backoff),
+            settings,
+            api_key=api_key,
             session=session,
-            secrets=[api_key] if api_key else [],
+            backoff_base=backoff_base,
+            max_backoff=max_backoff,
         )
 
     @classmethod

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from picobot.config import LLMSettings
 from picobot.errors import LLMError
 from picobot.llm.sse import SSEEvent, iter_sse
 
@@ -118,6 +119,26 @@ class HTTPTransport:
         # A borrowed session belongs to the caller, who closes it.
         self._owns_session = session is None
         self._secrets = tuple(s for s in secrets if s)
+
+    @classmethod
+    def for_provider(
+        cls,
+        name: str,
+        settings: LLMSettings,
+        *,
+        api_key: str | None,
+        session: aiohttp.ClientSession | None,
+        backoff_base: float,
+        max_backoff: float,
+    ) -> HTTPTransport:
+        """The transport a provider builds from ``[llm]``: timeout, retries, key scrubbing."""
+        return cls(
+            name,
+            timeout_secs=settings.timeout_secs,
+            policy=RetryPolicy(settings.max_retries, backoff_base, max_backoff),
+            session=session,
+            secrets=[api_key] if api_key else [],
+        )
 
     async def aclose(self) -> None:
         """Close the session if this transport created it."""

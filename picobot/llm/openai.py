@@ -34,7 +34,7 @@ from picobot.llm.base import (
     ToolCalls,
     ToolSpec,
 )
-from picobot.llm.http import HTTPTransport, RetryableError, RetryPolicy, url_host
+from picobot.llm.http import HTTPTransport, RetryableError, url_host
 from picobot.llm.sse import SSEEvent
 
 log = logging.getLogger(__name__)
@@ -70,12 +70,13 @@ class OpenAIProvider:
         self._model = settings.model or (
             DEFAULT_OPENAI_MODEL if url_host(self._base_url) == OPENAI_HOST else ""
         )
-        self._http = HTTPTransport(
+        self._http = HTTPTransport.for_provider(
             "openai",
-            timeout_secs=settings.timeout_secs,
-            policy=RetryPolicy(settings.max_retries, backoff_base, max_backoff),
+            settings,
+            api_key=api_key,
             session=session,
-            secrets=[api_key] if api_key else [],
+            backoff_base=backoff_base,
+            max_backoff=max_backoff,
         )
 
     @classmethod
