@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -28,36 +28,15 @@ from picobot.channels.tui.widgets import ConfirmScreen, StatusLine
 from picobot.channels.websocket import WebSocketChannel
 from picobot.config import DataSettings, Settings
 from picobot.config_channels import WebSocketSettings
-from picobot.llm.base import ChatMessage, StreamEvent, ToolSpec
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Outbound, OutboundKind
 from picobot.runtime import Runtime, open_runtime
+from tests.channels.gated import GatedProvider
 
 KEY_A = "alice-key-0123456789"
 KEY_C = "carol-key-0123456789"
 KEYS = {KEY_A: "ws:alice-ke", KEY_C: "ws:carol"}
 SAFETY = 20.0
-
-
-class GatedProvider(ScriptedProvider):
-    """The scripted model, held before its first token until ``gate`` is set.
-
-    ``entered`` is set once a turn waits at the gate: the kernel has stored the user's
-    message by then, so cancelling the turn there interrupts no database write.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = asyncio.Event()
-        self.entered = asyncio.Event()
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[StreamEvent]:
-        self.entered.set()
-        await self.gate.wait()
-        async for event in super().stream(messages, tools):
-            yield event
 
 
 @pytest.fixture

@@ -21,10 +21,10 @@ from picobot.channels.websocket import WebSocketChannel
 from picobot.config import DataSettings, Settings
 from picobot.config_channels import WebSocketSettings
 from picobot.errors import ConfigError
-from picobot.llm.base import ChatMessage, StreamEvent, ToolSpec
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity
 from picobot.runtime import Runtime, open_runtime
+from tests.channels.gated import GatedProvider
 
 KEY_A = "alice-key-0123456789"
 KEY_B = "bobby-key-0123456789"
@@ -35,27 +35,6 @@ ENV = "PICOBOT_WS_API_KEYS"
 SAFETY = 20.0  # seconds; only a net against hangs, never what a test measures
 
 Frame = dict[str, Any]
-
-
-class GatedProvider(ScriptedProvider):
-    """The scripted model, held before its first token until ``gate`` is set.
-
-    ``entered`` is set once a turn waits at the gate: the kernel has stored the user's
-    message by then, so cancelling the turn there interrupts no database write.
-    """
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = asyncio.Event()
-        self.entered = asyncio.Event()
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[StreamEvent]:
-        self.entered.set()
-        await self.gate.wait()
-        async for event in super().stream(messages, tools):
-            yield event
 
 
 class Server:

@@ -19,6 +19,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from picobot.llm.base import ChatMessage, ToolSpec
+
 Responder = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -125,3 +127,12 @@ async def llm_server() -> AsyncIterator[FakeLLMServer]:
     finally:
         fake.release.set()
         await server.close()
+
+
+# The tool and the prompt both provider test modules send.
+WEATHER = ToolSpec(
+    "get_weather",
+    "Current weather for a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+HELLO = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi there")]

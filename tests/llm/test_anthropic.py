@@ -26,15 +26,9 @@ from picobot.llm.base import (
     ToolSpec,
 )
 
-from .conftest import FakeLLMServer
+from .conftest import HELLO, WEATHER, FakeLLMServer
 
 KEY = "sk-ant-test-0123456789"
-WEATHER = ToolSpec(
-    "get_weather",
-    "Current weather for a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
-HELLO = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi there")]
 
 Event = tuple[str, dict[str, Any]]
 MakeProvider = Callable[..., AnthropicProvider]

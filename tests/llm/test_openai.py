@@ -28,15 +28,9 @@ from picobot.llm.http import RetryPolicy, parse_retry_after
 from picobot.llm.openai import DEFAULT_OPENAI_MODEL, OpenAIProvider
 from picobot.llm.sse import SSEEvent, SSEParser
 
-from .conftest import FakeLLMServer
+from .conftest import HELLO, WEATHER, FakeLLMServer
 
 KEY = "sk-test-0123456789abcdef"
-WEATHER = ToolSpec(
-    "get_weather",
-    "Current weather for a city.",
-    {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-)
-HELLO = [ChatMessage("system", "Be brief."), ChatMessage("user", "Hi there")]
 
 MakeProvider = Callable[..., OpenAIProvider]
 
