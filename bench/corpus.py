@@ -37,6 +37,7 @@ import numpy as np
 
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS
+from picobot.store.terms import register_functions
 
 GEN_VERSION = 1
 """Bump when the generator changes, so cached corpora are rebuilt."""
@@ -336,6 +337,7 @@ def _bulk_connection(path: Path, *, wal: bool = False) -> sqlite3.Connection:
     # Bulk-load settings: no sync and (for a new file) no journal; a crash leaves only
     # the ``.building`` file, which the next run deletes and regenerates.
     conn = sqlite3.connect(path, isolation_level=None)
+    register_functions(conn)  # the index triggers compute per-user terms
     if not wal:
         conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")

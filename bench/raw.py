@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from picobot.store.search import search_sql
+from picobot.store.terms import register_functions
 
 INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
@@ -56,6 +57,7 @@ class RawStore:
 
     def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        register_functions(self.conn)  # as picobot.store.db does on its connections
         for pragma in (
             f"busy_timeout={busy_timeout_ms}",
             "foreign_keys=ON",

@@ -27,6 +27,7 @@ from bench.stats import Ticker, dist_ms, now_ns, ratio
 from picobot.runtime import open_database
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
+from picobot.store.terms import register_functions
 
 CHECKPOINT_EVERY_SECS = 0.2
 
@@ -54,6 +55,7 @@ class _Checkpointer:
 
     def _run(self) -> None:
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
+        register_functions(conn)
         try:
             conn.execute("PRAGMA busy_timeout=5000").fetchall()
             while not self._stop.wait(CHECKPOINT_EVERY_SECS):

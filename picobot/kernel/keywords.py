@@ -8,28 +8,14 @@ and the column names are the store's; it is re-exported here for the kernel's us
 
 from __future__ import annotations
 
-import re
-
 from picobot.store.search import fts_query
+from picobot.store.terms import WORD as _WORD
 
 __all__ = ["STOP_WORDS", "extract_terms", "fts_query"]
 
 MAX_TERM_CHARS = 40
 """Longer "words" are pasted hashes, keys or base64: they would outrank real words."""
 
-# A word: letters or digits, plus the combining marks that Python's \w leaves out but
-# FTS5's unicode61 tokenizer keeps inside a token (Indic vowel signs and viramas,
-# Hebrew and Arabic points, stray Latin diacritics). Without them "नमस्ते" would be
-# cut into pieces that match nothing in the index.
-_MARKS = (
-    "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf-\u05c7\u0610-\u061a\u064b-\u065f"
-    "\u0670\u06d6-\u06ed\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963"
-    "\u0981-\u0983\u09bc-\u09d7\u0a01-\u0a03\u0a3c-\u0a51\u0a81-\u0a83\u0abc-\u0acd"
-    "\u0b01-\u0b03\u0b3c-\u0b57\u0b82\u0bbe-\u0bd7\u0c00-\u0c04\u0c3e-\u0c56"
-    "\u0c81-\u0c83\u0cbc-\u0cd6\u0d00-\u0d03\u0d3b-\u0d57\u0e31\u0e34-\u0e3a"
-    "\u0e47-\u0e4e\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20f0\ufe20-\ufe2f"
-)
-_WORD = re.compile(rf"(?:[^\W_]|[{_MARKS}])+")
 
 _STOP_WORDS_TEXT = """
     a about above after again against all also am an and any are aren as at be because

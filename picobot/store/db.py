@@ -20,6 +20,7 @@ from typing import Any
 import aiosqlite
 
 from picobot.errors import StoreUnavailable
+from picobot.store.terms import INDEX_TEXT_FUNCTION, index_text
 
 log = logging.getLogger(__name__)
 
@@ -233,6 +234,8 @@ async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
     try:
         conn.row_factory = sqlite3.Row
+        # The recall index's triggers compute its per-user terms with this function.
+        await conn.create_function(INDEX_TEXT_FUNCTION, 2, index_text, deterministic=True)
         await _pragma(conn, f"busy_timeout={int(busy_timeout_ms)}")
         await _pragma(conn, "foreign_keys=ON")
         # Purged text must not survive in free space: zero every deleted cell and freed

@@ -8,12 +8,14 @@ migration's version is its position (1-based). Applied versions live in the
 from __future__ import annotations
 
 import logging
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import aiosqlite
+
+from picobot.store.migrations_search import m002_search_index, m005_user_terms
+from picobot.store.sqlscript import run_script
 
 if TYPE_CHECKING:
     from picobot.store.db import Database
@@ -91,88 +93,6 @@ async def m001_core_tables(conn: aiosqlite.Connection) -> None:
         );
         CREATE INDEX tool_records_by_session ON tool_records(session_id);
         CREATE INDEX tool_records_by_age ON tool_records(created_at);
-        """,
-    )
-
-
-async def m002_search_index(conn: aiosqlite.Connection) -> None:
-    """Full-text recall index over user/assistant messages and user memories.
-
-    A regular FTS5 table (it keeps its own copy of the text) kept in sync by triggers
-    in the writing transaction. rowid = messages.id for a message, -user_memories.id
-    for a memory, so a delete is one rowid lookup and a hit maps back without a join.
-    ``owner`` holds the user token every query filters on, computed with core SQL as
-    'u' || lower(hex(user_id)) || 'x' so the triggers work on any connection (a
-    registered sha256 function would make writes from other connections fail). No
-    Porter suffix ends in 'x', so the stemmer never alters a token, and hex is
-    injective, so two users never share one. See picobot.store.search.
-    """
-    await run_script(
-        conn,
-        """
-        CREATE VIRTUAL TABLE search_index USING fts5(
-            owner,
-            body,
-            session_id UNINDEXED,
-            seq_order UNINDEXED,
-            created_at UNINDEXED,
-            tokenize = 'porter unicode61 remove_diacritics 2'
-        );
-        -- The owner column only narrows; weight 0 keeps it out of the score.
-        INSERT INTO search_index (search_index, rank) VALUES ('rank', 'bm25(0.0, 1.0)');
-
-        -- Tool and system messages are not indexed: tool output includes earlier
-        -- recall results and would echo them back.
-        CREATE TRIGGER search_messages_ai AFTER INSERT ON messages
-        WHEN NEW.role IN ('user', 'assistant') BEGIN
-            INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
-            SELECT NEW.id, 'u' || lower(hex(user_id)) || 'x', NEW.content, NEW.session_id,
-                   NEW.seq_order, NEW.created_at
-            FROM sessions WHERE id = NEW.session_id;
-        END;
-        CREATE TRIGGER search_messages_ad AFTER DELETE ON messages BEGIN
-            DELETE FROM search_index WHERE rowid = OLD.id;
-        END;
-        CREATE TRIGGER search_messages_au AFTER UPDATE ON messages BEGIN
-            DELETE FROM search_index WHERE rowid = OLD.id;
-            INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
-            SELECT NEW.id, 'u' || lower(hex(user_id)) || 'x', NEW.content, NEW.session_id,
-                   NEW.seq_order, NEW.created_at
-            FROM sessions WHERE id = NEW.session_id AND NEW.role IN ('user', 'assistant');
-        END;
-
-        CREATE TRIGGER search_memories_ai AFTER INSERT ON user_memories BEGIN
-            INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
-            VALUES (-NEW.id, 'u' || lower(hex(NEW.user_id)) || 'x',
-                    NEW.key || ': ' || NEW.content, NULL, NULL, NEW.updated_at);
-        END;
-        CREATE TRIGGER search_memories_ad AFTER DELETE ON user_memories BEGIN
-            DELETE FROM search_index WHERE rowid = -OLD.id;
-        END;
-        CREATE TRIGGER search_memories_au AFTER UPDATE ON user_memories BEGIN
-            DELETE FROM search_index WHERE rowid = -OLD.id;
-            INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
-            VALUES (-NEW.id, 'u' || lower(hex(NEW.user_id)) || 'x',
-                    NEW.key || ': ' || NEW.content, NULL, NULL, NEW.updated_at);
-        END;
-
-        -- A session handed to another user takes its messages' index entries along.
-        CREATE TRIGGER search_sessions_au AFTER UPDATE OF user_id ON sessions
-        WHEN NEW.user_id IS NOT OLD.user_id BEGIN
-            UPDATE search_index SET owner = 'u' || lower(hex(NEW.user_id)) || 'x'
-            WHERE rowid IN (SELECT id FROM messages WHERE session_id = NEW.id);
-        END;
-
-        -- Backfill what existed before this migration.
-        INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
-        SELECT m.id, 'u' || lower(hex(s.user_id)) || 'x', m.content, m.session_id,
-               m.seq_order, m.created_at
-        FROM messages m JOIN sessions s ON s.id = m.session_id
-        WHERE m.role IN ('user', 'assistant');
-        INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
-        SELECT -id, 'u' || lower(hex(user_id)) || 'x', key || ': ' || content, NULL, NULL,
-               updated_at
-        FROM user_memories;
         """,
     )
 
@@ -266,25 +186,8 @@ MIGRATIONS: list[Migration] = [
     m002_search_index,
     m003_task_runs,
     m004_webhook_queues,
+    m005_user_terms,
 ]
-
-
-async def run_script(conn: aiosqlite.Connection, script: str) -> None:
-    """Execute a multi-statement script inside the caller's transaction.
-
-    ``executescript`` would COMMIT the open transaction first, so statements are split
-    with ``sqlite3.complete_statement`` (which understands trigger bodies) and run
-    one by one.
-    """
-    buffer = ""
-    for line in script.splitlines(keepends=True):
-        buffer += line
-        if sqlite3.complete_statement(buffer):
-            if buffer.strip():
-                await conn.execute(buffer)
-            buffer = ""
-    if buffer.strip().strip(";").strip() and not buffer.strip().startswith("--"):
-        raise ValueError(f"incomplete SQL statement in migration: {buffer[:80]!r}")
 
 
 async def _ensure_table(db: Database) -> None:

@@ -5,20 +5,32 @@ a regular FTS5 table (it keeps its own copy of each text), written by triggers o
 ``messages`` and ``user_memories`` inside the same transaction as the source row, so
 a rolled-back insert leaves no entry and a committed delete leaves no hit.
 
-Layout:
+Layout (migration ``m005_user_terms``):
 
 - ``rowid`` is ``messages.id`` for a message and ``-user_memories.id`` for a memory:
   the kind and source row follow from the sign, and a trigger deletes an entry with
   one rowid lookup (no text needed, unlike an external-content table whose 'delete'
   command must be fed the exact old values or it silently keeps the old tokens).
-- ``owner`` holds the user token (:func:`user_token`), ``body`` the text; both indexed.
-- ``session_id``, ``seq_order``, ``created_at`` are UNINDEXED copies so a hit needs no
-  join. For a memory, ``created_at`` is its ``updated_at`` (when the text was written).
+- ``owner`` holds the user token (:func:`user_token`).
+- ``body`` holds the text as *user terms* (:func:`index_text`): every word carries a
+  six-hex-digit prefix derived from the owner (``"pizza"`` of one user is indexed as
+  ``"3f9a1cpizza"``), so each term's doclist holds one user's rows only. The original
+  text is read from ``messages`` / ``user_memories`` for the hits.
+- ``session_id``, ``seq_order``, ``created_at`` are UNINDEXED copies so the window
+  exclusion needs no join. For a memory, ``created_at`` is its ``updated_at``.
 
-Scoping: every query is ``owner:"TOKEN" AND body:(...)``, so FTS5 intersects the
-user's doclist with the terms' doclists inside the index. A global ranked search
-filtered by a JOIN afterwards measured 50-190 ms p95 at 1M messages against 1-7 ms
-for this form: it ranks every user's rows only to throw most of them away.
+Scoping: every query is ``owner:"TOKEN" AND body:(prefixed terms)``. The prefixes make
+the work per query proportional to the user's own rows, not to the whole corpus: with a
+shared vocabulary, FTS5 read every user's occurrences of a word (and bm25 counted them)
+to keep one user's, and recall at 1M messages cost 4-5x what it did at 100k (see
+docs/performance.md). The prefix is a hash, so two users may share one; the ``owner``
+token (injective) is what keeps users apart, the prefix only keeps doclists short.
+
+The triggers compute ``body`` with the SQL function ``picobot_index_text`` that
+:func:`register_functions` installs on every PicoBot connection. Deletes need no
+function (one rowid lookup), so a purge works from any SQLite client; a client without
+the function that inserts a message gets the error "no such function", never an
+unindexed row.
 
 Erasing text for real (purge): deleting the source rows removes the entries from
 ``search_index_content`` in the same transaction, but FTS5 (before the
@@ -34,12 +46,12 @@ REPLACE only with ``recursive_triggers`` on); the repositories use UPSERT and DE
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from picobot.store.db import Database
+from picobot.store.terms import WORD, term_prefix
 
 MAX_QUERY_TERMS = 64
 """Most OR terms one query may carry; bounds the work of a hostile caller."""
@@ -65,36 +77,30 @@ def user_token(user_id: str) -> str:
     """The single FTS token that marks ``user_id``'s rows in the index.
 
     ``'u' + hex(utf-8) + 'x'``: the triggers compute the same with core SQL
-    (``'u' || lower(hex(user_id)) || 'x'``), so no custom function is needed on any
-    connection. Hex is alphanumeric (one token) and injective (no two users share one).
+    (``'u' || lower(hex(user_id)) || 'x'``). Hex is alphanumeric (one token) and
+    injective (no two users share one).
     """
     return "u" + user_id.encode("utf-8").hex() + "x"
 
 
-def _quote(term: str) -> str:
-    # Inside a double-quoted FTS5 string everything is literal except '"' (doubled)
-    # and NUL, which ends the string early ("unterminated string"); control
-    # characters are dropped with it since they never belong to a word.
-    cleaned = "".join(ch for ch in term if unicodedata.category(ch) != "Cc")
-    return '"' + cleaned.replace('"', '""') + '"'
+def fts_query(user_id: str, terms: Sequence[str]) -> str:
+    """A MATCH expression: rows of ``user_id`` containing any of ``terms``.
 
-
-def fts_query(token: str, terms: Sequence[str]) -> str:
-    """A MATCH expression: rows of ``token``'s user containing any of ``terms``.
-
-    Every term is a quoted string, so no FTS5 syntax in user text (``NEAR(``, ``OR``,
-    ``col:``, ``*``, ``^``, parentheses) is ever parsed as an operator; a term that
-    tokenizes to several words becomes a phrase. Raises ValueError without terms or
-    with a malformed token (the token is never user text, so that is a bug).
+    Each term becomes one quoted phrase of its prefixed words, so nothing in user text
+    (``NEAR(``, ``OR``, ``col:``, ``*``, ``^``, quotes, parentheses, NUL) is ever parsed
+    as FTS5 syntax: only letters, digits and marks reach the expression. Terms without
+    a word are skipped; raises ValueError when none is left.
     """
-    if not token.isascii() or not token.isalnum():
-        raise ValueError(f"not a user token: {token!r}")
-    quoted = [_quote(t) for t in terms[:MAX_QUERY_TERMS] if t]
-    if not quoted:
-        raise ValueError("fts_query needs at least one term")
-    # body: keeps terms off the owner column (a term spelled like a token must not
-    # match every row of the user).
-    return f'owner:"{token}" AND body:({" OR ".join(quoted)})'
+    prefix = term_prefix(user_id)
+    phrases = []
+    for term in terms[:MAX_QUERY_TERMS]:
+        words = WORD.findall(term)
+        if words:
+            phrases.append('"' + " ".join(prefix + w for w in words) + '"')
+    if not phrases:
+        raise ValueError("fts_query needs at least one term with a word in it")
+    # body: keeps terms off the owner column.
+    return f'owner:"{user_token(user_id)}" AND body:({" OR ".join(phrases)})'
 
 
 def search_sql(
@@ -108,23 +114,30 @@ def search_sql(
 ) -> tuple[str, list[Any]]:
     """The statement and parameters :meth:`SearchIndex.search` runs (for EXPLAIN too).
 
-    Only the FTS5 table is read: the MATCH (user token AND terms) and ``ORDER BY rank``
-    are answered by the index; the window exclusion tests UNINDEXED columns of rows
-    that already matched.
+    The MATCH (user token AND prefixed terms) is answered by the index; the window
+    exclusion tests UNINDEXED columns of rows that already matched; the best ``limit``
+    are joined to their source rows for the text.
     """
-    sql = (
-        "SELECT rowid, body, session_id, seq_order, created_at, rank FROM search_index"
-        " WHERE search_index MATCH ?"
-    )
-    params: list[Any] = [fts_query(user_token(user_id), terms)]
+    where = "search_index MATCH ?"
+    params: list[Any] = [fts_query(user_id, terms)]
     if not include_memories:
-        sql += " AND rowid > 0"
+        where += " AND rowid > 0"
     if session_id is not None and before_seq is not None:
         # IS NOT: memories have a NULL session_id and must stay in.
-        sql += " AND (session_id IS NOT ? OR seq_order < ?)"
+        where += " AND (session_id IS NOT ? OR seq_order < ?)"
         params += [session_id, before_seq]
-    sql += " ORDER BY rank LIMIT ?"
     params.append(limit)
+    # The index ranks and limits; only the hits are joined to their source text. An
+    # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per query).
+    sql = (
+        "SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content), h.session_id,"  # noqa: S608
+        " h.seq_order, h.created_at, h.score FROM (SELECT rowid AS id, session_id,"
+        " seq_order, created_at, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
+        f" WHERE {where} ORDER BY score LIMIT ?) AS h"
+        " LEFT JOIN messages m ON h.id > 0 AND m.id = h.id"
+        " LEFT JOIN user_memories u ON h.id < 0 AND u.id = -h.id"
+        " ORDER BY h.score"
+    )
     return sql, params
 
 
@@ -151,7 +164,7 @@ class SearchIndex:
         other sessions' messages and memories stay in. Identical copies (a forked
         session repeats its parent's transcript) are returned once.
         """
-        terms = [t for t in terms if t]
+        terms = [t for t in terms if WORD.search(t)]
         limit = min(limit, MAX_LIMIT)
         if not terms or limit <= 0:
             return []

@@ -12,7 +12,7 @@ import pytest
 
 from picobot.privacy.importer import import_sessions_json
 from picobot.store.db import Database
-from picobot.store.search import SearchIndex
+from picobot.store.search import SearchIndex, fts_query
 from picobot.store.sessions import SessionRepo
 
 USER = "whatsapp:351900000000@s.whatsapp.net"
@@ -132,7 +132,8 @@ async def test_import_writes_sessions_messages_and_index(
     assert sorted((h.session_id, h.seq_order) for h in hits) == [("legacy1", 2), ("legacy1", 3)]
     assert [h.session_id for h in await SearchIndex(db).search(USER, ["giraffes"])] == ["fork1"]
     match = await db.fetchone(
-        "SELECT count(*) FROM search_index WHERE search_index MATCH ?", ("body:stripes",)
+        "SELECT count(*) FROM search_index WHERE search_index MATCH ?",
+        (fts_query(USER, ["stripes"]),),
     )
     assert match is not None and match[0] == 1
     # The newest imported session becomes the chat's current one.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from picobot.kernel.keywords import STOP_WORDS, extract_terms, fts_query
+from picobot.store.search import user_token
+from picobot.store.terms import index_text, term_prefix
 
 
 def test_stop_words_and_chat_filler_are_dropped() -> None:
@@ -40,17 +42,33 @@ def test_only_stop_words_gives_no_terms() -> None:
     assert extract_terms("Thanks, that is all I want to say!") == []
 
 
-def test_fts_query_quotes_every_term_and_doubles_quotes() -> None:
-    query = fts_query("uabcx", ['say "hi"', "NEAR(", "col:x"])
-    assert query == 'owner:"uabcx" AND body:("say ""hi""" OR "NEAR(" OR "col:x")'
+def test_fts_query_keeps_only_prefixed_words_of_each_term() -> None:
+    p = term_prefix("alice")
+    query = fts_query("alice", ['say "hi"', "NEAR(", "col:x", "*^()"])
+    # Operators, quotes and punctuation never reach the expression: each term is one
+    # phrase of the user's prefixed words; a term without words is dropped.
+    assert query == (
+        f'owner:"{user_token("alice")}" AND body:("{p}say {p}hi" OR "{p}NEAR" OR "{p}col {p}x")'
+    )
 
 
 def test_fts_query_drops_nul_and_control_characters() -> None:
-    assert fts_query("uabcx", ["a\x00b\x07c"]) == 'owner:"uabcx" AND body:("abc")'
+    p = term_prefix("alice")
+    assert fts_query("alice", ["a\x00b\x07c"]).endswith(f'body:("{p}a {p}b {p}c")')
 
 
-def test_fts_query_refuses_no_terms_and_bad_tokens() -> None:
+def test_fts_query_refuses_terms_without_words() -> None:
     with pytest.raises(ValueError):
-        fts_query("uabcx", [])
+        fts_query("alice", [])
     with pytest.raises(ValueError):
-        fts_query('u" OR x', ["pizza"])
+        fts_query("alice", ['" ', "(*)", ""])
+
+
+def test_prefixes_differ_between_users_and_words_keep_their_marks() -> None:
+    assert term_prefix("alice") != term_prefix("bob")
+    assert len(term_prefix("alice")) == 6
+    p = term_prefix("alice")
+    assert index_text("alice", "Hi, नमस्ते! don't") == f"{p}Hi {p}नमस्ते {p}don {p}t"
+    assert index_text("alice", None) is None
+    # A lone surrogate (possible in text decoded with surrogateescape) must not raise.
+    assert index_text("\udc80", "x").endswith("x")  # type: ignore[union-attr]

@@ -13,6 +13,7 @@ from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from picobot.store.search import SearchIndex, search_sql, user_token
+from picobot.store.terms import term_prefix
 from picobot.store.sessions import SessionRepo
 
 ALICE = "telegram:1001"
@@ -281,7 +282,7 @@ async def test_backfill_indexes_rows_from_before_the_migration(tmp_path: Path) -
         await MessageRepo(db).append(other, "user", "bob's armadillo", 4)
         await add_memory(db, ALICE, "pet", "armadillo named Dillo")
 
-        assert await apply_migrations(db, MIGRATIONS[:2]) == ["m002_search_index"]
+        assert "m002_search_index" in await apply_migrations(db)
         hits = await SearchIndex(db).search(ALICE, ["armadillo"])
         assert sorted((h.kind, h.text) for h in hits) == [
             ("memory", "pet: armadillo named Dillo"),
@@ -293,7 +294,44 @@ async def test_backfill_indexes_rows_from_before_the_migration(tmp_path: Path) -
         await db.close()
 
 
-async def test_query_plan_reads_only_the_fts_index(db: Database) -> None:
+async def test_m005_rebuilds_an_m002_index_with_per_user_terms(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "c.db", migrate=False)
+    try:
+        assert await apply_migrations(db, MIGRATIONS[:4])
+        sid = await SessionRepo(db).create("test", "chat", ALICE)
+        await MessageRepo(db).append(sid, "user", "the old armadillo story", 4)
+        await add_memory(db, ALICE, "pet", "armadillo named Dillo")
+        other = await SessionRepo(db).create("test", "chat", BOB)
+        await MessageRepo(db).append(other, "user", "bob's armadillo", 4)
+        # The m002 index holds the bare word, shared by every user.
+        bare = await db.fetchone(
+            "SELECT COUNT(*) FROM search_index WHERE search_index MATCH 'body:armadillo'"
+        )
+        assert bare is not None and bare[0] == 3
+
+        assert await apply_migrations(db) == ["m005_user_terms"]
+        for query in ("body:armadillo", "armadillo"):
+            gone = await db.fetchone(
+                "SELECT COUNT(*) FROM search_index WHERE search_index MATCH ?", (query,)
+            )
+            assert gone is not None and gone[0] == 0
+        for user, term in ((ALICE, "armadillo"), (BOB, "armadillo")):
+            prefixed = await db.fetchone(
+                "SELECT COUNT(*) FROM search_index WHERE search_index MATCH ?",
+                (f"body:{term_prefix(user)}{term}",),
+            )
+            assert prefixed is not None and prefixed[0] == (2 if user == ALICE else 1)
+        hits = await SearchIndex(db).search(ALICE, ["armadillos"])  # Porter still folds
+        assert sorted(h.text for h in hits) == [
+            "pet: armadillo named Dillo",
+            "the old armadillo story",
+        ]
+        await integrity_check(db)
+    finally:
+        await db.close()
+
+
+async def test_query_plan_ranks_in_the_fts_index_and_joins_only_the_hits(db: Database) -> None:
     sql, params = search_sql(
         ALICE,
         ["pizza", "pasta"],
@@ -303,11 +341,11 @@ async def test_query_plan_reads_only_the_fts_index(db: Database) -> None:
         include_memories=False,
     )
     plan = [str(row[3]) for row in await db.fetchall("EXPLAIN QUERY PLAN " + sql, params)]
-    assert len(plan) == 1, plan
-    # M = the MATCH constraint is handed to FTS5; rank ordering needs no temp b-tree;
-    # no other table (messages, sessions) is touched.
-    assert plan[0].startswith("SCAN search_index VIRTUAL TABLE INDEX") and ":M" in plan[0]
-    assert "messages" not in plan[0] and "TEMP B-TREE" not in " ".join(plan)
+    # M = the MATCH constraint is handed to FTS5; the source tables are only looked up
+    # by primary key for the limited hits, never scanned.
+    assert any(p.startswith("SCAN search_index VIRTUAL TABLE INDEX") and ":M" in p for p in plan)
+    assert "SEARCH m USING INTEGER PRIMARY KEY (rowid=?) LEFT-JOIN" in plan
+    assert not any(p.startswith(("SCAN m", "SCAN u", "SCAN messages")) for p in plan), plan
 
 
 async def test_optimize_drops_deleted_text_from_the_index_segments(db: Database) -> None:
@@ -335,3 +373,43 @@ async def test_a_session_moved_to_another_user_moves_its_entries(db: Database) -
     await db.execute_write("UPDATE sessions SET user_id = ? WHERE id = ?", (BOB, sid))
     assert await SearchIndex(db).search(ALICE, ["narwhal"]) == []
     assert len(await SearchIndex(db).search(BOB, ["narwhal"])) == 1
+
+
+def _users_sharing_a_prefix() -> tuple[str, str]:
+    """Two user ids whose six-hex-digit term prefixes collide (found by brute force)."""
+    seen: dict[str, str] = {}
+    for i in range(1_000_000):
+        user = f"ws:user{i}"
+        prefix = term_prefix(user)
+        if prefix in seen:
+            return seen[prefix], user
+        seen[prefix] = user
+    raise AssertionError("no collision in a million ids")
+
+
+async def test_users_whose_term_prefixes_collide_still_see_only_their_own_rows(
+    db: Database,
+) -> None:
+    first, second = _users_sharing_a_prefix()
+    assert term_prefix(first) == term_prefix(second) and first != second
+    for user in (first, second):
+        sid = await new_session(db, user)
+        await MessageRepo(db).append(sid, "user", f"the okapi belongs to {user}", 5)
+        await add_memory(db, user, "animal", f"okapi of {user}")
+    # Both users' rows share doclists; the owner token still keeps them apart.
+    for user, other in ((first, second), (second, first)):
+        hits = await SearchIndex(db).search(user, ["okapi"])
+        assert len(hits) == 2
+        assert all(h.text.endswith(user) and not h.text.endswith(other) for h in hits)
+
+
+async def test_a_moved_session_is_searchable_with_the_new_owners_terms(db: Database) -> None:
+    sid = await new_session(db, ALICE)
+    await MessageRepo(db).append(sid, "user", "the narwhal tusk", 3)
+    await db.execute_write("UPDATE sessions SET user_id = ? WHERE id = ?", (BOB, sid))
+    rows = await db.fetchone(
+        "SELECT COUNT(*) FROM search_index WHERE search_index MATCH ?",
+        (f"body:{term_prefix(ALICE)}narwhal",),
+    )
+    assert rows is not None and rows[0] == 0
+    await integrity_check(db)

@@ -1,0 +1,52 @@
+"""Per-user index terms: how the recall index stores a text (see picobot.store.search).
+
+Every word of a user's text is indexed with a short prefix derived from the user, so
+each FTS5 term (and its doclist) belongs to one user. Kept apart from the search module
+so the database layer can install :func:`index_text` on each connection it opens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+
+# A word as FTS5's unicode61 tokenizer sees one: letters or digits plus the combining
+# marks it keeps inside a token (Indic vowel signs and viramas, Hebrew and Arabic
+# points, stray Latin diacritics), which Python's \w alone would cut at.
+_MARKS = (
+    "\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf-\u05c7\u0610-\u061a\u064b-\u065f"
+    "\u0670\u06d6-\u06ed\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963"
+    "\u0981-\u0983\u09bc-\u09d7\u0a01-\u0a03\u0a3c-\u0a51\u0a81-\u0a83\u0abc-\u0acd"
+    "\u0b01-\u0b03\u0b3c-\u0b57\u0b82\u0bbe-\u0bd7\u0c00-\u0c04\u0c3e-\u0c56"
+    "\u0c81-\u0c83\u0cbc-\u0cd6\u0d00-\u0d03\u0d3b-\u0d57\u0e31\u0e34-\u0e3a"
+    "\u0e47-\u0e4e\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20f0\ufe20-\ufe2f"
+)
+WORD = re.compile(rf"(?:[^\W_]|[{_MARKS}])+")
+"""One word of text, for the index (:func:`index_text`) and for keywords alike."""
+
+INDEX_TEXT_FUNCTION = "picobot_index_text"
+"""The SQL name of :func:`index_text`, used by the index triggers."""
+
+
+def term_prefix(user_id: str) -> str:
+    """The six hex digits that start every indexed word of ``user_id`` (see module doc)."""
+    return hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+
+
+def index_text(user_id: str | None, text: str | None) -> str | None:
+    """``text`` as the index stores it: its words, each with the owner's prefix.
+
+    Punctuation and spacing are dropped (the tokenizer would drop them too); case and
+    diacritics are left to the tokenizer, which folds them the same way for queries.
+    Never raises: a trigger calling it must not fail a write.
+    """
+    if text is None:
+        return None
+    prefix = term_prefix(user_id or "")
+    return " ".join(prefix + word for word in WORD.findall(text))
+
+
+def register_functions(conn: sqlite3.Connection) -> None:
+    """Install :func:`index_text` on a plain ``sqlite3`` connection (tools, benches)."""
+    conn.create_function(INDEX_TEXT_FUNCTION, 2, index_text, deterministic=True)
