@@ -13,8 +13,8 @@ from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from picobot.store.search import SearchIndex, search_sql, user_token
-from picobot.store.terms import term_prefix
 from picobot.store.sessions import SessionRepo
+from picobot.store.terms import term_prefix
 
 ALICE = "telegram:1001"
 BOB = "slack:T1:U2"
