@@ -1,10 +1,22 @@
 """The aiosqlite database: WAL, foreign keys, busy timeout, one serialized writer.
 
-Two connections: a writer used only inside :meth:`Database.transaction` (held under an
-asyncio lock, so writes are serialized and each is one ``BEGIN IMMEDIATE`` transaction)
-and a reader for queries, which in WAL mode never waits for the writer. SQLite errors
-that mean "the database cannot be used now" become :class:`StoreUnavailable` with a
-message an operator can act on.
+Two connections: a writer used only under an asyncio lock (so writes are serialized)
+and a reader for queries, which in WAL mode never waits for the writer. Writes come in
+two forms:
+
+- :meth:`Database.transaction`: an async block of aiosqlite calls, one ``BEGIN
+  IMMEDIATE`` transaction (each statement is a trip to aiosqlite's thread).
+- :meth:`Database.write`: a plain function of the ``sqlite3`` connection, run in the
+  writer thread. Writes that arrive while one is running are *group-committed*: the
+  next batch runs in one thread trip and one transaction, each function inside its own
+  SAVEPOINT, so one failing function undoes only its own statements. A caller's await
+  returns only after the COMMIT that made its write durable. The hot path (storing a
+  chat message, recording a webhook) uses it: a commit writes every page it touched to
+  the WAL and FTS5 adds an index segment per transaction, so one commit for many
+  concurrent messages does much less work than one each.
+
+SQLite errors that mean "the database cannot be used now" become
+:class:`StoreUnavailable` with a message an operator can act on.
 """
 
 from __future__ import annotations
@@ -12,10 +24,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -25,6 +37,11 @@ from picobot.store.terms import INDEX_TEXT_FUNCTION, index_text
 log = logging.getLogger(__name__)
 
 Row = sqlite3.Row
+T = TypeVar("T")
+WriteFn = Callable[[sqlite3.Connection], Any]
+
+MAX_BATCH = 128
+"""Most write functions one group commit runs; bounds the time the write lock is held."""
 
 
 def explain(exc: sqlite3.Error, path: Path) -> str:
@@ -54,6 +71,8 @@ class Database:
         self._closed = False
         self._maintenance: aiosqlite.Connection | None = None
         self._busy_timeout_ms = 5000
+        self._pending: list[tuple[WriteFn, asyncio.Future[Any]]] = []
+        self._flusher: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(
@@ -97,6 +116,12 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        if self._flusher is not None:
+            # Writes already accepted are committed (or fail) before the connections go.
+            try:
+                await self._flusher
+            except Exception:
+                log.exception("pending writes failed while closing %s", self.path)
         # The readers go first, so the checkpoint never waits for our own read snapshot.
         await self._reader.close()
         if self._maintenance is not None:
@@ -194,6 +219,68 @@ class Database:
                 await self._rollback()
                 raise StoreUnavailable(explain(exc, self.path)) from None
 
+    async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in a committed write transaction; return its result.
+
+        ``fn`` runs in the writer thread on the plain ``sqlite3`` connection, possibly in
+        the same transaction as other callers' functions (group commit; see the module
+        docstring), inside its own SAVEPOINT. It must not BEGIN, COMMIT or ROLLBACK.
+        Errors ``fn`` raises come back to this caller only (an ``OperationalError`` as
+        :class:`StoreUnavailable`); a failed COMMIT fails every function of the batch,
+        and none of their writes is kept.
+        """
+        if self._closed:
+            raise StoreUnavailable(f"database {self.path} is closed")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._pending.append((fn, future))
+        if self._flusher is None:
+            self._flusher = asyncio.create_task(self._flush())
+        return await future
+
+    async def _flush(self) -> None:
+        """Run the pending write functions, a batch at a time, until none is left."""
+        try:
+            while self._pending:
+                batch = [job for job in self._pending[:MAX_BATCH] if not job[1].cancelled()]
+                del self._pending[:MAX_BATCH]
+                if batch:
+                    await self._run_batch(batch)
+        finally:
+            self._flusher = None
+
+    async def _run_batch(self, batch: list[tuple[WriteFn, asyncio.Future[Any]]]) -> None:
+        fns = [fn for fn, _ in batch]
+        async with self._write_lock:
+            try:
+                # One trip to the writer thread for the whole batch. aiosqlite's _execute
+                # (run a function in the connection's thread) is not public API; the
+                # version range in pyproject.toml is the one tested.
+                outcomes: list[tuple[bool, Any]] = await self._writer._execute(  # type: ignore[no-untyped-call]
+                    _group_commit, self._writer._conn, fns
+                )
+            except sqlite3.Error as exc:
+                error = StoreUnavailable(explain(exc, self.path))
+                outcomes = [(False, error)] * len(batch)
+            except BaseException as exc:  # cancelled while waiting: the batch is unknown
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(
+                            StoreUnavailable(f"database {self.path}: write interrupted")
+                        )
+                if isinstance(exc, Exception):
+                    log.exception("group commit failed on %s", self.path)
+                    return
+                raise
+        for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
+            if future.done():
+                continue
+            if ok:
+                future.set_result(value)
+            elif isinstance(value, sqlite3.OperationalError):
+                future.set_exception(StoreUnavailable(explain(value, self.path)))
+            else:
+                future.set_exception(value)
+
     async def _rollback(self) -> None:
         try:
             await self._writer.rollback()
@@ -220,6 +307,33 @@ class Database:
         """First row of a query, or None."""
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
+
+
+def _group_commit(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:
+    """In the writer thread: every function in one transaction, each in a SAVEPOINT.
+
+    Returns ``(True, result)`` or ``(False, exception)`` per function. Raises (after a
+    ROLLBACK) when the transaction cannot begin or commit: then nothing was written.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    outcomes: list[tuple[bool, Any]] = []
+    try:
+        for fn in fns:
+            conn.execute("SAVEPOINT w")
+            try:
+                result = fn(conn)
+            except Exception as exc:
+                conn.execute("ROLLBACK TO w")
+                outcomes.append((False, exc))
+            else:
+                outcomes.append((True, result))
+            conn.execute("RELEASE w")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return outcomes
 
 
 async def _pragma(conn: aiosqlite.Connection, pragma: str) -> list[Row]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -22,6 +23,12 @@ class StoredMessage:
 
 
 _COLUMNS = "id, session_id, seq_order, role, content, token_estimate, created_at"
+_INSERT = (
+    "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
+    " created_at) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM"
+    " messages WHERE session_id = ?), ?, ?, ?, ?) RETURNING id, seq_order"
+)
+_TOUCH = "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?"
 
 
 class MessageRepo:
@@ -41,23 +48,18 @@ class MessageRepo:
     ) -> StoredMessage:
         """Commit one message at the end of its session and touch the session."""
         now = time.time() if created_at is None else created_at
-        async with self._db.transaction() as conn:
-            cur = await conn.execute(
-                "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
-                " created_at) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM"
-                " messages WHERE session_id = ?), ?, ?, ?, ?) RETURNING id, seq_order",
-                (session_id, session_id, role, content, token_estimate, now),
+
+        def insert(conn: sqlite3.Connection) -> tuple[int, int]:
+            row = conn.execute(
+                _INSERT, (session_id, session_id, role, content, token_estimate, now)
             )
-            row = await cur.fetchone()
-            await cur.close()
-            await conn.execute(
-                "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?",
-                (now, session_id),
-            )
-        assert row is not None
-        return StoredMessage(
-            int(row[0]), session_id, int(row[1]), role, content, token_estimate, now
-        )
+            msg_id, seq = row.fetchone()
+            conn.execute(_TOUCH, (now, session_id))
+            return int(msg_id), int(seq)
+
+        # One trip to the writer thread, group-committed with concurrent turns.
+        msg_id, seq = await self._db.write(insert)
+        return StoredMessage(msg_id, session_id, seq, role, content, token_estimate, now)
 
     async def last(self, session_id: str, limit: int) -> list[StoredMessage]:
         """The last ``limit`` messages of a session, oldest first."""

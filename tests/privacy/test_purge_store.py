@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import TypeVar
 
 import aiosqlite
 import pytest
@@ -17,6 +19,8 @@ from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.search import SearchIndex, user_token
 from picobot.store.summaries import SummaryRepo
 from picobot.store.tool_records import ToolRecordRepo
+
+T = TypeVar("T")
 
 ALICE = "test:alice"
 BOB = "test:bob"
@@ -265,6 +269,16 @@ async def test_big_purge_runs_in_batches_and_lets_other_writers_in(
             yield conn
 
     monkeypatch.setattr(db, "transaction", traced)
+    real_write = db.write
+
+    async def traced_write(fn: Callable[[sqlite3.Connection], T]) -> T:
+        def run(conn: sqlite3.Connection) -> T:
+            events.append("chat")  # in the writer thread, under the writer lock
+            return fn(conn)
+
+        return await real_write(run)
+
+    monkeypatch.setattr(db, "write", traced_write)
 
     async def chat() -> None:
         for i in range(3):

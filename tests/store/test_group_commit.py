@@ -1,0 +1,132 @@
+"""Database.write: concurrent writes share one transaction, each isolated by a SAVEPOINT."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import picobot.store.db as dbmod
+from picobot.errors import StoreUnavailable
+from picobot.store.db import Database
+from picobot.store.messages import MessageRepo
+from picobot.store.sessions import SessionRepo
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    database = await Database.open(tmp_path / "c.db", busy_timeout_ms=200)
+    await database.execute_write("CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER)")
+    yield database
+    await database.close()
+
+
+def put(key: str, value: int) -> Callable[[sqlite3.Connection], int]:
+    def run(conn: sqlite3.Connection) -> int:
+        conn.execute("INSERT INTO t (k, v) VALUES (?, ?)", (key, value))
+        return value * 10
+
+    return run
+
+
+async def rows(db: Database) -> dict[str, int]:
+    return {str(r[0]): int(r[1]) for r in await db.fetchall("SELECT k, v FROM t")}
+
+
+def count_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    real = dbmod._group_commit
+
+    def traced(conn: sqlite3.Connection, fns: list[Any]) -> list[tuple[bool, Any]]:
+        sizes.append(len(fns))
+        return real(conn, fns)
+
+    monkeypatch.setattr(dbmod, "_group_commit", traced)
+    return sizes
+
+
+async def test_concurrent_writes_are_committed_together_and_each_gets_its_result(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes = count_batches(monkeypatch)
+    results = await asyncio.gather(*(db.write(put(f"k{i}", i)) for i in range(50)))
+    assert results == [i * 10 for i in range(50)]
+    assert await rows(db) == {f"k{i}": i for i in range(50)}
+    # Writes queued while a batch runs share the next transaction.
+    assert sum(sizes) == 50 and len(sizes) < 50, sizes
+
+
+async def test_a_failing_write_undoes_only_its_own_statements(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes = count_batches(monkeypatch)
+
+    def half_then_fail(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t (k, v) VALUES ('bad', 1)")
+        raise ValueError("broken write")
+
+    def duplicate(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO t (k, v) VALUES ('a', 2)")
+
+    results = await asyncio.gather(
+        db.write(put("first", 0)),
+        db.write(put("a", 1)),
+        db.write(half_then_fail),
+        db.write(duplicate),
+        db.write(put("b", 3)),
+        return_exceptions=True,
+    )
+    assert results[:2] == [0, 10] and results[4] == 30
+    assert isinstance(results[2], ValueError) and "broken write" in str(results[2])
+    assert isinstance(results[3], sqlite3.IntegrityError)
+    assert await rows(db) == {"first": 0, "a": 1, "b": 3}
+    assert sizes == [5]  # all five, failures included, shared one transaction
+
+
+async def test_a_locked_database_fails_the_batch_clearly_and_writes_resume(
+    db: Database,
+) -> None:
+    blocker = sqlite3.connect(db.path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        results = await asyncio.gather(
+            *(db.write(put(f"k{i}", i)) for i in range(3)), return_exceptions=True
+        )
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert all(isinstance(r, StoreUnavailable) and "locked" in str(r) for r in results)
+    assert await rows(db) == {}
+    assert await db.write(put("after", 1)) == 10
+    assert await rows(db) == {"after": 1}
+
+
+async def test_a_write_cancelled_before_its_batch_runs_is_skipped(db: Database) -> None:
+    first = asyncio.create_task(db.write(put("first", 1)))
+    second = asyncio.create_task(db.write(put("cancelled", 2)))
+    await asyncio.sleep(0)  # both queued; the flusher has taken "first" only
+    second.cancel()
+    assert await first == 10
+    with pytest.raises(asyncio.CancelledError):
+        await second
+    await db.write(put("later", 3))
+    assert await rows(db) == {"first": 1, "later": 3}
+
+
+async def test_close_commits_writes_already_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "c.db"
+    db = await Database.open(path)
+    sid = await SessionRepo(db).create("tui", "local", "tui:local")
+    repo = MessageRepo(db)
+    pending = [asyncio.create_task(repo.append(sid, "user", f"m{i}", 1)) for i in range(20)]
+    await asyncio.sleep(0)
+    await db.close()
+    assert [t.result().seq_order for t in pending] == list(range(1, 21))
+    with pytest.raises(StoreUnavailable, match="closed"):
+        await db.write(put("x", 1))
+    with sqlite3.connect(path) as plain:
+        assert plain.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 20
