@@ -21,6 +21,7 @@ the system prompt) is cut with a visible ``[... truncated]`` marker.
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,10 +37,10 @@ from picobot.kernel.tokens import (
     truncate_to_tokens,
 )
 from picobot.llm.base import ChatMessage
-from picobot.store.memories import GLOBAL_USER, Memory, MemoryRepo
-from picobot.store.messages import MessageRepo, StoredMessage
-from picobot.store.search import SearchIndex
-from picobot.store.summaries import SummaryRepo
+from picobot.store.memories import GLOBAL_USER, Memory, MemoryRepo, list_memories
+from picobot.store.messages import MessageRepo, StoredMessage, last_messages
+from picobot.store.search import SearchHit, SearchIndex, search_records
+from picobot.store.summaries import Summary, SummaryRepo, get_summary
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,16 @@ DATA_PREAMBLE = (
 class _Item:
     text: str
     cost: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Fetched:
+    """What the database holds for one turn's context."""
+
+    window: list[StoredMessage]
+    memories: list[Memory]
+    summary: Summary | None
+    hits: list[SearchHit]
 
 
 @dataclass(slots=True)
@@ -133,57 +144,66 @@ class MemoryRetriever:
         return [*head, *history, ChatMessage("user", current)]
 
     async def _gather(self, request: PromptRequest, item_cap: int) -> _Parts:
-        cfg = self._cfg
+        fetched = await self._messages.db.read(lambda conn: self._fetch(conn, request))
+        window = fetched.window
         parts = _Parts()
-        window = await self._messages.last(request.session_id, cfg.max_session_messages + 1)
-        window = [m for m in window if m.id != request.current.id][-cfg.max_session_messages :]
-        older_than_window = bool(window) and window[0].seq_order > 1
         protected = min(PROTECTED_MESSAGES, len(window))
         parts.older = window[: len(window) - protected]
         parts.recent = window[len(window) - protected :]
+        parts.memories = [self._item(self._memory_line(m), item_cap) for m in fetched.memories]
+        summary = fetched.summary
+        if summary is not None and summary.summary.strip():
+            item = self._item(summary.summary, item_cap)
+            if window[0].seq_order > 1:  # history older than the window exists
+                parts.summary = item
+            else:
+                parts.pending_summary = item
+        parts.recall = self._recall_items(fetched.hits, window, item_cap)
+        return parts
 
+    def _fetch(self, conn: sqlite3.Connection, request: PromptRequest) -> _Fetched:
+        """Every query of the turn's context, in one read transaction (a reader thread).
+
+        One trip to the database thread instead of one per query, and every part sees
+        the same snapshot.
+        """
+        cfg = self._cfg
+        sid, user = request.session_id, request.ctx.user_id
+        window = last_messages(conn, sid, cfg.max_session_messages + 1)
+        window = [m for m in window if m.id != request.current.id][-cfg.max_session_messages :]
+        memories: list[Memory] = []
         if cfg.enable_user_memories and cfg.max_user_memories > 0:
-            memories = await self._memories.list(request.ctx.user_id, cfg.max_user_memories)
+            memories = list_memories(conn, user, cfg.max_user_memories)
             # A probe, not a request: users without the grant just get no shared notes.
             if request.ctx.has(Action.MEMORY_READ, Scope.GLOBAL):
-                shared = await self._memories.list(GLOBAL_USER, cfg.max_user_memories)
+                shared = list_memories(conn, GLOBAL_USER, cfg.max_user_memories)
                 memories = [*memories, *shared][: cfg.max_user_memories]
-            parts.memories = [self._item(self._memory_line(m), item_cap) for m in memories]
-
+        summary = None
         if cfg.include_summary_on_truncation and window:
-            summary = await self._summaries.get(request.session_id)
-            if summary is not None and summary.summary.strip():
-                item = self._item(summary.summary, item_cap)
-                if older_than_window:
-                    parts.summary = item
-                else:
-                    parts.pending_summary = item
-
+            summary = get_summary(conn, sid)
+        hits: list[SearchHit] = []
         if cfg.enable_recall and self._search is not None and cfg.recall_budget_tokens > 0:
-            parts.recall = await self._recall(request, window, item_cap)
-        return parts
+            terms = extract_terms(request.current.content, cfg.recall_max_terms)
+            if terms:
+                hits = search_records(
+                    conn,
+                    user,
+                    terms,
+                    limit=RECALL_CANDIDATES,
+                    session_id=sid,
+                    before_seq=window[0].seq_order if window else request.current.seq_order,
+                    include_memories=False,
+                )
+        return _Fetched(window, memories, summary, hits)
 
     @staticmethod
     def _memory_line(memory: Memory) -> str:
         shared = " (shared)" if memory.user_id == GLOBAL_USER else ""
         return f"- {memory.key}{shared}: {_escape(memory.content)}"
 
-    async def _recall(
-        self, request: PromptRequest, window: Sequence[StoredMessage], item_cap: int
+    def _recall_items(
+        self, hits: Sequence[SearchHit], window: Sequence[StoredMessage], item_cap: int
     ) -> list[_Item]:
-        assert self._search is not None
-        terms = extract_terms(request.current.content, self._cfg.recall_max_terms)
-        if not terms:
-            return []
-        before = window[0].seq_order if window else request.current.seq_order
-        hits = await self._search.search(
-            request.ctx.user_id,
-            terms,
-            limit=RECALL_CANDIDATES,
-            session_id=request.session_id,
-            before_seq=before,
-            include_memories=False,
-        )
         items: list[_Item] = []
         used = 0
         cap = min(item_cap, self._cfg.recall_budget_tokens)

@@ -1,8 +1,9 @@
 """The aiosqlite database: WAL, foreign keys, busy timeout, one serialized writer.
 
-Two connections: a writer used only under an asyncio lock (so writes are serialized)
-and a reader for queries, which in WAL mode never waits for the writer. Writes come in
-two forms:
+A writer connection used only under an asyncio lock (so writes are serialized) and
+reader connections (two by default, each with its own thread) for queries, which in WAL
+mode never wait for the writer. :meth:`Database.read` runs several queries in one trip
+and one snapshot. Writes come in two forms:
 
 - :meth:`Database.transaction`: an async block of aiosqlite calls, one ``BEGIN
   IMMEDIATE`` transaction (each statement is a trip to aiosqlite's thread).
@@ -40,6 +41,9 @@ Row = sqlite3.Row
 T = TypeVar("T")
 WriteFn = Callable[[sqlite3.Connection], Any]
 
+DEFAULT_READERS = 2
+"""Reader connections (threads) of a :class:`Database`."""
+
 MAX_BATCH = 128
 """Most write functions one group commit runs; bounds the time the write lock is held."""
 
@@ -63,10 +67,13 @@ def explain(exc: sqlite3.Error, path: Path) -> str:
 class Database:
     """An open PicoBot database. Use :meth:`open`; close with :meth:`close`."""
 
-    def __init__(self, path: Path, writer: aiosqlite.Connection, reader: aiosqlite.Connection):
+    def __init__(
+        self, path: Path, writer: aiosqlite.Connection, readers: list[aiosqlite.Connection]
+    ):
         self.path = path
         self._writer = writer
-        self._reader = reader
+        self._readers = readers
+        self._in_flight = [0] * len(readers)
         self._write_lock = asyncio.Lock()
         self._closed = False
         self._maintenance: aiosqlite.Connection | None = None
@@ -76,16 +83,26 @@ class Database:
 
     @classmethod
     async def open(
-        cls, path: Path, *, busy_timeout_ms: int = 5000, migrate: bool = True
+        cls,
+        path: Path,
+        *,
+        busy_timeout_ms: int = 5000,
+        migrate: bool = True,
+        readers: int = DEFAULT_READERS,
     ) -> Database:
-        """Open (creating if needed) the database file and apply pending migrations."""
+        """Open (creating if needed) the database file and apply pending migrations.
+
+        ``readers`` connections serve queries, each in its own thread, so reads of
+        concurrent turns run side by side (SQLite releases the GIL while it works).
+        """
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreUnavailable(
                 f"cannot create data directory {path.parent}: {exc.strerror}"
             ) from None
-        writer = reader = None
+        writer = None
+        conns: list[aiosqlite.Connection] = []
         try:
             writer = await _connect(path, busy_timeout_ms)
             await _pragma(writer, "journal_mode=WAL")
@@ -93,13 +110,14 @@ class Database:
             # commit: the automatic one made ~1% of writes take ~6 ms (see
             # docs/performance.md).
             await _pragma(writer, "wal_autocheckpoint=0")
-            reader = await _connect(path, busy_timeout_ms)
+            for _ in range(max(1, readers)):
+                conns.append(await _connect(path, busy_timeout_ms))
         except sqlite3.Error as exc:
-            for conn in (writer, reader):
+            for conn in (writer, *conns):
                 if conn is not None:
                     await conn.close()
             raise StoreUnavailable(explain(exc, path)) from None
-        db = cls(path, writer, reader)
+        db = cls(path, writer, conns)
         db._busy_timeout_ms = busy_timeout_ms
         if migrate:
             from picobot.store.migrations import apply_migrations
@@ -123,7 +141,8 @@ class Database:
             except Exception:
                 log.exception("pending writes failed while closing %s", self.path)
         # The readers go first, so the checkpoint never waits for our own read snapshot.
-        await self._reader.close()
+        for reader in self._readers:
+            await reader.close()
         if self._maintenance is not None:
             await self._maintenance.close()
         try:
@@ -293,20 +312,48 @@ class Database:
             cur = await conn.execute(sql, tuple(params))
             return cur.lastrowid or 0
 
-    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
-        """Run a query on the reader connection."""
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` on a reader connection in one trip, in one read transaction.
+
+        Every statement of ``fn`` sees the same snapshot, which includes every commit
+        made before the call. ``fn`` runs in the reader's thread on the plain ``sqlite3``
+        connection and must only read. Used for the several queries of one turn's
+        context, which would otherwise cost a thread trip each.
+        """
+        # The least busy reader; each runs its jobs in order in its own thread.
+        i = self._in_flight.index(min(self._in_flight))
+        reader = self._readers[i]
+        self._in_flight[i] += 1
         try:
-            # One job in aiosqlite's thread: the statement runs to completion before any
-            # other read starts, so each read sees every commit made before it. (An open
-            # cursor would pin the WAL snapshot for reads interleaved with it.)
-            return list(await self._reader.execute_fetchall(sql, tuple(params)))
+            # aiosqlite's _execute: see _run_batch.
+            result: T = await reader._execute(_in_snapshot, reader._conn, fn)  # type: ignore[no-untyped-call]
+            return result
         except sqlite3.OperationalError as exc:
             raise StoreUnavailable(explain(exc, self.path)) from None
+        finally:
+            self._in_flight[i] -= 1
+
+    async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
+        """Run a query on a reader connection."""
+        args = tuple(params)
+        # One job in a reader's thread: the statement runs to completion before any
+        # other read starts there, so each read sees every commit made before it. (An
+        # open cursor would pin the WAL snapshot for reads interleaved with it.)
+        return await self.read(lambda conn: conn.execute(sql, args).fetchall())
 
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> Row | None:
         """First row of a query, or None."""
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
+
+
+def _in_snapshot(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """In a reader thread: ``fn`` inside BEGIN ... ROLLBACK, so all of it sees one snapshot."""
+    conn.execute("BEGIN")
+    try:
+        return fn(conn)
+    finally:
+        conn.execute("ROLLBACK")
 
 
 def _group_commit(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:

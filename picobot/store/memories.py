@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import sqlite3
 import time
 from dataclasses import dataclass
 
@@ -96,6 +97,17 @@ def _memory(row: Row) -> Memory:
     )
 
 
+def list_memories(conn: sqlite3.Connection, user_id: str, limit: int | None) -> list[Memory]:
+    """``user_id``'s memories, most recently updated first (in a reader thread)."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ?"  # noqa: S608
+        " ORDER BY updated_at DESC, id DESC LIMIT ?",
+        # LIMIT -1 is SQLite for "no limit".
+        (user_id, -1 if limit is None else max(0, limit)),
+    ).fetchall()
+    return [_memory(r) for r in rows]
+
+
 class MemoryRepo:
     """The ``user_memories`` table, always scoped to one owner."""
 
@@ -163,13 +175,7 @@ class MemoryRepo:
 
     async def list(self, user_id: str, limit: int | None = None) -> builtins.list[Memory]:
         """``user_id``'s memories, most recently updated first; at most ``limit``."""
-        rows = await self._db.fetchall(
-            f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ?"  # noqa: S608
-            " ORDER BY updated_at DESC, id DESC LIMIT ?",
-            # LIMIT -1 is SQLite for "no limit".
-            (user_id, -1 if limit is None else max(0, limit)),
-        )
-        return [_memory(r) for r in rows]
+        return await self._db.read(lambda conn: list_memories(conn, user_id, limit))
 
     async def delete(self, user_id: str, key: str) -> bool:
         """Delete ``user_id``'s memory ``key``; whether it existed."""

@@ -31,11 +31,26 @@ _INSERT = (
 _TOUCH = "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?"
 
 
+def last_messages(conn: sqlite3.Connection, session_id: str, limit: int) -> list[StoredMessage]:
+    """The last ``limit`` messages of a session, oldest first (in a reader thread)."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM messages WHERE session_id = ?"  # noqa: S608 - constant columns
+        " ORDER BY seq_order DESC LIMIT ?",
+        (session_id, limit),
+    ).fetchall()
+    return [StoredMessage(*tuple(r)) for r in reversed(rows)]
+
+
 class MessageRepo:
     """Append and read messages."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    @property
+    def db(self) -> Database:
+        """The database this repository reads and writes."""
+        return self._db
 
     async def append(
         self,
@@ -63,12 +78,7 @@ class MessageRepo:
 
     async def last(self, session_id: str, limit: int) -> list[StoredMessage]:
         """The last ``limit`` messages of a session, oldest first."""
-        rows = await self._db.fetchall(
-            f"SELECT {_COLUMNS} FROM messages WHERE session_id = ?"  # noqa: S608 - constant columns
-            " ORDER BY seq_order DESC LIMIT ?",
-            (session_id, limit),
-        )
-        return [StoredMessage(*tuple(r)) for r in reversed(rows)]
+        return await self._db.read(lambda conn: last_messages(conn, session_id, limit))
 
     async def count(self, session_id: str) -> int:
         """How many messages a session holds."""

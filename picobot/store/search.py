@@ -46,6 +46,7 @@ REPLACE only with ``recursive_triggers`` on); the repositories use UPSERT and DE
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -141,6 +142,53 @@ def search_sql(
     return sql, params
 
 
+def search_records(
+    conn: sqlite3.Connection,
+    user_id: str,
+    terms: Sequence[str],
+    *,
+    limit: int,
+    session_id: str | None = None,
+    before_seq: int | None = None,
+    include_memories: bool = True,
+) -> list[SearchHit]:
+    """:meth:`SearchIndex.search` on a plain connection (in a reader thread)."""
+    terms = [t for t in terms if WORD.search(t)]
+    limit = min(limit, MAX_LIMIT)
+    if not terms or limit <= 0:
+        return []
+    # Twice the limit leaves room for the fork copies dropped below.
+    sql, params = search_sql(
+        user_id,
+        terms,
+        limit=limit * 2,
+        session_id=session_id,
+        before_seq=before_seq,
+        include_memories=include_memories,
+    )
+    hits: list[SearchHit] = []
+    seen: set[tuple[str, float]] = set()
+    for row in conn.execute(sql, params).fetchall():
+        rowid, text, created_at = int(row[0]), str(row[1]), float(row[4])
+        if (text, created_at) in seen:
+            continue
+        seen.add((text, created_at))
+        hits.append(
+            SearchHit(
+                kind="message" if rowid > 0 else "memory",
+                row_id=abs(rowid),
+                session_id=row[2],
+                seq_order=None if row[3] is None else int(row[3]),
+                text=text,
+                created_at=created_at,
+                score=-float(row[5]),
+            )
+        )
+        if len(hits) == limit:
+            break
+    return hits
+
+
 class SearchIndex:
     """Ranked keyword search over one user's records; see the module docstring."""
 
@@ -164,41 +212,17 @@ class SearchIndex:
         other sessions' messages and memories stay in. Identical copies (a forked
         session repeats its parent's transcript) are returned once.
         """
-        terms = [t for t in terms if WORD.search(t)]
-        limit = min(limit, MAX_LIMIT)
-        if not terms or limit <= 0:
-            return []
-        # Twice the limit leaves room for the fork copies dropped below.
-        sql, params = search_sql(
-            user_id,
-            terms,
-            limit=limit * 2,
-            session_id=session_id,
-            before_seq=before_seq,
-            include_memories=include_memories,
-        )
-        hits: list[SearchHit] = []
-        seen: set[tuple[str, float]] = set()
-        for row in await self._db.fetchall(sql, params):
-            rowid, text, created_at = int(row[0]), str(row[1]), float(row[4])
-            if (text, created_at) in seen:
-                continue
-            seen.add((text, created_at))
-            is_message = rowid > 0
-            hits.append(
-                SearchHit(
-                    kind="message" if is_message else "memory",
-                    row_id=abs(rowid),
-                    session_id=row[2],
-                    seq_order=None if row[3] is None else int(row[3]),
-                    text=text,
-                    created_at=created_at,
-                    score=-float(row[5]),
-                )
+        return await self._db.read(
+            lambda conn: search_records(
+                conn,
+                user_id,
+                terms,
+                limit=limit,
+                session_id=session_id,
+                before_seq=before_seq,
+                include_memories=include_memories,
             )
-            if len(hits) == limit:
-                break
-        return hits
+        )
 
     async def optimize(self) -> None:
         """Merge all index segments into one, dropping deleted entries (after purges)."""

@@ -7,6 +7,7 @@ or replaces the summary row.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 
 from picobot.store.db import Database, Row
@@ -46,6 +47,16 @@ def _message(row: Row) -> StoredMessage:
     )
 
 
+def get_summary(conn: sqlite3.Connection, session_id: str) -> Summary | None:
+    """The session's summary, or None (in a reader thread)."""
+    row = conn.execute(
+        "SELECT session_id, summary, covered_seq, token_estimate, updated_at"
+        " FROM session_summaries WHERE session_id = ?",
+        (session_id,),
+    ).fetchone()
+    return _summary(row) if row else None
+
+
 class SummaryRepo:
     """Read and write session summaries, and measure what they do not cover yet."""
 
@@ -54,12 +65,7 @@ class SummaryRepo:
 
     async def get(self, session_id: str) -> Summary | None:
         """The session's summary, or None when it has none yet."""
-        row = await self._db.fetchone(
-            "SELECT session_id, summary, covered_seq, token_estimate, updated_at"
-            " FROM session_summaries WHERE session_id = ?",
-            (session_id,),
-        )
-        return _summary(row) if row else None
+        return await self._db.read(lambda conn: get_summary(conn, session_id))
 
     async def save(
         self,
