@@ -19,6 +19,7 @@ a user purge can delete it (:meth:`WebhookStore.delete_user`).
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -125,22 +126,27 @@ class WebhookStore:
 
     async def accept(self, platform: str, msg: InboundMessage) -> int | None:
         """Record an inbound message; its inbox id, or None if it was seen before."""
-        async with self._db.transaction() as conn:
-            cur = await conn.execute(
+        params = (
+            platform,
+            msg.message_id,
+            msg.user_id,
+            msg.chat_id,
+            msg.text,
+            json.dumps(msg.reply_to, separators=(",", ":")),
+            self._clock(),
+        )
+
+        def insert(conn: sqlite3.Connection) -> int | None:
+            cur = conn.execute(
                 "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
                 " reply_to_json, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (platform, message_id) DO NOTHING",
-                (
-                    platform,
-                    msg.message_id,
-                    msg.user_id,
-                    msg.chat_id,
-                    msg.text,
-                    json.dumps(msg.reply_to, separators=(",", ":")),
-                    self._clock(),
-                ),
+                params,
             )
             return cur.lastrowid if cur.rowcount == 1 else None
+
+        # One trip to the writer, group-committed with concurrent webhooks and turns.
+        return await self._db.write(insert)
 
     async def pending_inbox(self, limit: int, *, after_id: int = 0) -> list[InboxItem]:
         """Unprocessed messages with an id above ``after_id``, oldest first."""
@@ -156,19 +162,17 @@ class WebhookStore:
         Returns the attempt number, or None if the message is no longer pending (it
         was processed meanwhile, or purged): then it must not run again.
         """
-        async with self._db.transaction() as conn:
-            cur = await conn.execute(
+
+        def count_attempt(conn: sqlite3.Connection) -> int | None:
+            cur = conn.execute(
                 "UPDATE webhook_inbox SET attempts = attempts + 1"
-                " WHERE id = ? AND status = 'pending'",
+                " WHERE id = ? AND status = 'pending' RETURNING attempts",
                 (inbox_id,),
             )
-            if cur.rowcount != 1:
-                return None
-            async with conn.execute(
-                "SELECT attempts FROM webhook_inbox WHERE id = ?", (inbox_id,)
-            ) as rows:
-                row = await rows.fetchone()
-            return int(row["attempts"]) if row is not None else None
+            row = cur.fetchone()
+            return int(row[0]) if row is not None else None
+
+        return await self._db.write(count_attempt)
 
     async def mark_processed(
         self,
@@ -188,24 +192,24 @@ class WebhookStore:
         ran still gets its replies (the answer to "/purge user" is one of them).
         """
         now = self._clock()
-        async with self._db.transaction() as conn:
-            async with conn.execute(
+        target = json.dumps(reply_to, separators=(",", ":"))
+
+        def finish(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
                 "SELECT status FROM webhook_inbox WHERE id = ?", (inbox_id,)
-            ) as cur:
-                row = await cur.fetchone()
-            if row is not None and row["status"] != "pending":
+            ).fetchone()
+            if row is not None and row[0] != "pending":
                 return 0
             if row is not None:
-                await conn.execute(
+                conn.execute(
                     "UPDATE webhook_inbox SET status = ?, processed_at = ?, text = '' WHERE id = ?",
                     ("failed" if failed else "done", now, inbox_id),
                 )
-            target = json.dumps(reply_to, separators=(",", ":"))
-            for seq, text in enumerate(replies):
-                await conn.execute(
-                    "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json,"
-                    " text, next_attempt_at, created_at, inbox_id, seq)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            conn.executemany(
+                "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json,"
+                " text, next_attempt_at, created_at, inbox_id, seq)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
                     (
                         platform,
                         user_id,
@@ -216,9 +220,13 @@ class WebhookStore:
                         now,
                         inbox_id if row is not None else None,
                         seq,
-                    ),
-                )
-        return len(replies)
+                    )
+                    for seq, text in enumerate(replies)
+                ],
+            )
+            return len(replies)
+
+        return await self._db.write(finish)
 
     async def due_outbound(self, now: float, limit: int) -> list[OutboundItem]:
         """Replies to send now: the head of each chat's queue, if its time has come."""
