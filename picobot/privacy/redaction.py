@@ -166,6 +166,9 @@ def _sub_outside_markers(pattern: re.Pattern[str], replace: _Replacer, text: str
     return "".join(parts)
 
 
+_MAX_PASSES = 8
+"""Bound on the passes of :meth:`Redactor.redact` (each one only adds markers)."""
+
 _BUILTIN: tuple[tuple[re.Pattern[str], _Replacer], ...] = tuple(
     (re.compile(source), _replacer(kind)) for kind, source in _RULES
 )
@@ -211,8 +214,16 @@ class Redactor:
         """Return ``text`` with every secret replaced by its typed marker."""
         if not self.enabled or not text:
             return text
-        for pattern, replace in self._rules:
-            text = _sub_outside_markers(pattern, replace, text)
+        # A marker can expose a secret that an earlier rule did not see: in
+        # "EMP-0sk-proj-..." the key has no word boundary until a custom rule turns
+        # "EMP-0" into a marker. So the rules run again until nothing changes (usually
+        # one pass: text without secrets is left as it was).
+        for _ in range(_MAX_PASSES):
+            before = text
+            for pattern, replace in self._rules:
+                text = _sub_outside_markers(pattern, replace, text)
+            if text == before:
+                break
         return text
 
 

@@ -371,3 +371,12 @@ def test_secret_inside_prose_is_removed(before: str, pair: tuple[str, str], afte
     assert "[REDACTED:" in out
     assert out.startswith(before + " ") and out.endswith(" " + after)
     assert secret not in out
+
+
+def test_a_secret_exposed_by_another_rules_marker_is_redacted_in_the_same_call() -> None:
+    # Found by the fuzz test: "0sk-..." has no word boundary before "sk-", until the
+    # custom rule turns "EMP-0" into a marker. One call must give the final text.
+    redactor = Redactor([r"EMP-\d+"])
+    once = redactor.redact("EMP-0sk-proj-abcdefghijklmnopqrstuvwx")
+    assert once == "[REDACTED:custom][REDACTED:openai_key]"
+    assert redactor.redact(once) == once
