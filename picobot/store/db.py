@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 Row = sqlite3.Row
 T = TypeVar("T")
 WriteFn = Callable[[sqlite3.Connection], Any]
+"""A function run in a database thread (a write, or a read)."""
 
 DEFAULT_READERS = 2
 """Reader connections (threads) of a :class:`Database`."""
@@ -73,7 +74,9 @@ class Database:
         self.path = path
         self._writer = writer
         self._readers = readers
-        self._in_flight = [0] * len(readers)
+        self._idle_readers = list(range(len(readers)))
+        self._read_queue: list[tuple[WriteFn, asyncio.Future[Any]]] = []
+        self._read_tasks: set[asyncio.Task[None]] = set()
         self._write_lock = asyncio.Lock()
         self._closed = False
         self._maintenance: aiosqlite.Connection | None = None
@@ -140,6 +143,12 @@ class Database:
                 await self._flusher
             except Exception:
                 log.exception("pending writes failed while closing %s", self.path)
+        for _, future in self._read_queue:
+            if not future.done():
+                future.set_exception(StoreUnavailable(f"database {self.path} is closed"))
+        self._read_queue.clear()
+        if self._read_tasks:  # reads already handed to a reader finish first
+            await asyncio.gather(*self._read_tasks, return_exceptions=True)
         # The readers go first, so the checkpoint never waits for our own read snapshot.
         for reader in self._readers:
             await reader.close()
@@ -290,6 +299,12 @@ class Database:
                     log.exception("group commit failed on %s", self.path)
                     return
                 raise
+        self._settle(batch, outcomes)
+
+    def _settle(
+        self, batch: list[tuple[WriteFn, asyncio.Future[Any]]], outcomes: list[tuple[bool, Any]]
+    ) -> None:
+        """Hand each caller its result or error (SQLite's operational ones explained)."""
         for (_, future), (ok, value) in zip(batch, outcomes, strict=True):
             if future.done():
                 continue
@@ -297,6 +312,11 @@ class Database:
                 future.set_result(value)
             elif isinstance(value, sqlite3.OperationalError):
                 future.set_exception(StoreUnavailable(explain(value, self.path)))
+            elif isinstance(value, ValueError | sqlite3.ProgrammingError) and "closed" in str(
+                value
+            ):
+                # The connection closed under the request (aiosqlite's or sqlite3's words).
+                future.set_exception(StoreUnavailable(f"database {self.path} is closed"))
             else:
                 future.set_exception(value)
 
@@ -313,25 +333,47 @@ class Database:
             return cur.lastrowid or 0
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``fn(conn)`` on a reader connection in one trip, in one read transaction.
+        """Run ``fn(conn)`` on a reader connection, in one read transaction.
 
         Every statement of ``fn`` sees the same snapshot, which includes every commit
-        made before the call. ``fn`` runs in the reader's thread on the plain ``sqlite3``
-        connection and must only read. Used for the several queries of one turn's
-        context, which would otherwise cost a thread trip each.
+        made before the call. ``fn`` runs in a reader's thread on the plain ``sqlite3``
+        connection and must only read. Reads that queue while every reader is busy go
+        to the next free reader together, in one trip: under load a trip to a thread
+        costs more than most queries.
         """
-        # The least busy reader; each runs its jobs in order in its own thread.
-        i = self._in_flight.index(min(self._in_flight))
-        reader = self._readers[i]
-        self._in_flight[i] += 1
+        if self._closed:
+            raise StoreUnavailable(f"database {self.path} is closed")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        self._read_queue.append((fn, future))
+        self._dispatch_reads()
+        return await future
+
+    def _dispatch_reads(self) -> None:
+        while self._read_queue and self._idle_readers:
+            batch = [job for job in self._read_queue[:MAX_BATCH] if not job[1].cancelled()]
+            del self._read_queue[:MAX_BATCH]
+            if batch:
+                task = asyncio.create_task(self._run_reads(self._idle_readers.pop(), batch))
+                self._read_tasks.add(task)
+                task.add_done_callback(self._read_tasks.discard)
+
+    async def _run_reads(
+        self, index: int, batch: list[tuple[WriteFn, asyncio.Future[Any]]]
+    ) -> None:
+        reader = self._readers[index]
         try:
             # aiosqlite's _execute: see _run_batch.
-            result: T = await reader._execute(_in_snapshot, reader._conn, fn)  # type: ignore[no-untyped-call]
-            return result
-        except sqlite3.OperationalError as exc:
-            raise StoreUnavailable(explain(exc, self.path)) from None
+            outcomes: list[tuple[bool, Any]] = await reader._execute(  # type: ignore[no-untyped-call]
+                _read_batch, reader._conn, [fn for fn, _ in batch]
+            )
+        except BaseException as exc:
+            outcomes = [(False, exc)] * len(batch)
+            if not isinstance(exc, Exception):
+                raise
         finally:
-            self._in_flight[i] -= 1
+            self._idle_readers.append(index)
+            self._dispatch_reads()
+        self._settle(batch, outcomes)
 
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
         """Run a query on a reader connection."""
@@ -354,6 +396,17 @@ def _in_snapshot(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]
         return fn(conn)
     finally:
         conn.execute("ROLLBACK")
+
+
+def _read_batch(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:
+    """In a reader thread: each function in its own snapshot; its result or exception."""
+    outcomes: list[tuple[bool, Any]] = []
+    for fn in fns:
+        try:
+            outcomes.append((True, _in_snapshot(conn, fn)))
+        except Exception as exc:
+            outcomes.append((False, exc))
+    return outcomes
 
 
 def _group_commit(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:

@@ -221,6 +221,8 @@ async def apply_migrations(db: Database, migrations: list[Migration] | None = No
         if version in done:
             continue
         name = migration.__name__
+        if done:  # an existing database: say what is running, it may take a while
+            log.info("applying migration %d %s to %s", version, name, db.path)
         async with db.transaction() as conn:
             await migration(conn)
             await conn.execute(

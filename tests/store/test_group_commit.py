@@ -1,4 +1,8 @@
-"""Database.write: concurrent writes share one transaction, each isolated by a SAVEPOINT."""
+"""Database.write and Database.read: concurrent calls share one trip to a thread.
+
+Writes share one transaction, each isolated by a SAVEPOINT; reads that queue while the
+readers are busy go together, each in its own snapshot.
+"""
 
 from __future__ import annotations
 
@@ -130,3 +134,46 @@ async def test_close_commits_writes_already_accepted(tmp_path: Path) -> None:
         await db.write(put("x", 1))
     with sqlite3.connect(path) as plain:
         assert plain.execute("SELECT COUNT(*) FROM messages").fetchone()[0] == 20
+
+
+async def test_queued_reads_share_a_trip_and_fail_one_by_one(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await db.write(put("a", 1))
+    sizes: list[int] = []
+    real = dbmod._read_batch
+
+    def traced(conn: sqlite3.Connection, fns: list[Any]) -> list[tuple[bool, Any]]:
+        sizes.append(len(fns))
+        return real(conn, fns)
+
+    monkeypatch.setattr(dbmod, "_read_batch", traced)
+
+    def value(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT v FROM t WHERE k = 'a'").fetchone()[0])
+
+    def broken(conn: sqlite3.Connection) -> None:
+        conn.execute("SELECT nope FROM t")
+
+    results = await asyncio.gather(
+        *(db.read(broken if i == 7 else value) for i in range(40)), return_exceptions=True
+    )
+    assert isinstance(results[7], StoreUnavailable) and "no such column" in str(results[7])
+    assert [r for i, r in enumerate(results) if i != 7] == [1] * 39
+    # Two readers take the first two; the rest queue and go in batches.
+    assert sum(sizes) == 40 and len(sizes) < 40, sizes
+
+
+async def test_reads_after_close_are_a_clear_error(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "c.db")
+    queued = [asyncio.create_task(db.fetchall("SELECT 1")) for _ in range(10)]
+    await asyncio.sleep(0)
+    await db.close()
+    for task in queued:
+        # Handed to a reader before the close: answered; still queued: refused.
+        try:
+            assert [tuple(r) for r in task.result()] == [(1,)]
+        except StoreUnavailable as exc:
+            assert "closed" in str(exc)
+    with pytest.raises(StoreUnavailable, match="closed"):
+        await db.fetchall("SELECT 1")
