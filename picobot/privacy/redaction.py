@@ -169,8 +169,43 @@ def _sub_outside_markers(pattern: re.Pattern[str], replace: _Replacer, text: str
 _MAX_PASSES = 8
 """Bound on the passes of :meth:`Redactor.redact` (each one only adds markers)."""
 
-_BUILTIN: tuple[tuple[re.Pattern[str], _Replacer], ...] = tuple(
-    (re.compile(source), _replacer(kind)) for kind, source in _RULES
+# A cheap necessary condition per rule, in _RULES order: text the rule can match holds
+# one of these literals (case-sensitive), or matches this case-insensitive regex (the
+# same case rules as the pattern's (?i:...), e.g. the Kelvin sign is a "k"). Chat text
+# without any of them skips the rule's regex: most messages hold no secret.
+_HINTS: tuple[tuple[str, ...] | re.Pattern[str], ...] = (
+    ("-----BEGIN",),
+    ("sk-ant-",),
+    ("sk-",),
+    ("k_live_", "k_test_"),
+    ("gh", "github_pat_"),
+    ("xox",),
+    ("hooks.slack.com",),
+    ("AKIA", "ASIA"),
+    re.compile("aws", re.IGNORECASE),
+    ("AIza",),
+    ("eyJ",),
+    re.compile("bearer", re.IGNORECASE),
+    ("://",),
+    # Every keyword of _KEYWORDS holds one of these.
+    re.compile("pass|pwd|secret|token|key", re.IGNORECASE),
+)
+assert len(_HINTS) == len(_RULES)
+
+_Rule = tuple[re.Pattern[str], _Replacer, tuple[str, ...] | re.Pattern[str] | None]
+
+
+def _may_match(hint: tuple[str, ...] | re.Pattern[str] | None, text: str) -> bool:
+    if hint is None:
+        return True
+    if isinstance(hint, tuple):
+        return any(literal in text for literal in hint)
+    return hint.search(text) is not None
+
+
+_BUILTIN: tuple[_Rule, ...] = tuple(
+    (re.compile(source), _replacer(kind), hint)
+    for (kind, source), hint in zip(_RULES, _HINTS, strict=True)
 )
 
 
@@ -188,7 +223,7 @@ class Redactor:
     def __init__(self, extra_patterns: Sequence[str] = (), *, enabled: bool = True) -> None:
         self.enabled = enabled
         custom = _replacer("custom")
-        extra: list[tuple[re.Pattern[str], _Replacer]] = []
+        extra: list[_Rule] = []
         for source in extra_patterns:
             try:
                 compiled = re.compile(source)
@@ -202,7 +237,7 @@ class Redactor:
                     "invalid configuration",
                     [f"{_CONFIG_KEY}: pattern {source!r} matches empty text"],
                 )
-            extra.append((compiled, custom))
+            extra.append((compiled, custom, None))
         self._rules = _BUILTIN + tuple(extra)
 
     @classmethod
@@ -220,8 +255,9 @@ class Redactor:
         # one pass: text without secrets is left as it was).
         for _ in range(_MAX_PASSES):
             before = text
-            for pattern, replace in self._rules:
-                text = _sub_outside_markers(pattern, replace, text)
+            for pattern, replace, hint in self._rules:
+                if _may_match(hint, text):
+                    text = _sub_outside_markers(pattern, replace, text)
             if text == before:
                 break
         return text

@@ -38,7 +38,7 @@ from picobot.configfile import collect
 from picobot.errors import ConfigError, UserError
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, OutboundKind
-from picobot.privacy.redaction import RedactingFilter, Redactor
+from picobot.privacy.redaction import _BUILTIN, RedactingFilter, Redactor, _may_match
 from picobot.runtime import open_runtime
 from picobot.store.memories import MAX_KEY_CHARS, RESERVED_PREFIXES, validate_key
 
@@ -313,6 +313,17 @@ def test_redactor_never_raises_and_is_idempotent(text: str, enabled: bool) -> No
     assert redactor.redact(once) == once
     if not enabled:
         assert once == text
+
+
+@FUZZ
+@given(text=redaction_text, swap=st.booleans())
+def test_a_rule_is_skipped_only_when_it_cannot_match(text: str, swap: bool) -> None:
+    # The hints let redact() skip a rule's regex; they must be a necessary condition of
+    # a match, or a secret would slip through. swapcase() exercises the (?i:) rules.
+    text = text.swapcase() if swap else text
+    for pattern, _, hint in _BUILTIN:
+        if pattern.search(text) is not None:
+            assert _may_match(hint, text), (pattern.pattern[:40], text)
 
 
 @FUZZ
