@@ -47,6 +47,8 @@ SHUTTING_DOWN = "The server is shutting down; this message was not processed."
 # How long a close handshake may take before the TCP connection is dropped: a client
 # that stopped reading would otherwise hold a closing connection open forever.
 CLOSE_TIMEOUT_SECS = 2.0
+YIELD_AT_QUEUED = 8
+"""Frames queued for the client after which a reply stream gives the sender a turn."""
 
 
 class Connection:
@@ -70,6 +72,8 @@ class Connection:
         self._settings = settings
         self._bucket = TokenBucket(settings.rate_limit_per_minute, RATE_BURST, clock)
         self._outbox: asyncio.Queue[str] = asyncio.Queue(settings.send_queue_size)
+        # Well below the queue's bound, so a fast stream never overflows it by itself.
+        self._yield_at = max(1, min(YIELD_AT_QUEUED, settings.send_queue_size // 2))
         self._inbox: deque[ClientMessage] = deque()
         self._wake = asyncio.Event()
         self._accepting = accepting
@@ -203,9 +207,11 @@ class Connection:
         # reply only once the stream is exhausted.
         async for event in events:
             self.emit(encode_event(event, reply_to))
-            # Let the pump write before the next event: a model that streams without
-            # awaiting anything would otherwise fill the queue of even a fast reader.
-            await asyncio.sleep(0)
+            if self._outbox.qsize() >= self._yield_at:
+                # Let the pump write before the next event: a model that streams without
+                # awaiting anything would otherwise fill the queue of even a fast reader.
+                # (Yielding after every event cost a loop iteration per frame.)
+                await asyncio.sleep(0)
 
     async def _pump(self) -> None:
         while True:

@@ -415,6 +415,22 @@ async def test_a_slow_consumer_is_disconnected_and_the_server_stays_healthy(
         assert (await chat(bob, "healthy?"))[-1]["text"] == "You said: healthy?"
 
 
+async def test_a_fast_stream_to_a_reading_client_never_overflows_a_small_queue(
+    stack: AsyncExitStack, tmp_path: Path
+) -> None:
+    # 300 deltas produced without a single await, into a queue of 4 frames: the relay
+    # must hand the sender a turn before the queue fills, or the reader is dropped.
+    reply = "".join(f"w{i:03d} " for i in range(300)).strip()
+    provider = ScriptedProvider([reply], chunk_size=5)
+    server = await start(stack, tmp_path, provider=provider, send_queue_size=4)
+    ws, _ = await server.client(KEY_A)
+    async with ws:
+        frames = await chat(ws, "go")
+    tokens = [f["text"] for f in frames if f["type"] == "token"]
+    assert len(tokens) >= 300 and "".join(tokens) == reply
+    assert frames[-1]["type"] == "done" and frames[-1]["text"] == reply
+
+
 # --- shutdown ------------------------------------------------------------------------------
 
 
