@@ -378,4 +378,7 @@ async def erase_residue(db: Database, *, vacuum: bool = True) -> None:
     await SearchIndex(db).optimize()
     if vacuum:
         await db.vacuum()
+    # Copy what it can without the writer lock first (the VACUUM put the whole file in
+    # the WAL); the TRUNCATE, which holds the lock, then has only the rest to do.
+    await db.checkpoint_passive()
     await db.checkpoint()
