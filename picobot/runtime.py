@@ -28,7 +28,6 @@ from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
-from picobot.store.messages import MessageRepo
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks.retention import RetentionTask
@@ -69,14 +68,7 @@ def build_kernel(settings: Settings, db: Database, provider: LLMProvider) -> Ker
     estimator = ProviderTokenEstimator(provider)
     memories = MemoryRepo(db)
     index = SearchIndex(db)
-    retriever = MemoryRetriever(
-        messages=MessageRepo(db),
-        memories=memories,
-        summaries=SummaryRepo(db),
-        search=index if memory.enable_recall else None,
-        estimator=estimator,
-        settings=memory,
-    )
+    retriever = MemoryRetriever(db=db, estimator=estimator, settings=memory)
     redact = Redactor.from_settings(settings.privacy).redact
     tools = ToolRegistry([MemorySearchTool(index, max_terms=memory.recall_max_terms)])
     kernel = Kernel(

@@ -37,10 +37,11 @@ from picobot.kernel.tokens import (
     truncate_to_tokens,
 )
 from picobot.llm.base import ChatMessage
-from picobot.store.memories import GLOBAL_USER, Memory, MemoryRepo, list_memories
-from picobot.store.messages import MessageRepo, StoredMessage, last_messages
-from picobot.store.search import SearchHit, SearchIndex, search_records
-from picobot.store.summaries import Summary, SummaryRepo, get_summary
+from picobot.store.db import Database
+from picobot.store.memories import GLOBAL_USER, Memory, list_memories
+from picobot.store.messages import StoredMessage, last_messages
+from picobot.store.search import SearchHit, search_records
+from picobot.store.summaries import Summary, get_summary
 
 log = logging.getLogger(__name__)
 
@@ -97,19 +98,9 @@ class MemoryRetriever:
     """Builds budgeted prompts from memories, summary, recall and the history window."""
 
     def __init__(
-        self,
-        *,
-        messages: MessageRepo,
-        memories: MemoryRepo,
-        summaries: SummaryRepo,
-        search: SearchIndex | None,
-        estimator: TokenEstimator,
-        settings: MemorySettings,
+        self, *, db: Database, estimator: TokenEstimator, settings: MemorySettings
     ) -> None:
-        self._messages = messages
-        self._memories = memories
-        self._summaries = summaries
-        self._search = search
+        self._db = db
         self._est = estimator
         self._cfg = settings
 
@@ -144,7 +135,7 @@ class MemoryRetriever:
         return [*head, *history, ChatMessage("user", current)]
 
     async def _gather(self, request: PromptRequest, item_cap: int) -> _Parts:
-        fetched = await self._messages.db.read(lambda conn: self._fetch(conn, request))
+        fetched = await self._db.read(lambda conn: self._fetch(conn, request))
         window = fetched.window
         parts = _Parts()
         protected = min(PROTECTED_MESSAGES, len(window))
@@ -182,7 +173,7 @@ class MemoryRetriever:
         if cfg.include_summary_on_truncation and window:
             summary = get_summary(conn, sid)
         hits: list[SearchHit] = []
-        if cfg.enable_recall and self._search is not None and cfg.recall_budget_tokens > 0:
+        if cfg.enable_recall and cfg.recall_budget_tokens > 0:
             terms = extract_terms(request.current.content, cfg.recall_max_terms)
             if terms:
                 hits = search_records(

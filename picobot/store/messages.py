@@ -47,11 +47,6 @@ class MessageRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    @property
-    def db(self) -> Database:
-        """The database this repository reads and writes."""
-        return self._db
-
     async def append(
         self,
         session_id: str,

@@ -15,7 +15,6 @@ from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
 from picobot.store.memories import GLOBAL_USER, MemoryRepo
 from picobot.store.messages import MessageRepo, StoredMessage
-from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
 
@@ -37,14 +36,7 @@ class World:
         self.messages = MessageRepo(db)
         self.memories = MemoryRepo(db)
         self.summaries = SummaryRepo(db)
-        self.retriever = MemoryRetriever(
-            messages=self.messages,
-            memories=self.memories,
-            summaries=self.summaries,
-            search=SearchIndex(db),
-            estimator=EST,
-            settings=self.cfg,
-        )
+        self.retriever = MemoryRetriever(db=db, estimator=EST, settings=self.cfg)
 
     async def session(self, user: str = "tui:alice") -> str:
         return await self.sessions.create("tui", user, user)
