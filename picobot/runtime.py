@@ -38,6 +38,9 @@ from picobot.tools.memory import MemoryTool
 from picobot.tools.memory_search import MemorySearchTool
 
 WAL_CHECKPOINT_SECS = 1.0
+SUMMARY_DEBOUNCE_SECS = 0.5
+"""After a turn, the summarizer waits this long before checking its session, so a busy
+session's turns share one check (the fold itself runs in the background anyway)."""
 
 
 @dataclass(slots=True)
@@ -123,7 +126,13 @@ async def open_runtime(
         tasks = await stack.enter_async_context(TaskSupervisor())
         memory = settings.session.memory
         summarizer = Summarizer(
-            db, llm, kernel.estimator, memory, supervisor=tasks, clock=kernel.clock
+            db,
+            llm,
+            kernel.estimator,
+            memory,
+            supervisor=tasks,
+            clock=kernel.clock,
+            debounce_secs=SUMMARY_DEBOUNCE_SECS,
         )
         if summarizer.enabled:
             kernel.turn_listeners.append(summarizer.notify)

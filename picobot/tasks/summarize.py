@@ -107,6 +107,7 @@ class Summarizer:
         max_summary_tokens: int = 800,
         max_sessions_per_check: int = 50,
         clock: Callable[[], float] = time.time,
+        debounce_secs: float = 0.0,
     ) -> None:
         self.repo = SummaryRepo(db)
         self._provider = provider
@@ -117,6 +118,9 @@ class Summarizer:
         self._max_summary = max(1, max_summary_tokens)
         self._per_check = max(1, max_sessions_per_check)
         self._clock = clock
+        # notify() waits this long before it looks, so the turns of a busy session in
+        # that time share one check (a query each) instead of one check per turn.
+        self._debounce = max(0.0, debounce_secs)
         # Sessions being summarized now. A second caller skips rather than waits: the
         # running one is doing the work, and whatever it leaves is picked up by the
         # notify() re-run or the next periodic check. check_all never stalls behind
@@ -188,6 +192,9 @@ class Summarizer:
 
     async def _run_scheduled(self, session_id: str) -> None:
         while True:
+            if self._debounce:
+                await asyncio.sleep(self._debounce)
+            # Turns notified until now are stored: this check covers them.
             self._again.discard(session_id)
             await self._summarize(session_id)
             if session_id not in self._again:

@@ -309,6 +309,35 @@ async def test_never_two_summarizations_of_one_session(db: Database, sup: TaskSu
     assert summarizer.scheduled(sid) is None
 
 
+async def test_turns_within_the_debounce_share_one_check(
+    db: Database, sup: TaskSupervisor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = await new_session(db)
+    await add_messages(db, sid, 30)
+    provider = ScriptedProvider(["Folded once."])
+    summarizer = Summarizer(db, provider, ESTIMATOR, SETTINGS, supervisor=sup, debounce_secs=0.2)
+    checks: list[str] = []
+    real = summarizer.repo.unsummarized_tokens
+
+    async def counted(session_id: str) -> int:
+        checks.append(session_id)
+        return await real(session_id)
+
+    monkeypatch.setattr(summarizer.repo, "unsummarized_tokens", counted)
+    ctx = ToolContext(user_id=ME.user_id, session_id=sid, channel=ME.channel)
+    for _ in range(5):  # five turns in quick succession
+        summarizer.notify(ctx)
+        await asyncio.sleep(0.01)
+    task = summarizer.scheduled(sid)
+    assert task is not None and checks == []  # nothing read yet: still waiting
+    await sup.join()
+    # One check covered all five, and it folded the history once.
+    assert checks == [sid]
+    assert len(provider.prompts) == 1
+    stored = await summarizer.repo.get(sid)
+    assert stored is not None and stored.covered_seq == 20
+
+
 async def test_disabled_summarization_does_nothing(db: Database, sup: TaskSupervisor) -> None:
     sid = await new_session(db)
     await add_messages(db, sid, 30)
