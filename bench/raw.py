@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from picobot.store.search import search_sql
+from picobot.store.search import SearchQuery, search_sql
 from picobot.store.terms import register_functions
 
 INSERT_MESSAGE = (
@@ -110,12 +110,14 @@ class RawStore:
         if t.terms:
             before = history[0][2] if history else 1
             sql, params = search_sql(
-                t.user_id,
-                t.terms,
-                limit=20,
-                session_id=sid,
-                before_seq=before,
-                include_memories=False,
+                SearchQuery(
+                    t.user_id,
+                    t.terms,
+                    limit=20,
+                    session_id=sid,
+                    before_seq=before,
+                    include_memories=False,
+                )
             )
             hits = len(c.execute(sql, params).fetchall())
         self.append(sid, "assistant", t.reply, len(t.reply) // 4 + 1, t.now)

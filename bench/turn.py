@@ -8,6 +8,8 @@ the page cache or the WAL affects both sides alike.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from bench.common import BenchContext
@@ -19,7 +21,7 @@ from picobot.kernel.keywords import extract_terms
 from picobot.kernel.memory_retriever import RECALL_CANDIDATES
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.runtime import build_kernel, open_database
-from picobot.store.search import SearchIndex, search_sql
+from picobot.store.search import SearchQuery, search_records, search_sql
 
 
 async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
@@ -82,7 +84,7 @@ async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
 
 
 async def recall_search(ctx: BenchContext) -> dict[str, Any]:
-    """``SearchIndex.search`` as the retriever calls it vs its SQL through plain sqlite3.
+    """``search_records`` in a ``Database.read``, as the retriever runs it, vs its SQL raw.
 
     Each query is the keyword set of a fresh message (``extract_terms``, up to 8 terms)
     for a random user, scoped to that user, leaving out the current session's window.
@@ -105,7 +107,6 @@ async def recall_search(ctx: BenchContext) -> dict[str, Any]:
             last = raw.query(LAST, (sid, 1))[0][2]
             where[u] = (sid, max(1, int(last) - 19))
         async with open_database(ctx.settings()) as db:
-            index = SearchIndex(db)
             for i in range(total):
                 uid = user_id(users[i])
                 sid, before = where[users[i]]
@@ -113,25 +114,20 @@ async def recall_search(ctx: BenchContext) -> dict[str, Any]:
                 n_terms += len(terms)
                 if not terms:
                     continue
-                sql, params = search_sql(
+                query = SearchQuery(
                     uid,
                     terms,
-                    limit=RECALL_CANDIDATES * 2,
+                    limit=RECALL_CANDIDATES,
                     session_id=sid,
                     before_seq=before,
                     include_memories=False,
                 )
+                # search_records asks for twice its limit (room for dropped fork copies).
+                sql, params = search_sql(replace(query, limit=RECALL_CANDIDATES * 2))
                 for side in ("pico", "raw") if i % 2 == 0 else ("raw", "pico"):
                     start = now_ns()
                     if side == "pico":
-                        found = await index.search(
-                            uid,
-                            terms,
-                            limit=RECALL_CANDIDATES,
-                            session_id=sid,
-                            before_seq=before,
-                            include_memories=False,
-                        )
+                        found = await db.read(partial(search_records, query=query))
                         elapsed = now_ns() - start
                         hits += len(found)
                     else:

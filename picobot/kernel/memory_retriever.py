@@ -40,7 +40,7 @@ from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
 from picobot.store.memories import GLOBAL_USER, Memory, list_memories
 from picobot.store.messages import StoredMessage, last_messages
-from picobot.store.search import SearchHit, search_records
+from picobot.store.search import SearchHit, SearchQuery, search_records
 from picobot.store.summaries import Summary, get_summary
 
 log = logging.getLogger(__name__)
@@ -176,8 +176,7 @@ class MemoryRetriever:
         if cfg.enable_recall and cfg.recall_budget_tokens > 0:
             terms = extract_terms(request.current.content, cfg.recall_max_terms)
             if terms:
-                hits = search_records(
-                    conn,
+                query = SearchQuery(
                     user,
                     terms,
                     limit=RECALL_CANDIDATES,
@@ -185,6 +184,7 @@ class MemoryRetriever:
                     before_seq=window[0].seq_order if window else request.current.seq_order,
                     include_memories=False,
                 )
+                hits = search_records(conn, query)
         return _Fetched(window, memories, summary, hits)
 
     @staticmethod

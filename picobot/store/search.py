@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from picobot.store.db import Database
@@ -72,6 +72,23 @@ class SearchHit:
     text: str
     created_at: float
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchQuery:
+    """One recall search: ``user_id``'s records matching any of ``terms``.
+
+    With ``session_id`` and ``before_seq``, messages of that session from ``before_seq``
+    on are left out (they are in the prompt window already); other sessions' messages
+    and memories stay in. ``include_memories=False`` searches messages only.
+    """
+
+    user_id: str
+    terms: Sequence[str]
+    limit: int = 10
+    session_id: str | None = None
+    before_seq: int | None = None
+    include_memories: bool = True
 
 
 def user_token(user_id: str) -> str:
@@ -104,30 +121,22 @@ def fts_query(user_id: str, terms: Sequence[str]) -> str:
     return f'owner:"{user_token(user_id)}" AND body:({" OR ".join(phrases)})'
 
 
-def search_sql(
-    user_id: str,
-    terms: Sequence[str],
-    *,
-    limit: int,
-    session_id: str | None = None,
-    before_seq: int | None = None,
-    include_memories: bool = True,
-) -> tuple[str, list[Any]]:
+def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     """The statement and parameters :meth:`SearchIndex.search` runs (for EXPLAIN too).
 
     The MATCH (user token AND prefixed terms) is answered by the index; the window
-    exclusion tests UNINDEXED columns of rows that already matched; the best ``limit``
-    are joined to their source rows for the text.
+    exclusion tests UNINDEXED columns of rows that already matched; the best
+    ``query.limit`` are joined to their source rows for the text.
     """
     where = "search_index MATCH ?"
-    params: list[Any] = [fts_query(user_id, terms)]
-    if not include_memories:
+    params: list[Any] = [fts_query(query.user_id, query.terms)]
+    if not query.include_memories:
         where += " AND rowid > 0"
-    if session_id is not None and before_seq is not None:
+    if query.session_id is not None and query.before_seq is not None:
         # IS NOT: memories have a NULL session_id and must stay in.
         where += " AND (session_id IS NOT ? OR seq_order < ?)"
-        params += [session_id, before_seq]
-    params.append(limit)
+        params += [query.session_id, query.before_seq]
+    params.append(query.limit)
     # The index ranks and limits; only the hits are joined to their source text. An
     # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per query).
     sql = (
@@ -142,30 +151,14 @@ def search_sql(
     return sql, params
 
 
-def search_records(
-    conn: sqlite3.Connection,
-    user_id: str,
-    terms: Sequence[str],
-    *,
-    limit: int,
-    session_id: str | None = None,
-    before_seq: int | None = None,
-    include_memories: bool = True,
-) -> list[SearchHit]:
+def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchHit]:
     """:meth:`SearchIndex.search` on a plain connection (in a reader thread)."""
-    terms = [t for t in terms if WORD.search(t)]
-    limit = min(limit, MAX_LIMIT)
+    terms = [t for t in query.terms if WORD.search(t)]
+    limit = min(query.limit, MAX_LIMIT)
     if not terms or limit <= 0:
         return []
     # Twice the limit leaves room for the fork copies dropped below.
-    sql, params = search_sql(
-        user_id,
-        terms,
-        limit=limit * 2,
-        session_id=session_id,
-        before_seq=before_seq,
-        include_memories=include_memories,
-    )
+    sql, params = search_sql(replace(query, terms=terms, limit=limit * 2))
     hits: list[SearchHit] = []
     seen: set[tuple[str, float]] = set()
     for row in conn.execute(sql, params).fetchall():
@@ -207,22 +200,11 @@ class SearchIndex:
     ) -> list[SearchHit]:
         """Best matches of ``user_id``'s own records for any of ``terms``, best first.
 
-        With ``session_id`` and ``before_seq``, messages of that session from
-        ``before_seq`` on are left out (they are in the prompt window already);
-        other sessions' messages and memories stay in. Identical copies (a forked
+        See :class:`SearchQuery` for the window exclusion. Identical copies (a forked
         session repeats its parent's transcript) are returned once.
         """
-        return await self._db.read(
-            lambda conn: search_records(
-                conn,
-                user_id,
-                terms,
-                limit=limit,
-                session_id=session_id,
-                before_seq=before_seq,
-                include_memories=include_memories,
-            )
-        )
+        query = SearchQuery(user_id, terms, limit, session_id, before_seq, include_memories)
+        return await self._db.read(lambda conn: search_records(conn, query))
 
     async def optimize(self) -> None:
         """Merge all index segments into one, dropping deleted entries (after purges)."""

@@ -12,7 +12,7 @@ from picobot.kernel.keywords import extract_terms
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.search import SearchIndex, search_sql, user_token
+from picobot.store.search import SearchIndex, SearchQuery, search_sql, user_token
 from picobot.store.sessions import SessionRepo
 from picobot.store.terms import term_prefix
 
@@ -333,12 +333,14 @@ async def test_m005_rebuilds_an_m002_index_with_per_user_terms(tmp_path: Path) -
 
 async def test_query_plan_ranks_in_the_fts_index_and_joins_only_the_hits(db: Database) -> None:
     sql, params = search_sql(
-        ALICE,
-        ["pizza", "pasta"],
-        limit=10,
-        session_id="s",
-        before_seq=5,
-        include_memories=False,
+        SearchQuery(
+            ALICE,
+            ["pizza", "pasta"],
+            limit=10,
+            session_id="s",
+            before_seq=5,
+            include_memories=False,
+        )
     )
     plan = [str(row[3]) for row in await db.fetchall("EXPLAIN QUERY PLAN " + sql, params)]
     # M = the MATCH constraint is handed to FTS5; the source tables are only looked up

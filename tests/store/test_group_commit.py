@@ -41,15 +41,17 @@ async def rows(db: Database) -> dict[str, int]:
     return {str(r[0]): int(r[1]) for r in await db.fetchall("SELECT k, v FROM t")}
 
 
-def count_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def count_batches(monkeypatch: pytest.MonkeyPatch, runner: str = "_group_commit") -> list[int]:
+    """Record the size of every batch the thread-side ``runner`` of picobot.store.db runs."""
     sizes: list[int] = []
-    real = dbmod._group_commit
+    real = getattr(dbmod, runner)
 
     def traced(conn: sqlite3.Connection, fns: list[Any]) -> list[tuple[bool, Any]]:
         sizes.append(len(fns))
-        return real(conn, fns)
+        result: list[tuple[bool, Any]] = real(conn, fns)
+        return result
 
-    monkeypatch.setattr(dbmod, "_group_commit", traced)
+    monkeypatch.setattr(dbmod, runner, traced)
     return sizes
 
 
@@ -140,14 +142,7 @@ async def test_queued_reads_share_a_trip_and_fail_one_by_one(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await db.write(put("a", 1))
-    sizes: list[int] = []
-    real = dbmod._read_batch
-
-    def traced(conn: sqlite3.Connection, fns: list[Any]) -> list[tuple[bool, Any]]:
-        sizes.append(len(fns))
-        return real(conn, fns)
-
-    monkeypatch.setattr(dbmod, "_read_batch", traced)
+    sizes = count_batches(monkeypatch, "_read_batch")
 
     def value(conn: sqlite3.Connection) -> int:
         return int(conn.execute("SELECT v FROM t WHERE k = 'a'").fetchone()[0])
