@@ -34,13 +34,12 @@ import aiosqlite
 
 from picobot.errors import StoreUnavailable
 from picobot.store.terms import INDEX_TEXT_FUNCTION, index_text
+from picobot.store.threadwork import WriteFn, group_commit, read_batch
 
 log = logging.getLogger(__name__)
 
 Row = sqlite3.Row
 T = TypeVar("T")
-WriteFn = Callable[[sqlite3.Connection], Any]
-"""A function run in a database thread (a write, or a read)."""
 
 DEFAULT_READERS = 2
 """Reader connections (threads) of a :class:`Database`."""
@@ -284,7 +283,7 @@ class Database:
                 # (run a function in the connection's thread) is not public API; the
                 # version range in pyproject.toml is the one tested.
                 outcomes: list[tuple[bool, Any]] = await self._writer._execute(  # type: ignore[no-untyped-call]
-                    _group_commit, self._writer._conn, fns
+                    group_commit, self._writer._conn, fns
                 )
             except sqlite3.Error as exc:
                 error = StoreUnavailable(explain(exc, self.path))
@@ -364,7 +363,7 @@ class Database:
         try:
             # aiosqlite's _execute: see _run_batch.
             outcomes: list[tuple[bool, Any]] = await reader._execute(  # type: ignore[no-untyped-call]
-                _read_batch, reader._conn, [fn for fn, _ in batch]
+                read_batch, reader._conn, [fn for fn, _ in batch]
             )
         except BaseException as exc:
             outcomes = [(False, exc)] * len(batch)
@@ -387,53 +386,6 @@ class Database:
         """First row of a query, or None."""
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
-
-
-def _in_snapshot(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
-    """In a reader thread: ``fn`` inside BEGIN ... ROLLBACK, so all of it sees one snapshot."""
-    conn.execute("BEGIN")
-    try:
-        return fn(conn)
-    finally:
-        conn.execute("ROLLBACK")
-
-
-def _read_batch(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:
-    """In a reader thread: each function in its own snapshot; its result or exception."""
-    outcomes: list[tuple[bool, Any]] = []
-    for fn in fns:
-        try:
-            outcomes.append((True, _in_snapshot(conn, fn)))
-        except Exception as exc:
-            outcomes.append((False, exc))
-    return outcomes
-
-
-def _group_commit(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:
-    """In the writer thread: every function in one transaction, each in a SAVEPOINT.
-
-    Returns ``(True, result)`` or ``(False, exception)`` per function. Raises (after a
-    ROLLBACK) when the transaction cannot begin or commit: then nothing was written.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    outcomes: list[tuple[bool, Any]] = []
-    try:
-        for fn in fns:
-            conn.execute("SAVEPOINT w")
-            try:
-                result = fn(conn)
-            except Exception as exc:
-                conn.execute("ROLLBACK TO w")
-                outcomes.append((False, exc))
-            else:
-                outcomes.append((True, result))
-            conn.execute("RELEASE w")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return outcomes
 
 
 async def _pragma(conn: aiosqlite.Connection, pragma: str) -> list[Row]:

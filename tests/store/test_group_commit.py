@@ -41,7 +41,7 @@ async def rows(db: Database) -> dict[str, int]:
     return {str(r[0]): int(r[1]) for r in await db.fetchall("SELECT k, v FROM t")}
 
 
-def count_batches(monkeypatch: pytest.MonkeyPatch, runner: str = "_group_commit") -> list[int]:
+def count_batches(monkeypatch: pytest.MonkeyPatch, runner: str = "group_commit") -> list[int]:
     """Record the size of every batch the thread-side ``runner`` of picobot.store.db runs."""
     sizes: list[int] = []
     real = getattr(dbmod, runner)
@@ -142,7 +142,7 @@ async def test_queued_reads_share_a_trip_and_fail_one_by_one(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await db.write(put("a", 1))
-    sizes = count_batches(monkeypatch, "_read_batch")
+    sizes = count_batches(monkeypatch, "read_batch")
 
     def value(conn: sqlite3.Connection) -> int:
         return int(conn.execute("SELECT v FROM t WHERE k = 'a'").fetchone()[0])
