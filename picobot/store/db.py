@@ -114,6 +114,9 @@ class Database:
             await _pragma(writer, "wal_autocheckpoint=0")
             for _ in range(max(1, readers)):
                 conns.append(await _connect(path, busy_timeout_ms))
+                # Reads run inside BEGIN ... ROLLBACK: a write slipped in by mistake
+                # must fail loudly, not vanish with the rollback.
+                await _pragma(conns[-1], "query_only=ON")
         except sqlite3.Error as exc:
             for conn in (writer, *conns):
                 if conn is not None:

@@ -172,3 +172,9 @@ async def test_reads_after_close_are_a_clear_error(tmp_path: Path) -> None:
             assert "closed" in str(exc)
     with pytest.raises(StoreUnavailable, match="closed"):
         await db.fetchall("SELECT 1")
+
+
+async def test_a_write_sent_to_a_reader_fails_instead_of_being_rolled_back(db: Database) -> None:
+    with pytest.raises(StoreUnavailable):
+        await db.fetchall("INSERT INTO t (k, v) VALUES ('sneaky', 1) RETURNING k")
+    assert await rows(db) == {}
