@@ -29,6 +29,7 @@ import random
 import shutil
 import sqlite3
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ import numpy as np
 
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS
-from picobot.store.terms import register_functions
+from picobot.store.terms import index_text, register_functions
 
 GEN_VERSION = 1
 """Bump when the generator changes, so cached corpora are rebuilt."""
@@ -185,8 +186,14 @@ class TextGen:
 
 
 def cache_path(cache_dir: Path, scale: Scale, seed: int) -> Path:
-    """Where the corpus of ``scale`` and ``seed`` is cached."""
-    return cache_dir / f"corpus-{scale.name}-s{seed}-g{GEN_VERSION}-m{len(MIGRATIONS)}.db"
+    """Where the corpus of ``scale`` and ``seed`` is cached.
+
+    The key holds what changes the file: the generator, the schema (migration count)
+    and how the recall index writes a user's words (a change there needs a new file).
+    """
+    terms = zlib.crc32((index_text("probe", "word") or "").encode()) % 10_000
+    name = f"corpus-{scale.name}-s{seed}-g{GEN_VERSION}-m{len(MIGRATIONS)}-t{terms:04d}.db"
+    return cache_dir / name
 
 
 def ensure_corpus(cache_dir: Path, scale: Scale, seed: int, progress: Progress) -> Path:

@@ -13,8 +13,8 @@ Layout (migration ``m005_user_terms``):
   command must be fed the exact old values or it silently keeps the old tokens).
 - ``owner`` holds the user token (:func:`user_token`).
 - ``body`` holds the text as *user terms* (:func:`index_text`): every word carries a
-  six-hex-digit prefix derived from the owner (``"pizza"`` of one user is indexed as
-  ``"3f9a1cpizza"``), so each term's doclist holds one user's rows only. The original
+  six-digit prefix derived from the owner (``"pizza"`` of one user is indexed as
+  ``"304172pizza"``), so each term's doclist holds one user's rows only. The original
   text is read from ``messages`` / ``user_memories`` for the hits.
 - ``session_id``, ``seq_order``, ``created_at`` are UNINDEXED copies so the window
   exclusion needs no join. For a memory, ``created_at`` is its ``updated_at``.

@@ -30,8 +30,16 @@ INDEX_TEXT_FUNCTION = "picobot_index_text"
 
 
 def term_prefix(user_id: str) -> str:
-    """The six hex digits that start every indexed word of ``user_id`` (see module doc)."""
-    return hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).hexdigest()[:6]
+    """The six decimal digits that start every indexed word of ``user_id``.
+
+    Digits only: the Porter stemmer counts a word's vowel-consonant sequences, and a
+    leading run of digits (consonants to it) leaves that count, and so the stem, as it
+    is for the bare word; hex letters such as 'a' or 'e' would stem some words of some
+    users differently. A million buckets: users may share one, which only shares
+    doclists (the owner token keeps results apart).
+    """
+    digest = hashlib.sha256(user_id.encode("utf-8", "surrogatepass")).digest()
+    return f"{int.from_bytes(digest[:4], 'big') % 1_000_000:06d}"
 
 
 def index_text(user_id: str | None, text: str | None) -> str | None:

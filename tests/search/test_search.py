@@ -415,3 +415,15 @@ async def test_a_moved_session_is_searchable_with_the_new_owners_terms(db: Datab
     )
     assert rows is not None and rows[0] == 0
     await integrity_check(db)
+
+
+async def test_stemming_is_the_same_for_every_user(db: Database) -> None:
+    # "feed" keeps its stem unprefixed (no vowel-consonant sequence before "eed"); a
+    # prefix with letters in it could add one and make "feed" match "fee" for some users.
+    users = [f"ws:stem{i}" for i in range(40)]
+    for user in users:
+        sid = await new_session(db, user)
+        await MessageRepo(db).append(sid, "user", "the fee was paid", 4)
+    for user in users:
+        assert await SearchIndex(db).search(user, ["feed"]) == [], term_prefix(user)
+        assert len(await SearchIndex(db).search(user, ["fees"])) == 1
