@@ -135,7 +135,7 @@ class Database:
         return db
 
     async def close(self) -> None:
-        """Checkpoint the WAL and close both connections; a second call does nothing."""
+        """Finish accepted work, checkpoint the WAL, close every connection; idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -368,10 +368,15 @@ class Database:
             outcomes: list[tuple[bool, Any]] = await reader._execute(  # type: ignore[no-untyped-call]
                 read_batch, reader._conn, [fn for fn, _ in batch]
             )
-        except BaseException as exc:
+        except Exception as exc:
             outcomes = [(False, exc)] * len(batch)
-            if not isinstance(exc, Exception):
-                raise
+        except BaseException:  # cancelled (shutting down): nobody is left waiting quietly
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(
+                        StoreUnavailable(f"database {self.path}: read interrupted")
+                    )
+            raise
         finally:
             self._idle_readers.append(index)
             self._dispatch_reads()
