@@ -1,6 +1,6 @@
 """The baseline: the same SQL PicoBot runs, through plain ``sqlite3``, same pragmas.
 
-One synchronous connection with the pragmas of ``picobot.store.db._connect``
+One synchronous connection with the pragmas of ``picobot.store.connect.connect``
 (WAL, ``synchronous=NORMAL``, ``secure_delete=ON``, ``foreign_keys=ON``, busy timeout),
 issuing PicoBot's own statements (copied from the repositories, or built by the same
 ``search_sql``). What PicoBot adds on top (asyncio and the aiosqlite thread hop, row

@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from picobot.errors import StoreUnavailable
-from picobot.store.terms import INDEX_TEXT_FUNCTION, index_text
+from picobot.store.connect import connect, explain, pragma
 from picobot.store.threadwork import WriteFn, group_commit, read_batch
 
 log = logging.getLogger(__name__)
@@ -46,22 +46,6 @@ DEFAULT_READERS = 2
 
 MAX_BATCH = 128
 """Most write functions one group commit runs; bounds the time the write lock is held."""
-
-
-def explain(exc: sqlite3.Error, path: Path) -> str:
-    """Turn an SQLite error into one line an operator can act on."""
-    msg = str(exc).lower()
-    if "locked" in msg or "busy" in msg:
-        return f"database {path} is locked by another process; try again when it is free"
-    if "readonly" in msg or "read-only" in msg:
-        return f"database {path} is read-only; check the permissions of the data directory"
-    if "disk is full" in msg or "full" in msg:
-        return f"no space left for database {path}; free some disk space"
-    if "unable to open" in msg:
-        return f"cannot open database {path}; check that the data directory exists and is writable"
-    if "malformed" in msg or "not a database" in msg:
-        return f"database {path} is damaged or not a PicoBot database"
-    return f"database {path} error: {exc}"
 
 
 class Database:
@@ -106,17 +90,17 @@ class Database:
         writer = None
         conns: list[aiosqlite.Connection] = []
         try:
-            writer = await _connect(path, busy_timeout_ms)
-            await _pragma(writer, "journal_mode=WAL")
+            writer = await connect(path, busy_timeout_ms)
+            await pragma(writer, "journal_mode=WAL")
             # Checkpoints run in the background (checkpoint_passive), not inside a
             # commit: the automatic one made ~1% of writes take ~6 ms (see
             # docs/performance.md).
-            await _pragma(writer, "wal_autocheckpoint=0")
+            await pragma(writer, "wal_autocheckpoint=0")
             for _ in range(max(1, readers)):
-                conns.append(await _connect(path, busy_timeout_ms))
+                conns.append(await connect(path, busy_timeout_ms))
                 # Reads run inside BEGIN ... ROLLBACK: a write slipped in by mistake
                 # must fail loudly, not vanish with the rollback.
-                await _pragma(conns[-1], "query_only=ON")
+                await pragma(conns[-1], "query_only=ON")
         except sqlite3.Error as exc:
             for conn in (writer, *conns):
                 if conn is not None:
@@ -158,7 +142,7 @@ class Database:
             await self._maintenance.close()
         try:
             async with self._write_lock:
-                await _pragma(self._writer, "wal_checkpoint(TRUNCATE)")
+                await pragma(self._writer, "wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as exc:
             log.warning("WAL checkpoint on close failed: %s", explain(exc, self.path))
         finally:
@@ -174,9 +158,9 @@ class Database:
         if self._closed:
             return 0
         if self._maintenance is None:
-            self._maintenance = await _connect(self.path, self._busy_timeout_ms)
+            self._maintenance = await connect(self.path, self._busy_timeout_ms)
         try:
-            rows = await _pragma(self._maintenance, "wal_checkpoint(PASSIVE)")
+            rows = await pragma(self._maintenance, "wal_checkpoint(PASSIVE)")
         except sqlite3.Error as exc:
             raise StoreUnavailable(explain(exc, self.path)) from None
         if not rows:
@@ -195,7 +179,7 @@ class Database:
         """
         async with self._write_lock:
             try:
-                rows = await _pragma(self._writer, "wal_checkpoint(TRUNCATE)")
+                rows = await pragma(self._writer, "wal_checkpoint(TRUNCATE)")
             except sqlite3.Error as exc:
                 raise StoreUnavailable(explain(exc, self.path)) from None
         busy = int(rows[0][0]) if rows else 1
@@ -394,31 +378,3 @@ class Database:
         """First row of a query, or None."""
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
-
-
-async def _pragma(conn: aiosqlite.Connection, pragma: str) -> list[Row]:
-    """Run a PRAGMA and finalize its statement (an open one would hold a lock)."""
-    async with conn.execute(f"PRAGMA {pragma}") as cur:
-        return list(await cur.fetchall())
-
-
-async def _connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
-    # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction is exactly
-    # what transaction() says, not what the sqlite3 module guesses.
-    conn = await aiosqlite.connect(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
-    try:
-        conn.row_factory = sqlite3.Row
-        # The recall index's triggers compute its per-user terms with this function.
-        await conn.create_function(INDEX_TEXT_FUNCTION, 2, index_text, deterministic=True)
-        await _pragma(conn, f"busy_timeout={int(busy_timeout_ms)}")
-        await _pragma(conn, "foreign_keys=ON")
-        # Purged text must not survive in free space: zero every deleted cell and freed
-        # page instead of only unlinking it (see picobot.store.purge.erase_residue).
-        await _pragma(conn, "secure_delete=ON")
-        # NORMAL is durable against process crashes in WAL mode; only an OS crash or
-        # power loss can undo the last commits.
-        await _pragma(conn, "synchronous=NORMAL")
-    except BaseException:
-        await conn.close()
-        raise
-    return conn

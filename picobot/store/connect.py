@@ -1,0 +1,54 @@
+"""Opening one SQLite connection the PicoBot way, and explaining SQLite's errors."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import aiosqlite
+
+from picobot.store.terms import INDEX_TEXT_FUNCTION, index_text
+
+
+def explain(exc: sqlite3.Error, path: Path) -> str:
+    """Turn an SQLite error into one line an operator can act on."""
+    msg = str(exc).lower()
+    if "locked" in msg or "busy" in msg:
+        return f"database {path} is locked by another process; try again when it is free"
+    if "readonly" in msg or "read-only" in msg:
+        return f"database {path} is read-only; check the permissions of the data directory"
+    if "disk is full" in msg or "full" in msg:
+        return f"no space left for database {path}; free some disk space"
+    if "unable to open" in msg:
+        return f"cannot open database {path}; check that the data directory exists and is writable"
+    if "malformed" in msg or "not a database" in msg:
+        return f"database {path} is damaged or not a PicoBot database"
+    return f"database {path} error: {exc}"
+
+
+async def pragma(conn: aiosqlite.Connection, pragma: str) -> list[sqlite3.Row]:
+    """Run a PRAGMA and finalize its statement (an open one would hold a lock)."""
+    async with conn.execute(f"PRAGMA {pragma}") as cur:
+        return list(await cur.fetchall())
+
+
+async def connect(path: Path, busy_timeout_ms: int) -> aiosqlite.Connection:
+    # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction is exactly
+    # what transaction() says, not what the sqlite3 module guesses.
+    conn = await aiosqlite.connect(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
+    try:
+        conn.row_factory = sqlite3.Row
+        # The recall index's triggers compute its per-user terms with this function.
+        await conn.create_function(INDEX_TEXT_FUNCTION, 2, index_text, deterministic=True)
+        await pragma(conn, f"busy_timeout={int(busy_timeout_ms)}")
+        await pragma(conn, "foreign_keys=ON")
+        # Purged text must not survive in free space: zero every deleted cell and freed
+        # page instead of only unlinking it (see picobot.store.purge.erase_residue).
+        await pragma(conn, "secure_delete=ON")
+        # NORMAL is durable against process crashes in WAL mode; only an OS crash or
+        # power loss can undo the last commits.
+        await pragma(conn, "synchronous=NORMAL")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
