@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+P = TypeVar("P")
+R = TypeVar("R")
 
 
 def now_ns() -> int:
@@ -58,3 +61,50 @@ class Ticker:
         if done >= self._next or done == self._total:
             self._emit(f"  {self._label}: {done}/{self._total}")
             self._next = done + max(1, self._total // 10)
+
+
+class Paired:
+    """PicoBot and baseline samples taken alternately, on the same iteration.
+
+    Iteration ``i`` times both sides, PicoBot first on even ``i`` and the baseline first
+    on odd ones, so drift in the machine or the page cache hits both alike; the first
+    ``warmup`` iterations are not recorded.
+    """
+
+    def __init__(self, warmup: int) -> None:
+        self.warmup = warmup
+        self.pico_ns: list[int] = []
+        self.raw_ns: list[int] = []
+
+    async def measure(
+        self, i: int, pico: Callable[[], Awaitable[P]], raw: Callable[[], R]
+    ) -> tuple[P, R]:
+        """Run and time both sides once; their results."""
+        record = i >= self.warmup
+        if i % 2:
+            raw_result = self._timed(raw, record)
+        start = now_ns()
+        pico_result = await pico()
+        if record:
+            self.pico_ns.append(now_ns() - start)
+        if not i % 2:
+            raw_result = self._timed(raw, record)
+        return pico_result, raw_result
+
+    def _timed(self, raw: Callable[[], R], record: bool) -> R:
+        start = now_ns()
+        result = raw()
+        if record:
+            self.raw_ns.append(now_ns() - start)
+        return result
+
+    def summary(self) -> dict[str, Any]:
+        """Both distributions and the p50/p95/p99 ratios, PicoBot over baseline."""
+        pico, base = dist_ms(self.pico_ns), dist_ms(self.raw_ns)
+        return {
+            "picobot_ms": pico,
+            "raw_ms": base,
+            "p50_ratio": ratio(pico["p50"], base["p50"]),
+            "p95_ratio": ratio(pico["p95"], base["p95"]),
+            "p99_ratio": ratio(pico["p99"], base["p99"]),
+        }

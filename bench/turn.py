@@ -16,7 +16,8 @@ from bench.common import BenchContext
 from bench.corpus import user_id
 from bench.provider import InstantProvider
 from bench.raw import CURRENT, LAST, RawStore, RawTurn
-from bench.stats import Ticker, dist_ms, now_ns, ratio
+from bench.stats import Paired, Ticker
+from picobot.kernel.kernel import Kernel
 from picobot.kernel.keywords import extract_terms
 from picobot.kernel.memory_retriever import RECALL_CANDIDATES
 from picobot.messages import Identity, Inbound, OutboundKind
@@ -40,8 +41,7 @@ async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
     settings = ctx.settings()
     max_terms = settings.session.memory.recall_max_terms
     raw = RawStore(ctx.db_path)
-    pico_ns: list[int] = []
-    raw_ns: list[int] = []
+    pairs = Paired(plan.warmup)
     recalled = 0
     tick = Ticker("turn_overhead", total, ctx.progress)
     try:
@@ -57,30 +57,14 @@ async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
                     extract_terms(texts[i], max_terms),
                     time.time(),
                 )
-                for side in ("pico", "raw") if i % 2 == 0 else ("raw", "pico"):
-                    start = now_ns()
-                    if side == "pico":
-                        async for event in kernel.handle(inbound):
-                            if event.kind is OutboundKind.ERROR:
-                                raise RuntimeError(f"turn failed: {event.text}")
-                        elapsed = now_ns() - start
-                    else:
-                        recalled += raw.turn(raw_turn)
-                        elapsed = now_ns() - start
-                    if i >= plan.warmup:
-                        (pico_ns if side == "pico" else raw_ns).append(elapsed)
+                _, hits = await pairs.measure(
+                    i, partial(_kernel_turn, kernel, inbound), partial(raw.turn, raw_turn)
+                )
+                recalled += hits
                 tick.step(i + 1)
     finally:
         raw.close()
-    pico, base = dist_ms(pico_ns), dist_ms(raw_ns)
-    return {
-        "picobot_ms": pico,
-        "raw_ms": base,
-        "p50_ratio": ratio(pico["p50"], base["p50"]),
-        "p95_ratio": ratio(pico["p95"], base["p95"]),
-        "p99_ratio": ratio(pico["p99"], base["p99"]),
-        "recall_hits_per_turn": round(recalled / total, 2),
-    }
+    return {**pairs.summary(), "recall_hits_per_turn": round(recalled / total, 2)}
 
 
 async def recall_search(ctx: BenchContext) -> dict[str, Any]:
@@ -95,8 +79,7 @@ async def recall_search(ctx: BenchContext) -> dict[str, Any]:
     users = ctx.users(total)
     texts = ctx.gen.texts_for(users)
     raw = RawStore(ctx.db_path)
-    pico_ns: list[int] = []
-    raw_ns: list[int] = []
+    pairs = Paired(plan.warmup)
     hits = n_terms = 0
     tick = Ticker("recall_search", total, ctx.progress)
     try:
@@ -124,26 +107,23 @@ async def recall_search(ctx: BenchContext) -> dict[str, Any]:
                 )
                 # search_records asks for twice its limit (room for dropped fork copies).
                 sql, params = search_sql(replace(query, limit=RECALL_CANDIDATES * 2))
-                for side in ("pico", "raw") if i % 2 == 0 else ("raw", "pico"):
-                    start = now_ns()
-                    if side == "pico":
-                        found = await db.read(partial(search_records, query=query))
-                        elapsed = now_ns() - start
-                        hits += len(found)
-                    else:
-                        raw.query(sql, params)
-                        elapsed = now_ns() - start
-                    if i >= plan.warmup:
-                        (pico_ns if side == "pico" else raw_ns).append(elapsed)
+                found, _ = await pairs.measure(
+                    i,
+                    partial(db.read, partial(search_records, query=query)),
+                    partial(raw.query, sql, params),
+                )
+                hits += len(found)
                 tick.step(i + 1)
     finally:
         raw.close()
-    pico, base = dist_ms(pico_ns), dist_ms(raw_ns)
     return {
-        "picobot_ms": pico,
-        "raw_ms": base,
-        "p50_ratio": ratio(pico["p50"], base["p50"]),
-        "p95_ratio": ratio(pico["p95"], base["p95"]),
+        **pairs.summary(),
         "hits_per_query": round(hits / max(1, total), 2),
         "terms_per_query": round(n_terms / max(1, total), 2),
     }
+
+
+async def _kernel_turn(kernel: Kernel, inbound: Inbound) -> None:
+    async for event in kernel.handle(inbound):
+        if event.kind is OutboundKind.ERROR:
+            raise RuntimeError(f"turn failed: {event.text}")
