@@ -23,8 +23,7 @@ from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.privacy.controller import Actor, PrivacyController, UserScope
 from picobot.runtime import build_kernel, open_database
 from picobot.store.db import Database
-from picobot.store.purge import PurgeStore
-from picobot.store.search import SearchIndex
+from picobot.store.purge import PurgeStore, erase_residue
 
 
 class _Chatter:
@@ -61,18 +60,7 @@ async def _timed_purge(db: Database, victim: str, phases: dict[str, float]) -> i
     await controller.authorize(plan.scope, actor)
     counts = await PurgeStore(db).delete_user(victim)
     phases["delete_rows_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    await SearchIndex(db).optimize()
-    phases["fts_optimize_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    await db.vacuum()
-    phases["vacuum_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    await db.checkpoint_passive()
-    phases["checkpoint_passive_s"] = time.perf_counter() - t
-    t = time.perf_counter()
-    await db.checkpoint()
-    phases["checkpoint_s"] = time.perf_counter() - t
+    await erase_residue(db, timings=phases)
     return counts.messages
 
 

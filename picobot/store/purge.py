@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -353,7 +354,9 @@ async def _scalar(conn: aiosqlite.Connection, sql: str, keys: str) -> int:
     return int(row[0]) if row else 0
 
 
-async def erase_residue(db: Database, *, vacuum: bool = True) -> None:
+async def erase_residue(
+    db: Database, *, vacuum: bool = True, timings: dict[str, float] | None = None
+) -> None:
     """Make deleted text unrecoverable from every file of the database.
 
     Call after a purge or retention sweep, outside any transaction. Each place that
@@ -374,11 +377,19 @@ async def erase_residue(db: Database, *, vacuum: bool = True) -> None:
       until a checkpoint; a TRUNCATE checkpoint copies the current pages into the
       database file and cuts the WAL to 0 bytes. Raises StoreUnavailable when a
       reader (possibly another process) kept it from finishing.
+
+    ``timings``, when given, receives each step's duration in seconds (the bench).
     """
-    await SearchIndex(db).optimize()
+    steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        ("fts_optimize_s", SearchIndex(db).optimize)
+    ]
     if vacuum:
-        await db.vacuum()
+        steps.append(("vacuum_s", db.vacuum))
     # Copy what it can without the writer lock first (the VACUUM put the whole file in
     # the WAL); the TRUNCATE, which holds the lock, then has only the rest to do.
-    await db.checkpoint_passive()
-    await db.checkpoint()
+    steps += [("checkpoint_passive_s", db.checkpoint_passive), ("checkpoint_s", db.checkpoint)]
+    for name, step in steps:
+        started = time.perf_counter()
+        await step()
+        if timings is not None:
+            timings[name] = time.perf_counter() - started

@@ -15,7 +15,7 @@ import pytest
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
-from picobot.store.purge import PurgeCounts, PurgeStore
+from picobot.store.purge import PurgeCounts, PurgeStore, erase_residue
 from picobot.store.search import SearchIndex, user_token
 from picobot.store.summaries import SummaryRepo
 from picobot.store.tool_records import ToolRecordRepo
@@ -295,3 +295,13 @@ async def test_big_purge_runs_in_batches_and_lets_other_writers_in(
     chat_turns = [i for i, name in enumerate(events) if name == "chat"]
     assert chat_turns and all(purge[0] < i < purge[-1] for i in chat_turns)
     assert await MessageRepo(db).count("b1") == 3
+
+
+async def test_erase_residue_reports_each_step_it_ran(db: Database) -> None:
+    timings: dict[str, float] = {}
+    await erase_residue(db, timings=timings)
+    assert list(timings) == ["fts_optimize_s", "vacuum_s", "checkpoint_passive_s", "checkpoint_s"]
+    assert all(t >= 0 for t in timings.values())
+    skipped: dict[str, float] = {}
+    await erase_residue(db, vacuum=False, timings=skipped)
+    assert "vacuum_s" not in skipped
