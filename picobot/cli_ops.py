@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from picobot.config import Settings, load_settings
 
 if TYPE_CHECKING:
-    from picobot.tasks.retention import RetentionReport, TaskRun
+    from picobot.tasks.retention import ErasureState, RetentionReport, TaskRun
 
 EXIT_OK = 0
 
@@ -99,7 +99,7 @@ def format_report(report: RetentionReport, max_age_days: float) -> list[str]:
     return [
         f"{title}: cutoff {format_ts(report.cutoff)} ({max_age_days:g} days ago)",
         f"  {verb}: {report.counts.describe()}",
-        f"  took {report.duration_secs:.2f}s",
+        f"  took {report.duration_secs:.2f}s" + (", residue erased" if report.erased else ""),
     ]
 
 
@@ -116,6 +116,7 @@ class StoreStatus:
     messages: int
     memories: int
     retention: TaskRun | None
+    erasure: ErasureState | None = None
 
 
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
@@ -140,7 +141,7 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
 async def _status(settings: Settings) -> StoreStatus:
     from picobot.runtime import open_database
     from picobot.store.migrations import MIGRATIONS, applied_versions
-    from picobot.tasks.retention import TASK_NAME, last_run
+    from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
 
     async with open_database(settings) as db:
         versions = await applied_versions(db)
@@ -156,6 +157,7 @@ async def _status(settings: Settings) -> StoreStatus:
             messages=int(row[1]),
             memories=int(row[2]),
             retention=await last_run(db, TASK_NAME),
+            erasure=await erasure_state(db, settings.session.retention.erase_interval_secs),
         )
 
 
@@ -180,6 +182,12 @@ def format_status(status: StoreStatus, interval_secs: float, now: float) -> list
         lines.append(f"retention: last run {format_ts(run.last_finished_at)}, {outcome}")
     if run.unfinished:
         lines.append(f"retention: a run started {format_ts(run.last_started_at)} has not finished")
+    erasure = status.erasure
+    if erasure is not None and erasure.waiting_since is not None and erasure.due is not None:
+        lines.append(
+            f"retention: rows deleted since {format_ts(erasure.waiting_since)} leave residue"
+            f" until the first run from {format_ts(erasure.due)} erases it"
+        )
     last = max(run.last_started_at, run.last_finished_at or 0.0)
     if run.ok is False:
         lines.append("warning: the last retention run failed; see the error above and the log")

@@ -90,6 +90,8 @@ class RetentionSettings(Section):
     """Conversation data older than this many days is deleted."""
     cleanup_interval_secs: int = Field(default=3600, ge=1)
     """How often the retention task runs."""
+    erase_interval_secs: int = Field(default=86_400, ge=0)
+    """Least time between two erasures of what retention deleted (0: after every run)."""
 
 
 class MemorySettings(Section):

@@ -144,6 +144,7 @@ async def open_runtime(
             max_age_days=settings.session.retention.max_age_days,
             batch_size=settings.privacy.retention_batch_size,
             clock=kernel.clock,
+            erase_interval_secs=settings.session.retention.erase_interval_secs,
         )
         tasks.every(
             "retention",

@@ -149,8 +149,26 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "Retention": _obj(
         {
-            "config": _obj({"max_age_days": INT, "cleanup_interval_secs": INT, "batch_size": INT}),
+            "config": _obj(
+                {
+                    "max_age_days": INT,
+                    "cleanup_interval_secs": INT,
+                    "erase_interval_secs": INT,
+                    "batch_size": INT,
+                }
+            ),
             "last_run": {"oneOf": [{"type": "null"}, _ref("RetentionRun")]},
+            "erasure": {
+                **_obj(
+                    {
+                        "last_erased_at": NTIME,
+                        "residue_waiting_since": NTIME,
+                        "erase_due": NTIME,
+                    }
+                ),
+                "description": "Rows deleted by retention are gone at once; the rewrite"
+                " that erases their leftover bytes runs at most every erase_interval_secs.",
+            },
             "scheduled": {"type": "boolean"},
             "cutoff": TIME,
             "expired_now": _ref("PurgeCounts"),

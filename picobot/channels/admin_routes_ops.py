@@ -39,7 +39,7 @@ from picobot.privacy.controller import (
 from picobot.store.db import Database
 from picobot.store.purge import PurgeStore
 from picobot.store.sessions import SessionRepo
-from picobot.tasks.retention import TASK_NAME, last_run
+from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,7 @@ class OpsRoutes:
         query(request, frozenset())
         cfg = self._settings.session.retention
         run = await last_run(self._db, TASK_NAME)
+        erasure = await erasure_state(self._db, cfg.erase_interval_secs)
         cutoff = self._clock() - cfg.max_age_days * DAY
         expired = await PurgeStore(self._db).count_older(cutoff)
         last: dict[str, Any] | None = None
@@ -101,9 +102,15 @@ class OpsRoutes:
                 "config": {
                     "max_age_days": cfg.max_age_days,
                     "cleanup_interval_secs": cfg.cleanup_interval_secs,
+                    "erase_interval_secs": cfg.erase_interval_secs,
                     "batch_size": self._settings.privacy.retention_batch_size,
                 },
                 "last_run": last,
+                "erasure": {
+                    "last_erased_at": iso(erasure.last_erased_at),
+                    "residue_waiting_since": iso(erasure.waiting_since),
+                    "erase_due": iso(erasure.due),
+                },
                 "scheduled": TASK_NAME in self._tasks.status(),
                 "cutoff": iso(cutoff),
                 "expired_now": counts_json(expired),

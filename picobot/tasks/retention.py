@@ -7,6 +7,13 @@ summaries and empty sessions in small transactions (:mod:`picobot.store.purge`),
 makes the deleted text unrecoverable (:func:`~picobot.store.purge.erase_residue`).
 Explicit user memories are never touched.
 
+The erasure rewrites the whole index and file and stalls every writer meanwhile
+(seconds per GB), so a sweep runs it at most once per ``erase_interval_secs``: the
+rows of a sweep in between are gone from every query at once, and their leftover bytes
+wait for the next erasure, at most that interval plus one run interval later. The
+``task_runs`` row ``retention-erase`` keeps the time of the last erasure and, when a
+sweep deferred it, since when residue has been waiting.
+
 Every real run is recorded in the ``task_runs`` table (migration m003): start, end,
 ok, a one-line result or the error. The supervisor's JobStatus is lost on restart;
 this row is not, so ``picobot status`` can show a retention job that has been failing
@@ -30,6 +37,12 @@ log = logging.getLogger(__name__)
 DAY_SECS = 86_400.0
 TASK_NAME = "retention"
 """Name of the retention job, in the supervisor and in ``task_runs``."""
+ERASE_TASK_NAME = "retention-erase"
+"""The ``task_runs`` row of retention's erasure: ``last_finished_at`` is the last
+erasure; with result :data:`RESIDUE_WAITING`, ``last_started_at`` is since when swept
+rows have left residue waiting for the next one."""
+RESIDUE_ERASED = "erased"
+RESIDUE_WAITING = "residue waiting"
 
 _MAX_ERROR = 300
 
@@ -48,13 +61,22 @@ class RetentionReport:
     counts: PurgeCounts
     duration_secs: float
     dry_run: bool
+    erased: bool = False
+    """Whether this run erased the residue of deleted rows (the index and file rewrite)."""
+    erase_due: float | None = None
+    """When residue is left waiting: the time from which the next run erases it."""
 
     def __str__(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
-        return (
+        text = (
             f"{verb} {self.counts.describe()} older than {format_ts(self.cutoff)}"
             f" in {self.duration_secs:.2f}s"
         )
+        if self.erased:
+            text += ", residue erased"
+        elif self.erase_due is not None:
+            text += f", residue to be erased from {format_ts(self.erase_due)}"
+        return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +141,28 @@ async def last_run(db: Database, name: str) -> TaskRun | None:
     return None if row is None else _task_run(row)
 
 
+@dataclass(frozen=True, slots=True)
+class ErasureState:
+    """Where retention's erasure stands (``picobot status``, the admin API)."""
+
+    last_erased_at: float | None
+    waiting_since: float | None
+    """Since when rows deleted by retention have left residue, or None if none waits."""
+    due: float | None
+    """From when the next retention run erases the waiting residue."""
+
+
+async def erasure_state(db: Database, erase_interval_secs: float) -> ErasureState:
+    """The recorded state of retention's erasure (see :data:`ERASE_TASK_NAME`)."""
+    run = await last_run(db, ERASE_TASK_NAME)
+    if run is None:
+        return ErasureState(None, None, None)
+    last = run.last_finished_at
+    if run.result != RESIDUE_WAITING or last is None:
+        return ErasureState(last, None, None)
+    return ErasureState(last, run.last_started_at, last + erase_interval_secs)
+
+
 def _real(value: float | None) -> float | None:
     return None if value is None else float(value)
 
@@ -139,7 +183,8 @@ class RetentionTask:
 
     ``clock`` gives the current epoch time (tests move it). ``vacuum`` is passed to
     :func:`erase_residue`; turning it off leaves stale bytes of deleted rows possible in
-    page free space (see there).
+    page free space (see there). ``erase_interval_secs`` is the least time between two
+    erasures (0: after every sweep that deleted something; ``picobot retention run``).
     """
 
     def __init__(
@@ -150,17 +195,21 @@ class RetentionTask:
         batch_size: int = DEFAULT_BATCH_SIZE,
         clock: Callable[[], float] = time.time,
         vacuum: bool = True,
+        erase_interval_secs: float = 0.0,
     ) -> None:
         if max_age_days <= 0:
             raise ValueError(f"max_age_days must be positive, got {max_age_days}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if erase_interval_secs < 0:
+            raise ValueError(f"erase_interval_secs must be >= 0, got {erase_interval_secs}")
         self._db = db
         self._purge = PurgeStore(db)
         self._max_age_secs = max_age_days * DAY_SECS
         self._batch_size = batch_size
         self._clock = clock
         self._vacuum = vacuum
+        self._erase_interval = erase_interval_secs
 
     def cutoff(self) -> float:
         """The current cutoff: data created before it has expired."""
@@ -184,16 +233,14 @@ class RetentionTask:
             previous = await last_run(self._db, TASK_NAME)
             await record_start(self._db, TASK_NAME, started)
             counts = await self._purge.delete_older(cutoff, batch_size=self._batch_size)
-            # Erasing rewrites the index and the file, so it is skipped when nothing was
-            # deleted, unless the previous run may have left residue behind (it failed,
-            # was killed, or never ran: data deleted before secure_delete was on).
-            if counts.total or previous is None or not previous.ok or previous.unfinished:
-                await erase_residue(self._db, vacuum=self._vacuum)
+            erased, due = await self._erase(previous, counts, started)
         except Exception as exc:
             log.exception("retention failed after %.2fs", time.monotonic() - t0)
             await self._record_failure(started, exc)
             raise
-        report = RetentionReport(cutoff, counts, time.monotonic() - t0, dry_run=False)
+        report = RetentionReport(
+            cutoff, counts, time.monotonic() - t0, dry_run=False, erased=erased, erase_due=due
+        )
         await record_run(
             self._db,
             TASK_NAME,
@@ -205,6 +252,42 @@ class RetentionTask:
         observe_retention(self._clock(), counts.total)
         log.info("retention: %s", report)
         return report
+
+    async def _erase(
+        self, previous: TaskRun | None, counts: PurgeCounts, now: float
+    ) -> tuple[bool, float | None]:
+        """Erase residue if some is waiting and the interval has passed since the last
+        erasure; returns (erased, when the waiting residue is due for erasure)."""
+        state = await erasure_state(self._db, self._erase_interval)
+        last = state.last_erased_at
+        waiting = counts.total > 0 or state.waiting_since is not None
+        # A previous run that failed, was killed or never ran may have left residue.
+        suspect = previous is None or not previous.ok or previous.unfinished
+        if suspect or (waiting and (last is None or now - last >= self._erase_interval)):
+            await erase_residue(self._db, vacuum=self._vacuum)
+            await record_run(
+                self._db,
+                ERASE_TASK_NAME,
+                started_at=now,
+                finished_at=self._clock(),
+                ok=True,
+                result=RESIDUE_ERASED,
+            )
+            return True, None
+        if not waiting:
+            return False, None
+        assert last is not None  # deferring needs an earlier erasure
+        if state.waiting_since is None:
+            # last_started_at becomes "residue waiting since"; the last erasure stays.
+            await record_run(
+                self._db,
+                ERASE_TASK_NAME,
+                started_at=now,
+                finished_at=last,
+                ok=True,
+                result=RESIDUE_WAITING,
+            )
+        return False, last + self._erase_interval
 
     async def _record_failure(self, started: float, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"

@@ -36,7 +36,12 @@ from picobot.metrics import METRICS, PicobotMetrics
 from picobot.privacy.export import count_user_data
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.memories import MemoryRepo
-from picobot.tasks.retention import RetentionTask, record_run
+from picobot.tasks.retention import (
+    ERASE_TASK_NAME,
+    RESIDUE_WAITING,
+    RetentionTask,
+    record_run,
+)
 from tests.exposition import parse_exposition, sample
 
 KEY_A = "admin-key-A-0123456789"
@@ -513,6 +518,7 @@ async def test_retention_config_last_run_and_expired_now(chatted: Api) -> None:
     assert before["config"] == {
         "max_age_days": 90,
         "cleanup_interval_secs": 3600,
+        "erase_interval_secs": 86_400,
         "batch_size": 500,
     }
     assert before["scheduled"] is True  # the runtime runs the retention job
@@ -531,8 +537,31 @@ async def test_retention_config_last_run_and_expired_now(chatted: Api) -> None:
         chatted.clock.now
     )
     assert "6 messages" in run["result"]
-    assert report.counts.messages == 6
+    assert report.counts.messages == 6 and report.erased
     assert after["expired_now"]["total"] == 0
+    erased = after["erasure"]
+    assert datetime.fromisoformat(erased["last_erased_at"]).timestamp() == pytest.approx(
+        chatted.clock.now
+    )
+    assert erased["residue_waiting_since"] is None and erased["erase_due"] is None
+
+
+async def test_retention_shows_residue_waiting_for_its_erasure(chatted: Api) -> None:
+    now = chatted.clock.now
+    await record_run(
+        chatted.runtime.db,
+        ERASE_TASK_NAME,
+        started_at=now - 600,
+        finished_at=now - 3600,
+        ok=True,
+        result=RESIDUE_WAITING,
+    )
+    got = (await chatted.call("GET", "/api/v1/retention", schema="Retention"))["erasure"]
+    assert {k: datetime.fromisoformat(v).timestamp() for k, v in got.items()} == {
+        "last_erased_at": pytest.approx(now - 3600),
+        "residue_waiting_since": pytest.approx(now - 600),
+        "erase_due": pytest.approx(now - 3600 + 86_400),
+    }
 
 
 async def test_retention_shows_a_failed_run(chatted: Api) -> None:

@@ -22,7 +22,16 @@ from picobot.store.purge import PurgeCounts, PurgeStore, erase_residue
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks import retention as retention_module
-from picobot.tasks.retention import TASK_NAME, RetentionTask, last_run, record_run
+from picobot.tasks.retention import (
+    ERASE_TASK_NAME,
+    TASK_NAME,
+    ErasureState,
+    RetentionReport,
+    RetentionTask,
+    erasure_state,
+    last_run,
+    record_run,
+)
 from picobot.tasks.supervisor import TaskSupervisor
 from tests.privacy.test_erasure import new_marker, scan, wal_size
 from tests.privacy.test_purge_store import (
@@ -302,6 +311,80 @@ async def test_erase_runs_when_needed_and_is_skipped_otherwise(
     assert len(erased) == 3
 
 
+async def test_the_erasure_waits_for_its_interval_and_then_runs(
+    db: Database, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    erasures: list[float] = []
+
+    async def spy(database: Database, *, vacuum: bool = True) -> None:
+        erasures.append(clock.now)
+        await erase_residue(database, vacuum=vacuum)
+
+    monkeypatch.setattr(retention_module, "erase_residue", spy)
+    hour = 3600.0
+
+    async def run(at: float) -> RetentionReport:
+        clock.now = at
+        sweep = RetentionTask(db, max_age_days=90, clock=clock, erase_interval_secs=24 * hour)
+        return await sweep.run()
+
+    assert (await run(T0)).erased  # the first run ever erases
+    await add_session(db, ALICE, "s", at=ago(100))
+    await add_message(db, "s", "expired pelican", at=ago(100))
+    first = await run(T0 + hour)
+    assert first.counts.messages == 1 and not first.erased
+    assert first.erase_due == T0 + 24 * hour
+    assert "residue to be erased from" in str(first)
+    # The rows are gone from every query at once; only the rewrite waits.
+    assert await SearchIndex(db).search(ALICE, ["pelican"]) == []
+    assert (await erasure_state(db, 24 * hour)).waiting_since == T0 + hour
+    await add_session(db, BOB, "t", at=ago(100))
+    await add_message(db, "t", "expired too", at=ago(100))
+    second = await run(T0 + 2 * hour)
+    assert second.counts.messages == 1 and second.erase_due == T0 + 24 * hour
+    state = await erasure_state(db, 24 * hour)
+    assert state.waiting_since == T0 + hour  # the oldest residue sets the deadline
+    assert erasures == [T0]
+    # Nothing new expires, but residue has waited the interval: this run erases it.
+    due = await run(T0 + 24 * hour)
+    assert due.counts.total == 0 and due.erased and erasures == [T0, T0 + 24 * hour]
+    assert await erasure_state(db, 24 * hour) == ErasureState(T0 + 24 * hour, None, None)
+    assert not (await run(T0 + 25 * hour)).erased  # nothing waits: no rewrite
+    # A run that failed may have deleted rows without recording residue: erase anyway.
+    await record_run(db, TASK_NAME, started_at=clock.now, finished_at=clock.now, ok=False)
+    assert (await run(T0 + 26 * hour)).erased
+    with pytest.raises(ValueError, match="erase_interval_secs"):
+        RetentionTask(db, max_age_days=90, erase_interval_secs=-1)
+
+
+@pytest.mark.parametrize("interval", [86_400, 0])
+async def test_the_server_erases_on_its_configured_interval(tmp_path: Path, interval: int) -> None:
+    from picobot.config import Settings
+    from picobot.llm.scripted import ScriptedProvider
+    from picobot.runtime import open_runtime
+
+    data = tmp_path / "data"
+    now = time.time()
+    db = await Database.open(data / "conversations.db")
+    try:
+        for name in (TASK_NAME, ERASE_TASK_NAME):  # a clean run and erasure a minute ago
+            await record_run(db, name, started_at=now - 60, finished_at=now - 60, ok=True)
+        await add_session(db, ALICE, "s", at=now - 100 * DAY)
+        await add_message(db, "s", "expired", at=now - 100 * DAY)
+    finally:
+        await db.close()
+    retention = {"erase_interval_secs": interval} if interval != 86_400 else {}
+    cfg = Settings(data={"dir": str(data)}, session={"retention": retention})
+    async with open_runtime(cfg, provider=ScriptedProvider()) as rt:
+        await rt.tasks.job(TASK_NAME).wait_runs(1)  # the run at start-up
+        state = await erasure_state(rt.db, interval)
+    if interval:
+        assert state.waiting_since is not None and state.due == pytest.approx(now - 60 + interval)
+    else:
+        assert state.waiting_since is None and state.last_erased_at is not None
+        assert state.last_erased_at > now
+
+
 async def test_expired_text_is_erased_from_every_file(db: Database, clock: Clock) -> None:
     import random
 
@@ -319,11 +402,11 @@ async def test_expired_text_is_erased_from_every_file(db: Database, clock: Clock
     assert set(scan(db.path.parent, old)) == set(old)
 
     await task(db, clock, batch_size=3).run()
-    # The scan covers the WAL too, which holds only the run record written after the
-    # erase (one page of task_runs).
+    # The scan covers the WAL too, which holds only the erase and run records written
+    # after the erase (task_runs pages).
     assert scan(db.path.parent, old) == {}
     assert set(scan(db.path.parent, new)) == set(new)
-    assert wal_size(db) <= 32 + 2 * (24 + 4096)
+    assert wal_size(db) <= 32 + 3 * (24 + 4096)
     await integrity_ok(db)
 
 
@@ -349,14 +432,14 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "state"
 
 
-def seed_old_data(data_dir: Path) -> None:
+def seed_old_data(data_dir: Path, sid: str = "s") -> None:
     async def seed() -> None:
         db = await Database.open(data_dir / "conversations.db")
         try:
             now = time.time()
-            await add_session(db, ALICE, "s", at=now - 100 * DAY)
-            await add_message(db, "s", "old", at=now - 100 * DAY)
-            await add_message(db, "s", "new", at=now - DAY)
+            await add_session(db, ALICE, sid, at=now - 100 * DAY)
+            await add_message(db, sid, "old", at=now - 100 * DAY)
+            await add_message(db, sid, "new", at=now - DAY)
             await add_memory(db, ALICE, "food", "pizza")
         finally:
             await db.close()
@@ -375,8 +458,14 @@ def test_cli_retention_run_and_dry_run(data_dir: Path, capsys: pytest.CaptureFix
     assert run_cli("retention", "run") == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1] == "  deleted: 1 message, 1 index entry"
+    assert out[2].endswith(", residue erased")
     assert run_cli("retention", "run") == 0
-    assert "deleted: nothing" in capsys.readouterr().out
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "  deleted: nothing" and not out[2].endswith("erased")
+    # A manual run erases what it deleted at once, however recent the last erasure.
+    seed_old_data(data_dir, "s2")
+    assert run_cli("retention", "run") == 0
+    assert capsys.readouterr().out.splitlines()[2].endswith(", residue erased")
 
 
 def test_cli_never_creates_a_database(data_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -426,6 +515,11 @@ def test_status_warns_about_stale_failed_and_unfinished_runs() -> None:
     out = lines(failed, T0 + 10)
     assert out[0].endswith("FAILED, RuntimeError: disk on fire")
     assert out[1].startswith("warning: the last retention run failed")
+    waiting = StoreStatus(3, 3, 1, 2, 3, ok, ErasureState(T0, T0 + 60, T0 + 86_400))
+    assert format_status(waiting, 3600, T0 + 120)[5:] == [
+        "retention: rows deleted since 2023-11-14 22:14:20Z leave residue until the first"
+        " run from 2023-11-15 22:13:20Z erases it"
+    ]
     killed = TaskRun(TASK_NAME, T0 + 100, T0 + 5, True, "deleted ...", None)
     assert "has not finished" in lines(killed, T0 + 200)[1]
     assert lines(killed, T0 + 100 + 7300)[-1].startswith("warning: retention last ran")
