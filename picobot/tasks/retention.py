@@ -265,29 +265,20 @@ class RetentionTask:
         suspect = previous is None or not previous.ok or previous.unfinished
         if suspect or (waiting and (last is None or now - last >= self._erase_interval)):
             await erase_residue(self._db, vacuum=self._vacuum)
-            await record_run(
-                self._db,
-                ERASE_TASK_NAME,
-                started_at=now,
-                finished_at=self._clock(),
-                ok=True,
-                result=RESIDUE_ERASED,
-            )
+            await self._record_erasure(now, self._clock(), RESIDUE_ERASED)
             return True, None
         if not waiting:
             return False, None
         assert last is not None  # deferring needs an earlier erasure
         if state.waiting_since is None:
             # last_started_at becomes "residue waiting since"; the last erasure stays.
-            await record_run(
-                self._db,
-                ERASE_TASK_NAME,
-                started_at=now,
-                finished_at=last,
-                ok=True,
-                result=RESIDUE_WAITING,
-            )
+            await self._record_erasure(now, last, RESIDUE_WAITING)
         return False, last + self._erase_interval
+
+    async def _record_erasure(self, since: float, erased: float, result: str) -> None:
+        await record_run(
+            self._db, ERASE_TASK_NAME, started_at=since, finished_at=erased, ok=True, result=result
+        )
 
     async def _record_failure(self, started: float, exc: Exception) -> None:
         error = f"{type(exc).__name__}: {exc}"
