@@ -19,12 +19,16 @@ Layout (migration ``m005_user_terms``):
 - ``session_id``, ``seq_order``, ``created_at`` are UNINDEXED copies so the window
   exclusion needs no join. For a memory, ``created_at`` is its ``updated_at``.
 
-Scoping: every query is ``owner:"TOKEN" AND body:(prefixed terms)``. The prefixes make
-the work per query proportional to the user's own rows, not to the whole corpus: with a
-shared vocabulary, FTS5 read every user's occurrences of a word (and bm25 counted them)
-to keep one user's, and recall at 1M messages cost 4-5x what it did at 100k (see
-docs/performance.md). The prefix is a hash, so two users may share one; the ``owner``
-token (injective) is what keeps users apart, the prefix only keeps doclists short.
+Scoping: every query is ``MATCH 'body:(prefixed terms)' AND owner = 'TOKEN'`` in one
+statement. The prefixes make the work per query proportional to the user's own rows,
+not to the whole corpus: with a shared vocabulary, FTS5 read every user's occurrences of
+a word (and bm25 counted them) to keep one user's, and recall at 1M messages cost 4-5x
+what it did at 100k (see docs/performance.md). The prefix is a hash, so two users may
+share one; the ``owner`` column (an injective token) is what keeps users apart, the
+prefix only keeps doclists short. The owner is compared, not matched: as a MATCH
+phrase (:func:`fts_query`, kept for tools) it made bm25 walk the user's whole doclist
+to weigh a column whose weight is 0, 27% of the query at 100k and 42% at 1M, for the
+same rows and scores.
 
 The triggers compute ``body`` with the SQL function ``picobot_index_text`` that
 :func:`register_functions` installs on every PicoBot connection. Deletes need no
@@ -101,13 +105,15 @@ def user_token(user_id: str) -> str:
     return "u" + user_id.encode("utf-8").hex() + "x"
 
 
-def fts_query(user_id: str, terms: Sequence[str]) -> str:
-    """A MATCH expression: rows of ``user_id`` containing any of ``terms``.
+def body_query(user_id: str, terms: Sequence[str]) -> str:
+    """A MATCH expression: rows in ``user_id``'s prefix bucket containing any of ``terms``.
 
-    Each term becomes one quoted phrase of its prefixed words, so nothing in user text
-    (``NEAR(``, ``OR``, ``col:``, ``*``, ``^``, quotes, parentheses, NUL) is ever parsed
-    as FTS5 syntax: only letters, digits and marks reach the expression. Terms without
-    a word are skipped; raises ValueError when none is left.
+    Not scoped by itself (users may share a prefix): combine it with the owner, as
+    :func:`search_sql` (``owner = ?``) and :func:`fts_query` (a phrase) do. Each term
+    becomes one quoted phrase of its prefixed words, so nothing in user text (``NEAR(``,
+    ``OR``, ``col:``, ``*``, ``^``, quotes, parentheses, NUL) is ever parsed as FTS5
+    syntax: only letters, digits and marks reach the expression. Terms without a word
+    are skipped; raises ValueError when none is left.
     """
     prefix = term_prefix(user_id)
     phrases = []
@@ -116,20 +122,29 @@ def fts_query(user_id: str, terms: Sequence[str]) -> str:
         if words:
             phrases.append('"' + " ".join(prefix + w for w in words) + '"')
     if not phrases:
-        raise ValueError("fts_query needs at least one term with a word in it")
+        raise ValueError("a recall query needs at least one term with a word in it")
     # body: keeps terms off the owner column.
-    return f'owner:"{user_token(user_id)}" AND body:({" OR ".join(phrases)})'
+    return f"body:({' OR '.join(phrases)})"
+
+
+def fts_query(user_id: str, terms: Sequence[str]) -> str:
+    """A MATCH expression scoped by itself: rows of ``user_id`` with any of ``terms``.
+
+    For tools and ad-hoc SQL; :func:`search_sql` compares the owner instead, which
+    ranks the same for less work (see the module docstring).
+    """
+    return f'owner:"{user_token(user_id)}" AND {body_query(user_id, terms)}'
 
 
 def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     """The statement and parameters :meth:`SearchIndex.search` runs (for EXPLAIN too).
 
-    The MATCH (user token AND prefixed terms) is answered by the index; the window
-    exclusion tests UNINDEXED columns of rows that already matched; the best
-    ``query.limit`` are joined to their source rows for the text.
+    The MATCH (the prefixed terms) is answered by the index; the owner and the window
+    exclusion test columns of rows that already matched; the best ``query.limit`` are
+    joined to their source rows for the text.
     """
-    where = "search_index MATCH ?"
-    params: list[Any] = [fts_query(query.user_id, query.terms)]
+    where = "search_index MATCH ? AND owner = ?"
+    params: list[Any] = [body_query(query.user_id, query.terms), user_token(query.user_id)]
     if not query.include_memories:
         where += " AND rowid > 0"
     if query.session_id is not None and query.before_seq is not None:
