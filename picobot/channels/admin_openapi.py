@@ -71,6 +71,7 @@ INT: Schema = {"type": "integer"}
 NSTR: Schema = {"type": ["string", "null"]}
 NINT: Schema = {"type": ["integer", "null"]}
 TIME: Schema = {"type": "string", "format": "date-time"}
+_RETENTION_CONFIG = ("max_age_days", "cleanup_interval_secs", "erase_interval_secs", "batch_size")
 NTIME: Schema = {"type": ["string", "null"], "format": "date-time"}
 
 UNAUTHORIZED = _err("Missing or invalid API key.")
@@ -149,22 +150,11 @@ SCHEMAS: dict[str, Schema] = {
     ),
     "Retention": _obj(
         {
-            "config": _obj(
-                {
-                    "max_age_days": INT,
-                    "cleanup_interval_secs": INT,
-                    "erase_interval_secs": INT,
-                    "batch_size": INT,
-                }
-            ),
+            "config": _obj(dict.fromkeys(_RETENTION_CONFIG, INT)),
             "last_run": {"oneOf": [{"type": "null"}, _ref("RetentionRun")]},
             "erasure": {
                 **_obj(
-                    {
-                        "last_erased_at": NTIME,
-                        "residue_waiting_since": NTIME,
-                        "erase_due": NTIME,
-                    }
+                    dict.fromkeys(("last_erased_at", "residue_waiting_since", "erase_due"), NTIME)
                 ),
                 "description": "Rows deleted by retention are gone at once; the rewrite"
                 " that erases their leftover bytes runs at most every erase_interval_secs.",
