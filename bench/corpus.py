@@ -15,8 +15,9 @@ a live database).
 
 The database file is created by PicoBot's own migrations (``Database.open``), so the
 schema, the FTS5 table and its triggers are the real ones; rows are then bulk-inserted
-with plain ``sqlite3.executemany`` in transactions of 100,000 messages, and the
-triggers index every one of them. The finished file is cached under
+with plain ``sqlite3.executemany`` in transactions of 100,000 messages, each indexed
+by :func:`picobot.store.search.index_pending` in its transaction (the runtime's
+indexer, on a bigger batch). The finished file is cached under
 ``bench/.cache/`` keyed by scale, seed, generator version and migration count.
 """
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS
+from picobot.store.search import index_pending
 from picobot.store.terms import index_text, register_functions
 
 GEN_VERSION = 1
@@ -324,6 +326,7 @@ def _flush(conn: sqlite3.Connection, batch: list[tuple[str, int, str, str, int, 
         " created_at) VALUES (?, ?, ?, ?, ?, ?)",
         batch,
     )
+    index_pending(conn, None)  # as the server's indexer does: one segment per batch
     conn.execute("COMMIT")
     batch.clear()
     return n

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from picobot.store.search import SearchQuery, search_sql
+from picobot.store.search import SearchQuery, index_range, search_sql
 from picobot.store.terms import register_functions
 
 INSERT_MESSAGE = (
@@ -75,13 +75,24 @@ class RawStore:
         return self.conn.execute(sql, tuple(params)).fetchall()
 
     def insert_commit(
-        self, session_id: str, role: str, content: str, tokens: int, now: float
+        self,
+        session_id: str,
+        role: str,
+        content: str,
+        tokens: int,
+        now: float,
+        *,
+        index_now: bool = False,
     ) -> tuple[int, int]:
-        """A single-row commit: BEGIN IMMEDIATE, PicoBot's INSERT (FTS trigger fires), COMMIT."""
+        """A single-row commit: BEGIN IMMEDIATE, PicoBot's INSERT (its trigger queues the
+        message for the recall index), COMMIT. ``index_now`` also indexes it in the same
+        transaction, as the FTS trigger did before m006 (a reference figure)."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         row = c.execute(INSERT_MESSAGE, (session_id, session_id, role, content, tokens, now))
         msg_id, seq = row.fetchall()[0]
+        if index_now:
+            index_range(c, msg_id, msg_id)
         c.execute("COMMIT")
         return int(msg_id), int(seq)
 

@@ -117,6 +117,8 @@ class StoreStatus:
     memories: int
     retention: TaskRun | None
     erasure: ErasureState | None = None
+    queued_for_index: int = 0
+    """Messages the runtime's recall indexer has not indexed yet."""
 
 
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
@@ -147,7 +149,7 @@ async def _status(settings: Settings) -> StoreStatus:
         versions = await applied_versions(db)
         row = await db.fetchone(
             "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages),"
-            " (SELECT COUNT(*) FROM user_memories)"
+            " (SELECT COUNT(*) FROM user_memories), (SELECT COUNT(*) FROM search_pending)"
         )
         assert row is not None  # a SELECT without FROM always yields one row
         return StoreStatus(
@@ -156,6 +158,7 @@ async def _status(settings: Settings) -> StoreStatus:
             sessions=int(row[0]),
             messages=int(row[1]),
             memories=int(row[2]),
+            queued_for_index=int(row[3]),
             retention=await last_run(db, TASK_NAME),
             erasure=await erasure_state(db, settings.session.retention.erase_interval_secs),
         )
@@ -171,6 +174,10 @@ def format_status(status: StoreStatus, interval_secs: float, now: float) -> list
         f"messages: {status.messages}",
         f"memories: {status.memories}",
     ]
+    if status.queued_for_index:
+        # Normal while a server runs (it indexes every INDEX_INTERVAL_SECS); without
+        # one they wait for the next start or an explicit search.
+        lines.append(f"recall index: {status.queued_for_index} new messages not indexed yet")
     run = status.retention
     stale_after = 2 * interval_secs
     if run is None or run.last_started_at is None:

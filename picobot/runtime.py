@@ -38,6 +38,7 @@ from picobot.tools.memory import MemoryTool
 from picobot.tools.memory_search import MemorySearchTool
 
 WAL_CHECKPOINT_SECS = 1.0
+INDEX_INTERVAL_SECS = 0.5
 SUMMARY_DEBOUNCE_SECS = 0.5
 """After a turn, the summarizer waits this long before checking its session, so a busy
 session's turns share one check (the fold itself runs in the background anyway)."""
@@ -139,6 +140,8 @@ async def open_runtime(
             tasks.every("summarize", memory.summarization_check_interval_secs, summarizer.check_all)
         # Automatic checkpoints are off (they stalled commits); keep the WAL short here.
         tasks.every("wal-checkpoint", WAL_CHECKPOINT_SECS, db.checkpoint_passive)
+        # New messages reach the recall index in batches (see m006_deferred_message_index).
+        tasks.every("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_pending)
         retention = RetentionTask(
             db,
             max_age_days=settings.session.retention.max_age_days,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from picobot.config import Settings
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
-from picobot.runtime import Runtime, open_runtime
+from picobot.runtime import INDEX_INTERVAL_SECS, Runtime, open_runtime
 
 ALICE = Identity("tui", "tui:alice", "local")
 BOB = Identity("tui", "tui:bob", "local")
@@ -18,6 +19,20 @@ BOB = Identity("tui", "tui:bob", "local")
 
 async def say(rt: Runtime, who: Identity, text: str) -> list[Outbound]:
     return [e async for e in rt.kernel.handle(Inbound(who, text))]
+
+
+async def queued(rt: Runtime) -> int:
+    """Messages still waiting for the recall indexer."""
+    row = await rt.db.fetchone("SELECT COUNT(*) FROM search_pending")
+    assert row is not None
+    return int(row[0])
+
+
+async def until_indexed(rt: Runtime) -> None:
+    """Wait for the runtime's periodic indexer to empty the queue (nothing else does)."""
+    async with asyncio.timeout(20 * INDEX_INTERVAL_SECS):
+        while await queued(rt):  # noqa: ASYNC110 - a table row: no event to wait on
+            await asyncio.sleep(0.05)
 
 
 def settings(tmp_path: Path, **memory: object) -> Settings:
@@ -50,6 +65,8 @@ async def test_fact_from_an_older_session_is_recalled_by_keyword(tmp_path: Path)
         await say(rt, ALICE, "My bicycle is a green Bianchi from 1987")
         await say(rt, ALICE, "/new")
         await say(rt, BOB, "I ride a bicycle too")
+        # Messages are indexed in batches by a background task, not by the turn.
+        await until_indexed(rt)
         await say(rt, ALICE, "which bicycle do I have?")
         prompt = provider.prompts[-1]
     assert "green Bianchi" in prompt[1].content

@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING
 
 import aiosqlite
 
-from picobot.store.migrations_search import m002_search_index, m005_user_terms
+from picobot.store.migrations_search import (
+    m002_search_index,
+    m005_user_terms,
+    m006_deferred_message_index,
+)
 from picobot.store.sqlscript import run_script
 
 if TYPE_CHECKING:
@@ -187,6 +191,7 @@ MIGRATIONS: list[Migration] = [
     m003_task_runs,
     m004_webhook_queues,
     m005_user_terms,
+    m006_deferred_message_index,
 ]
 
 

@@ -179,3 +179,39 @@ async def m005_user_terms(conn: aiosqlite.Connection) -> None:
         FROM user_memories;
         """,
     )
+
+
+async def m006_deferred_message_index(conn: aiosqlite.Connection) -> None:
+    """Index messages in batches: a new message is queued in ``search_pending``.
+
+    Each transaction that wrote the index added an FTS5 segment and paid its merge
+    work; with a commit every few milliseconds the index held twice as many segments
+    as a batch-built one, and every recall query reads each query term in every
+    segment. :func:`picobot.store.search.index_pending` indexes the queue in one
+    transaction (the runtime runs it every ``INDEX_INTERVAL_SECS``; explicit searches
+    run it first). Deletes and memories stay immediate.
+    """
+    await run_script(
+        conn,
+        """
+        CREATE TABLE search_pending (id INTEGER PRIMARY KEY);
+
+        DROP TRIGGER search_messages_ai;
+        DROP TRIGGER search_messages_ad;
+        DROP TRIGGER search_messages_au;
+        CREATE TRIGGER search_messages_ai AFTER INSERT ON messages
+        WHEN NEW.role IN ('user', 'assistant') BEGIN
+            INSERT INTO search_pending (id) VALUES (NEW.id);
+        END;
+        CREATE TRIGGER search_messages_ad AFTER DELETE ON messages BEGIN
+            DELETE FROM search_index WHERE rowid = OLD.id;
+            DELETE FROM search_pending WHERE id = OLD.id;
+        END;
+        CREATE TRIGGER search_messages_au AFTER UPDATE ON messages BEGIN
+            DELETE FROM search_index WHERE rowid = OLD.id;
+            DELETE FROM search_pending WHERE id = OLD.id;
+            INSERT OR IGNORE INTO search_pending (id)
+            SELECT NEW.id WHERE NEW.role IN ('user', 'assistant');
+        END;
+        """,
+    )

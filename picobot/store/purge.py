@@ -51,7 +51,8 @@ class PurgeCounts:
     summaries: int = 0
     memories: int = 0
     index_entries: int = 0
-    """Rows of the ``search_index`` FTS table (one per user/assistant message and memory)."""
+    """Recall index entries, one per user/assistant message and memory: rows of the
+    ``search_index`` FTS table, and messages still queued for it (``search_pending``)."""
     tool_records: int = 0
     webhook_rows: int = 0
     """Inbox and outbound-queue rows of the messaging channels (they hold text too)."""
@@ -214,6 +215,8 @@ class PurgeStore:
             f" (SELECT COUNT(*) FROM user_memories WHERE {mem_sql}),"
             " (SELECT COUNT(*) FROM search_index WHERE rowid IN"
             f"   (SELECT id FROM messages WHERE {msg_sql})) +"
+            " (SELECT COUNT(*) FROM search_pending WHERE id IN"
+            f"   (SELECT id FROM messages WHERE {msg_sql})) +"
             " (SELECT COUNT(*) FROM search_index WHERE rowid IN"
             f"   (SELECT -id FROM user_memories WHERE {mem_sql})),"
             f" (SELECT COUNT(*) FROM tool_records WHERE ({tool_sql})"
@@ -224,6 +227,7 @@ class PurgeStore:
                 *sum_params,
                 *scope.sessions[1],
                 *mem_params,
+                *msg_params,
                 *msg_params,
                 *mem_params,
                 *tool_params,
@@ -289,10 +293,13 @@ _IN_KEYS = "IN (SELECT value FROM json_each(?))"
 
 
 async def _del_messages(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
-    # Counted before the delete: the m002 trigger removes exactly these entries.
+    # Counted before the delete: the triggers remove exactly these entries (indexed, or
+    # queued for the indexer: see m006).
     entries = await _scalar(
         conn,
-        "SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT value FROM json_each(?))",
+        "SELECT (SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT value FROM"
+        " json_each(?1))) + (SELECT COUNT(*) FROM search_pending WHERE id IN (SELECT value"
+        " FROM json_each(?1)))",
         keys,
     )
     n = await _delete_in(conn, "messages", "id", keys)

@@ -1,9 +1,15 @@
 """Keyword recall over a user's own messages and memories (SQLite FTS5).
 
 The index is the ``search_index`` FTS5 table of migration ``m002_search_index``. It is
-a regular FTS5 table (it keeps its own copy of each text), written by triggers on
-``messages`` and ``user_memories`` inside the same transaction as the source row, so
-a rolled-back insert leaves no entry and a committed delete leaves no hit.
+a regular FTS5 table (it keeps its own copy of each text). Triggers on ``messages``
+and ``user_memories`` keep it in sync inside the transaction of the source row, so a
+committed delete leaves no hit, except that a new or edited *message* is only queued
+there (``search_pending``, migration ``m006_deferred_message_index``) and indexed in
+batches by :func:`index_pending`: the runtime runs it every ``INDEX_INTERVAL_SECS``,
+and :meth:`SearchIndex.search` runs it before searching. Every transaction that writes
+the index adds an FTS5 segment and merge work, and a query reads each of its terms in
+every segment; one index write per batch keeps about half as many segments under a
+steady stream of commits as one per commit did (see docs/performance.md).
 
 Layout (migration ``m005_user_terms``):
 
@@ -50,13 +56,17 @@ REPLACE only with ``recursive_triggers`` on); the repositories use UPSERT and DE
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
 from picobot.store.terms import WORD, term_prefix
+
+log = logging.getLogger(__name__)
 
 MAX_QUERY_TERMS = 64
 """Most OR terms one query may carry; bounds the work of a hostile caller."""
@@ -197,6 +207,42 @@ def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchH
     return hits
 
 
+INDEX_BATCH = 5000
+"""Most queued messages one run of the runtime's indexer takes (about 50 ms of writer)."""
+
+
+def index_pending(conn: sqlite3.Connection, limit: int | None = INDEX_BATCH) -> int:
+    """In the writer: index queued messages, oldest first, at most ``limit``; how many.
+
+    Runs inside the caller's transaction (a group commit), so the FTS5 segment it adds
+    holds every message of the batch. A queued id whose message is gone was removed by
+    the delete trigger; the join skips any other leftover.
+    """
+    row = conn.execute(
+        "SELECT min(id), max(id) FROM (SELECT id FROM search_pending ORDER BY id LIMIT ?)",
+        (-1 if limit is None else limit,),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return 0
+    return index_range(conn, int(row[0]), int(row[1]))
+
+
+def index_range(conn: sqlite3.Connection, first: int, last: int) -> int:
+    """In the writer: index the queued messages with ids ``first`` to ``last``; how many."""
+    # CROSS JOIN keeps the queue the outer loop: otherwise the planner may walk every
+    # message below ``last``.
+    conn.execute(
+        "INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)"
+        " SELECT m.id, 'u' || lower(hex(s.user_id)) || 'x',"
+        " picobot_index_text(s.user_id, m.content), m.session_id, m.seq_order, m.created_at"
+        " FROM search_pending p CROSS JOIN messages m ON m.id = p.id"
+        " JOIN sessions s ON s.id = m.session_id WHERE p.id BETWEEN ? AND ?",
+        (first, last),
+    )
+    deleted = conn.execute("DELETE FROM search_pending WHERE id BETWEEN ? AND ?", (first, last))
+    return int(deleted.rowcount)
+
+
 class SearchIndex:
     """Ranked keyword search over one user's records; see the module docstring."""
 
@@ -219,7 +265,20 @@ class SearchIndex:
         session repeats its parent's transcript) are returned once.
         """
         query = SearchQuery(user_id, terms, limit, session_id, before_seq, include_memories)
+        try:
+            # An explicit search sees every stored message, queued ones too.
+            await self.index_pending(None)
+        except StoreUnavailable as exc:
+            # Read-only or locked: answer from what is indexed rather than not at all.
+            log.warning("search without indexing the newest messages: %s", exc)
         return await self._db.read(lambda conn: search_records(conn, query))
+
+    async def index_pending(self, limit: int | None = INDEX_BATCH) -> int:
+        """Index up to ``limit`` queued messages (None: all) in one group commit; how many.
+
+        The runtime runs this every ``INDEX_INTERVAL_SECS`` (see :func:`index_pending`).
+        """
+        return int(await self._db.write(lambda conn: index_pending(conn, limit)))
 
     async def optimize(self) -> None:
         """Merge all index segments into one, dropping deleted entries (after purges)."""

@@ -15,6 +15,7 @@ from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
 from picobot.store.memories import GLOBAL_USER, MemoryRepo
 from picobot.store.messages import MessageRepo, StoredMessage
+from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
 
@@ -47,6 +48,7 @@ class World:
             role = "user" if i % 2 == 0 else "assistant"
             last = await self.messages.append(sid, role, text, EST.estimate(text))
         assert last is not None
+        await SearchIndex(self.db).index_pending()  # as the runtime's indexer does
         return last
 
     async def memory(self, user: str, key: str, content: str) -> None:

@@ -90,6 +90,7 @@ class Person:
         await add_message(db, sid, f"tool said {self.mark(sid)}", at=at, role="tool")
         await add_summary(db, sid, f"summary {self.mark(sid)}", 3, at=at)
         await add_tool(db, sid, self.user_id, f"{self.mark(sid)} {self.mark(sid)}", at=at)
+        await SearchIndex(db).index_pending()  # as the runtime's indexer does
 
     async def remember(self, db: Database, count: int = 3, at: float = T0) -> None:
         for _ in range(count):

@@ -76,12 +76,14 @@ async def add_tool(db: Database, sid: str, user_id: str, text: str, at: float = 
 
 async def table_counts(db: Database) -> dict[str, int]:
     tables = ["sessions", "current_sessions", "messages", "session_summaries"]
-    tables += ["user_memories", "tool_records", "search_index"]
+    tables += ["user_memories", "tool_records", "search_index", "search_pending"]
     counts = {}
     for table in tables:
         row = await db.fetchone(f"SELECT COUNT(*) FROM {table}")  # noqa: S608
         assert row is not None
         counts[table] = int(row[0])
+    # Recall index entries: indexed, or queued for the indexer.
+    counts["index_entries"] = counts["search_index"] + counts["search_pending"]
     return counts
 
 
@@ -96,11 +98,14 @@ async def integrity_ok(db: Database) -> None:
 
 async def two_users(db: Database) -> None:
     """Alice: two sessions (a1 with summary, tool records, a tool message), memories.
-    Bob: one session and a memory, plus a tool record he left in Alice's a2."""
+    Bob: one session and a memory, plus a tool record he left in Alice's a2.
+    a1's messages are in the recall index, the others still queued for it."""
     await add_session(db, ALICE, "a1")
     for text in ("hello pizza", "pizza is great", "more pizza"):
         await add_message(db, "a1", text)
     await add_message(db, "a1", "tool output pizza", role="tool")  # not indexed
+    # a1 is indexed (the runtime's indexer ran); a2 and b1 stay queued.
+    assert await SearchIndex(db).index_pending() == 3
     await add_summary(db, "a1", "talked about pizza", 2)
     await add_tool(db, "a1", ALICE, "pizza")
     await add_tool(db, "a1", ALICE, "pasta")
@@ -146,7 +151,7 @@ async def test_delete_session_removes_exactly_what_it_counted(db: Database) -> N
     assert await store.delete_session("a1", batch_size=2) == plan
     after = await table_counts(db)
     assert before["messages"] - after["messages"] == 4
-    assert before["search_index"] - after["search_index"] == 3
+    assert before["index_entries"] - after["index_entries"] == 3
     assert before["current_sessions"] - after["current_sessions"] == 1
     # Alice's other session, her memories and all of Bob stay.
     assert await MessageRepo(db).count("a2") == 1

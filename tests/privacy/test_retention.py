@@ -182,7 +182,7 @@ async def test_dry_run_deletes_nothing_and_reports_the_same_counts(
     assert not real.dry_run and real.counts == dry.counts
     after = await table_counts(db)
     assert before["messages"] - after["messages"] == real.counts.messages == 5
-    assert before["search_index"] - after["search_index"] == real.counts.index_entries
+    assert before["index_entries"] - after["index_entries"] == real.counts.index_entries
 
 
 async def test_large_sweeps_are_batched(
@@ -486,6 +486,8 @@ def test_cli_status_reports_contents_and_last_run(
     n = len(MIGRATIONS)
     assert f"schema version: {n} of {n}" in out and "sessions: 1" in out
     assert "messages: 2" in out and "memories: 1" in out
+    # No server has run: its indexer has not taken the new messages yet.
+    assert "recall index: 2 new messages not indexed yet" in out
     assert "retention: never run" in out and "warning: retention has never run" in out
 
     assert run_cli("retention", "run") == 0
