@@ -287,19 +287,17 @@ class PurgeStore:
             await asyncio.sleep(0)
 
 
-# Batch deleters: ``keys`` is a JSON array of the rows' keys (json_each takes any
-# number of them, unlike bound parameters, which SQLite caps).
+# Batch deleters: ``keys`` is a JSON array of row keys (json_each takes any number).
 _IN_KEYS = "IN (SELECT value FROM json_each(?))"
 
 
 async def _del_messages(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
-    # Counted before the delete: the triggers remove exactly these entries (indexed, or
-    # queued for the indexer: see m006).
+    # Counted before the delete: the triggers remove exactly these (indexed or queued).
     entries = await _scalar(
         conn,
-        "SELECT (SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT value FROM"
-        " json_each(?1))) + (SELECT COUNT(*) FROM search_pending WHERE id IN (SELECT value"
-        " FROM json_each(?1)))",
+        "SELECT (SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT value FROM json_each"
+        "(?1))) + (SELECT COUNT(*) FROM search_pending WHERE id IN (SELECT value FROM json_each"
+        "(?1)))",
         keys,
     )
     n = await _delete_in(conn, "messages", "id", keys)
