@@ -52,17 +52,23 @@ class Database:
     """An open PicoBot database. Use :meth:`open`; close with :meth:`close`."""
 
     def __init__(
-        self, path: Path, writer: aiosqlite.Connection, readers: list[aiosqlite.Connection]
+        self,
+        path: Path,
+        writer: aiosqlite.Connection,
+        readers: list[aiosqlite.Connection],
+        maintenance: aiosqlite.Connection,
     ):
         self.path = path
         self._writer = writer
         self._readers = readers
+        self._maintenance = maintenance  # for passive checkpoints
         self._idle_readers = list(range(len(readers)))
         self._read_queue: list[tuple[WriteFn, asyncio.Future[Any]]] = []
         self._read_tasks: set[asyncio.Task[None]] = set()
         self._write_lock = asyncio.Lock()
+        # One checkpoint at a time: SQLite answers a second one "busy" without waiting.
+        self._checkpoint_lock = asyncio.Lock()
         self._closed = False
-        self._maintenance: aiosqlite.Connection | None = None
         self._busy_timeout_ms = 5000
         self._pending: list[tuple[WriteFn, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
@@ -101,12 +107,13 @@ class Database:
                 # Reads run inside BEGIN ... ROLLBACK: a write slipped in by mistake
                 # must fail loudly, not vanish with the rollback.
                 await pragma(conns[-1], "query_only=ON")
+            conns.append(await connect(path, busy_timeout_ms))
         except sqlite3.Error as exc:
             for conn in (writer, *conns):
                 if conn is not None:
                     await conn.close()
             raise StoreUnavailable(explain(exc, path)) from None
-        db = cls(path, writer, conns)
+        db = cls(path, writer, conns[:-1], conns[-1])
         db._busy_timeout_ms = busy_timeout_ms
         if migrate:
             from picobot.store.migrations import apply_migrations
@@ -138,13 +145,13 @@ class Database:
         # The readers go first, so the checkpoint never waits for our own read snapshot.
         for reader in self._readers:
             await reader.close()
-        if self._maintenance is not None:
+        async with self._checkpoint_lock:  # a passive checkpoint under way ends first
             await self._maintenance.close()
         try:
-            async with self._write_lock:
-                await pragma(self._writer, "wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error as exc:
-            log.warning("WAL checkpoint on close failed: %s", explain(exc, self.path))
+            if await self._truncate_wal():
+                log.warning("WAL checkpoint on close: another connection is still reading")
+        except StoreUnavailable as exc:
+            log.warning("WAL checkpoint on close failed: %s", exc)
         finally:
             await self._writer.close()
 
@@ -155,17 +162,14 @@ class Database:
         own connection, so neither the writer lock nor the reader is held. Returns the
         number of WAL frames still not checkpointed (readers may pin some).
         """
-        if self._closed:
-            return 0
-        if self._maintenance is None:
-            self._maintenance = await connect(self.path, self._busy_timeout_ms)
-        try:
-            rows = await pragma(self._maintenance, "wal_checkpoint(PASSIVE)")
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(explain(exc, self.path)) from None
-        if not rows:
-            return 0
-        _busy, log_frames, done = (int(v) for v in rows[0])
+        async with self._checkpoint_lock:
+            if self._closed:
+                return 0
+            try:
+                rows = await pragma(self._maintenance, "wal_checkpoint(PASSIVE)")
+            except sqlite3.Error as exc:
+                raise StoreUnavailable(explain(exc, self.path)) from None
+        _busy, log_frames, done = (int(v) for v in rows[0]) if rows else (0, 0, 0)
         return max(0, log_frames - done)
 
     async def checkpoint(self) -> None:
@@ -177,18 +181,33 @@ class Database:
         StoreUnavailable when the WAL could not be emptied (a reader, possibly in another
         process, kept an old snapshot open).
         """
-        async with self._write_lock:
-            try:
-                rows = await pragma(self._writer, "wal_checkpoint(TRUNCATE)")
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(explain(exc, self.path)) from None
-        busy = int(rows[0][0]) if rows else 1
-        if busy:
+        if await self._truncate_wal():
             raise StoreUnavailable(
                 f"database {self.path}: the WAL could not be checkpointed because another"
                 " connection is still reading; deleted data stays in the WAL until the next"
                 " checkpoint"
             )
+
+    async def _truncate_wal(self) -> bool:
+        """Run a TRUNCATE checkpoint under the writer lock; True if it stayed blocked.
+
+        SQLite waits (busy timeout) for readers, but answers "busy" at once when another
+        checkpoint runs (ours are kept apart by a lock; another process's are not): that
+        is retried until the busy timeout has passed.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._busy_timeout_ms / 1000
+        async with self._write_lock, self._checkpoint_lock:
+            while True:
+                try:
+                    rows = await pragma(self._writer, "wal_checkpoint(TRUNCATE)")
+                except sqlite3.Error as exc:
+                    raise StoreUnavailable(explain(exc, self.path)) from None
+                if rows and not int(rows[0][0]):
+                    return False
+                if loop.time() >= deadline:
+                    return True
+                await asyncio.sleep(0.02)
 
     async def vacuum(self) -> None:
         """Rewrite the database file from its live rows (``VACUUM``), under the writer lock.
