@@ -243,6 +243,10 @@ def index_range(conn: sqlite3.Connection, first: int, last: int) -> int:
     return int(deleted.rowcount)
 
 
+def _has_queued(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM search_pending)").fetchone()[0])
+
+
 class SearchIndex:
     """Ranked keyword search over one user's records; see the module docstring."""
 
@@ -277,7 +281,11 @@ class SearchIndex:
         """Index up to ``limit`` queued messages (None: all) in one group commit; how many.
 
         The runtime runs this every ``INDEX_INTERVAL_SECS`` (see :func:`index_pending`).
+        An empty queue is seen on a reader: an idle server never takes the write lock
+        for it (another process holding that lock, a CLI purge say, is left alone).
         """
+        if not await self._db.read(_has_queued):
+            return 0
         return int(await self._db.write(lambda conn: index_pending(conn, limit)))
 
     async def optimize(self) -> None:

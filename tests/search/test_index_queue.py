@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
@@ -149,4 +150,24 @@ async def test_search_while_another_process_holds_the_write_lock_answers_from_th
         hits = await SearchIndex(db).search(ALICE, ["ibis"])
         assert sorted(h.text for h in hits) == ["a queued ibis", "an indexed ibis"]
     finally:
+        await db.close()
+
+
+async def test_an_empty_queue_never_waits_for_the_write_lock(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "c.db", busy_timeout_ms=100)
+    other = sqlite3.connect(db.path, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        # Idle: nothing queued, so the runtime's indexer does not touch the writer.
+        assert await SearchIndex(db).index_pending() == 0
+        other.execute("ROLLBACK")
+        sid = await new_session(db, ALICE)
+        await MessageRepo(db).append(sid, "user", "a queued ibex", 5)
+        other.execute("BEGIN IMMEDIATE")
+        with pytest.raises(StoreUnavailable):
+            await SearchIndex(db).index_pending()
+        other.execute("ROLLBACK")
+        assert await SearchIndex(db).index_pending() == 1
+    finally:
+        other.close()
         await db.close()
