@@ -144,9 +144,11 @@ class Kernel:
                 yield event
             return
         assert session_id is not None
+        # A channel that may hand a message over twice names it (webhooks, see _turn).
+        source = f"{inbound.identity.channel}:{inbound.message_id}" if inbound.message_id else None
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
-            async for event in self._turn(inbound.identity, session_id, text):
+            async for event in self._turn(inbound.identity, session_id, text, source):
                 yield event
 
     async def confirm(self, identity: Identity, token: str, answer: str) -> AsyncIterator[Outbound]:
@@ -208,20 +210,32 @@ class Kernel:
             yield event
 
     async def _turn(
-        self, identity: Identity, session_id: str, text: str
+        self, identity: Identity, session_id: str, text: str, source: str | None
     ) -> AsyncIterator[Outbound]:
         started = time.monotonic()
         text = self.redact(text)
         try:
             current = await self.messages.append(
-                session_id, "user", text, self.estimator.estimate(text), created_at=self.clock()
+                session_id,
+                "user",
+                text,
+                self.estimator.estimate(text),
+                created_at=self.clock(),
+                source_id=source,
             )
+            # Handed over again (a webhook turn a crash cut short), the message was found
+            # stored, not stored twice; if its reply was stored too, that is the answer.
+            after = None if source is None else await self.messages.following(current)
         except StoreUnavailable:
             log.exception("could not store the message of %s", identity.user_id)
             yield error(STORE_FAILED, code="store_unavailable", session_id=session_id)
             return
         # Sent only now: a client may take this event as proof its message is stored.
         yield Outbound(OutboundKind.SESSION, session_id=session_id)
+        if after is not None and after.role == "assistant":
+            log.info("message %s was answered already; resending the stored reply", source)
+            yield Outbound(OutboundKind.DONE, after.content, session_id=session_id)
+            return
         ctx = self.context_for(identity, session_id)
         parts: list[str] = []
         try:

@@ -25,9 +25,11 @@ class StoredMessage:
 _COLUMNS = "id, session_id, seq_order, role, content, token_estimate, created_at"
 _INSERT = (
     "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
-    " created_at) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM"
-    " messages WHERE session_id = ?), ?, ?, ?, ?) RETURNING id, seq_order"
+    " created_at, source_id) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM"
+    " messages WHERE session_id = ?), ?, ?, ?, ?, ?) RETURNING id, seq_order"
 )
+_BY_SOURCE = f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND source_id = ?"  # noqa: S608
+_AT_SEQ = f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq_order = ?"  # noqa: S608
 _TOUCH = "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?"
 
 
@@ -55,21 +57,40 @@ class MessageRepo:
         token_estimate: int,
         *,
         created_at: float | None = None,
+        source_id: str | None = None,
     ) -> StoredMessage:
-        """Commit one message at the end of its session and touch the session."""
+        """Commit one message at the end of its session and touch the session.
+
+        ``source_id`` names the message at its channel (see m007_message_sources); a
+        channel that may hand a message over twice (a webhook turn run again after a
+        crash) passes it. When the session holds that message already (same
+        ``source_id``, same content), nothing is written and the stored one comes back;
+        :meth:`following` then finds its reply, if that was stored too. A ``source_id``
+        reused for other content is another message, stored without the id.
+        """
         now = time.time() if created_at is None else created_at
 
-        def insert(conn: sqlite3.Connection) -> tuple[int, int]:
-            row = conn.execute(
-                _INSERT, (session_id, session_id, role, content, token_estimate, now)
-            )
-            msg_id, seq = row.fetchone()
+        def insert(conn: sqlite3.Connection) -> StoredMessage:
+            source = source_id
+            if source is not None:
+                found = conn.execute(_BY_SOURCE, (session_id, source)).fetchone()
+                stored = None if found is None else StoredMessage(*tuple(found))
+                if stored is not None and stored.content == content:
+                    return stored
+                if stored is not None:
+                    source = None
+            args = (session_id, session_id, role, content, token_estimate, now, source)
+            msg_id, seq = conn.execute(_INSERT, args).fetchone()
             conn.execute(_TOUCH, (now, session_id))
-            return int(msg_id), int(seq)
+            return StoredMessage(msg_id, session_id, seq, role, content, token_estimate, now)
 
         # One trip to the writer thread, group-committed with concurrent turns.
-        msg_id, seq = await self._db.write(insert)
-        return StoredMessage(msg_id, session_id, seq, role, content, token_estimate, now)
+        return await self._db.write(insert)
+
+    async def following(self, message: StoredMessage) -> StoredMessage | None:
+        """The message right after ``message`` in its session, if there is one."""
+        rows = await self._db.fetchall(_AT_SEQ, (message.session_id, message.seq_order + 1))
+        return StoredMessage(*tuple(rows[0])) if rows else None
 
     async def last(self, session_id: str, limit: int) -> list[StoredMessage]:
         """The last ``limit`` messages of a session, oldest first."""

@@ -185,6 +185,25 @@ async def m004_webhook_queues(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def m007_message_sources(conn: aiosqlite.Connection) -> None:
+    """Where a message came from, for channels that may hand it over twice.
+
+    ``source_id`` is ``<channel>:<platform message id>`` for a webhook message, NULL
+    for the others, and unique in its session. A webhook turn that a crash cut short
+    runs again on restart; it finds its message (and a reply already stored) instead
+    of storing them a second time. See
+    :meth:`picobot.store.messages.MessageRepo.append`.
+    """
+    await run_script(
+        conn,
+        """
+        ALTER TABLE messages ADD COLUMN source_id TEXT;
+        CREATE UNIQUE INDEX messages_by_source ON messages(session_id, source_id)
+            WHERE source_id IS NOT NULL;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_core_tables,
     m002_search_index,
@@ -192,6 +211,7 @@ MIGRATIONS: list[Migration] = [
     m004_webhook_queues,
     m005_user_terms,
     m006_deferred_message_index,
+    m007_message_sources,
 ]
 
 

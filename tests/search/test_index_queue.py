@@ -13,7 +13,14 @@ from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from picobot.store.search import SearchIndex, SearchQuery, search_records
-from tests.search.test_search import ALICE, BOB, index_rows, integrity_check, new_session
+from tests.search.test_search import (
+    ALICE,
+    BOB,
+    index_rows,
+    integrity_check,
+    new_session,
+    old_message,
+)
 
 
 @pytest.fixture
@@ -117,11 +124,11 @@ async def test_m006_keeps_the_index_and_queues_only_new_messages(tmp_path: Path)
     try:
         assert await apply_migrations(db, MIGRATIONS[:5])
         sid = await new_session(db, ALICE)
-        await MessageRepo(db).append(sid, "user", "an indexed pangolin", 5)
+        await old_message(db, sid, "user", "an indexed pangolin")
         assert await index_rows(db) == 1  # m005's trigger indexes in the transaction
-        assert await apply_migrations(db) == ["m006_deferred_message_index"]
-        new = await MessageRepo(db).append(sid, "user", "a queued pangolin", 5)
-        assert await queued(db) == [new.id]
+        assert await apply_migrations(db, MIGRATIONS[:6]) == ["m006_deferred_message_index"]
+        new_id = await old_message(db, sid, "user", "a queued pangolin")
+        assert await queued(db) == [new_id]
         assert await recall(db, ALICE, "pangolin") == ["an indexed pangolin"]
         hits = await SearchIndex(db).search(ALICE, ["pangolin"])
         assert sorted(h.text for h in hits) == ["a queued pangolin", "an indexed pangolin"]

@@ -52,6 +52,16 @@ async def index_rows(db: Database) -> int:
     return int(row[0])
 
 
+async def old_message(db: Database, sid: str, role: str, text: str) -> int:
+    """Store a message in a database migrated only part way (the columns of m001)."""
+    return await db.execute_write(
+        "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
+        " created_at) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM messages"
+        " WHERE session_id = ?), ?, ?, 4, 0)",
+        (sid, sid, role, text),
+    )
+
+
 async def integrity_check(db: Database) -> None:
     async with db.transaction() as conn:
         await conn.execute(
@@ -282,10 +292,10 @@ async def test_backfill_indexes_rows_from_before_the_migration(tmp_path: Path) -
     try:
         await apply_migrations(db, MIGRATIONS[:1])
         sid = await SessionRepo(db).create("test", "chat", ALICE)
-        await MessageRepo(db).append(sid, "user", "the old armadillo story", 4)
-        await MessageRepo(db).append(sid, "tool", "armadillo tool output", 4)
+        await old_message(db, sid, "user", "the old armadillo story")
+        await old_message(db, sid, "tool", "armadillo tool output")
         other = await SessionRepo(db).create("test", "chat", BOB)
-        await MessageRepo(db).append(other, "user", "bob's armadillo", 4)
+        await old_message(db, other, "user", "bob's armadillo")
         await add_memory(db, ALICE, "pet", "armadillo named Dillo")
 
         assert "m002_search_index" in await apply_migrations(db)
@@ -305,10 +315,10 @@ async def test_m005_rebuilds_an_m002_index_with_per_user_terms(tmp_path: Path) -
     try:
         assert await apply_migrations(db, MIGRATIONS[:4])
         sid = await SessionRepo(db).create("test", "chat", ALICE)
-        await MessageRepo(db).append(sid, "user", "the old armadillo story", 4)
+        await old_message(db, sid, "user", "the old armadillo story")
         await add_memory(db, ALICE, "pet", "armadillo named Dillo")
         other = await SessionRepo(db).create("test", "chat", BOB)
-        await MessageRepo(db).append(other, "user", "bob's armadillo", 4)
+        await old_message(db, other, "user", "bob's armadillo")
         # The m002 index holds the bare word, shared by every user.
         bare = await db.fetchone(
             "SELECT COUNT(*) FROM search_index WHERE search_index MATCH 'body:armadillo'"

@@ -23,6 +23,7 @@ from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import MODEL_FAILED
 from picobot.llm.base import ChatMessage, StreamEvent, ToolSpec
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
+from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.webhooks import InboundMessage, WebhookStore
 from tests.webhook.conftest import (
@@ -184,11 +185,13 @@ class GatedProvider(ScriptedProvider):
     def __init__(self) -> None:
         super().__init__()
         self.gate = asyncio.Event()
+        self.waiting = asyncio.Event()
 
     async def stream(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> AsyncIterator[StreamEvent]:
         if "slow" in messages[-1].content:
+            self.waiting.set()
             await self.gate.wait()
         async for event in super().stream(messages, tools):
             yield event
@@ -251,13 +254,42 @@ async def test_turn_cut_short_by_shutdown_runs_again_on_the_next_start(
     async with open_runtime(bot_settings, provider=provider) as rt:
         bot = await webhooks.start(generic, runtime=rt)
         await post_generic(client, bot.url("generic"), message("slow", "m1"))
-        await bot.server.wait_for(lambda s: s.accepted == 1)
+        await provider.waiting.wait()  # the user's message is stored, the model runs
         await bot.stop()  # the turn is blocked, so it is cancelled
         assert await bot.store.inbox_depth() == 1
         provider.gate.set()
         again = await webhooks.start(generic, runtime=rt)
         await again.server.wait_for(lambda s: s.delivered == 1)
+        stored = await rows(rt, "SELECT role, content FROM messages ORDER BY id")
     assert texts(platform_api) == ["You said: slow"]
+    # The second run found the message stored and did not store it again.
+    assert stored == [("user", "slow"), ("assistant", "You said: slow")]
+
+
+async def test_turn_run_again_after_its_reply_was_stored_sends_that_reply(
+    runtime: Runtime,
+    provider: ScriptedProvider,
+    webhooks: Webhooks,
+    generic: GenericPlatform,
+    platform_api: PlatformAPI,
+) -> None:
+    # A crash after the turn stored its reply, before the inbox row was marked done:
+    # the worker's steps up to that point, done by hand.
+    store = WebhookStore(runtime.db)
+    msg = PlatformMessage("m1", "generic:alice", "c1", "alice", "hello there", {"chat": "c1"})
+    inbox_id = await store.accept("generic", msg)
+    assert await store.start_processing(inbox_id or 0) == 1
+    inbound = Inbound(Identity("generic", "generic:alice", "c1"), "hello there", message_id="m1")
+    first = [e.text async for e in runtime.kernel.handle(inbound) if e.kind == OutboundKind.DONE]
+    assert first == ["You said: hello there"] and len(provider.prompts) == 1
+
+    bot = await webhooks.start(generic)
+    await bot.server.wait_for(lambda s: s.delivered == 1)
+    assert texts(platform_api) == ["You said: hello there"]
+    assert len(provider.prompts) == 1  # the model was not asked again
+    stored = await rows(runtime, "SELECT role, content FROM messages ORDER BY id")
+    assert stored == [("user", "hello there"), ("assistant", "You said: hello there")]
+    assert await rows(runtime, "SELECT status FROM webhook_inbox") == [("done",)]
 
 
 async def test_a_message_that_keeps_failing_is_answered_with_an_apology(
