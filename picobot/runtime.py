@@ -59,7 +59,11 @@ class Runtime:
 @asynccontextmanager
 async def open_database(settings: Settings) -> AsyncIterator[Database]:
     """Open the configured database (migrated) and close it on exit."""
-    db = await Database.open(settings.db_path, busy_timeout_ms=settings.data.busy_timeout_ms)
+    db = await Database.open(
+        settings.db_path,
+        busy_timeout_ms=settings.data.busy_timeout_ms,
+        readers=settings.data.reader_threads,
+    )
     try:
         yield db
     finally:

@@ -74,6 +74,22 @@ async def test_fact_from_an_older_session_is_recalled_by_keyword(tmp_path: Path)
     assert "I ride a bicycle too" not in str(prompt)
 
 
+async def test_one_reader_thread_serves_every_read_of_a_turn(tmp_path: Path) -> None:
+    conf = Settings(data={"dir": str(tmp_path / "data"), "reader_threads": 1})
+    provider = ScriptedProvider()
+    async with open_runtime(conf, provider=provider) as rt:
+        assert rt.db.reader_threads == 1
+        await say(rt, ALICE, "/remember pet: a tortoise named Slowpoke")
+        await say(rt, ALICE, "My kayak is a red Prijon")
+        await say(rt, ALICE, "/new")
+        await until_indexed(rt)
+        # Memories, summary, recall and window: several reads on the one reader.
+        replies = await asyncio.gather(*(say(rt, ALICE, "which kayak?") for _ in range(3)))
+        prompt = provider.prompts[-1]
+    assert all(r[-1].kind == OutboundKind.DONE for r in replies)
+    assert "red Prijon" in prompt[1].content and "Slowpoke" in prompt[1].content
+
+
 async def test_commands_of_every_feature_are_wired(tmp_path: Path) -> None:
     async with open_runtime(settings(tmp_path), provider=ScriptedProvider()) as rt:
         help_text = (await say(rt, ALICE, "/help"))[-1].text

@@ -2,8 +2,8 @@
 
 A writer connection used only under an asyncio lock (so writes are serialized) and
 reader connections (two by default, each with its own thread) for queries, which in WAL
-mode never wait for the writer. :meth:`Database.read` runs several queries in one trip
-and one snapshot. Writes come in two forms:
+mode never wait for the writer; :meth:`Database.read` runs several in one trip and one
+snapshot. Writes come in two forms:
 
 - :meth:`Database.transaction`: an async block of aiosqlite calls, one ``BEGIN
   IMMEDIATE`` transaction (each statement is a trip to aiosqlite's thread).
@@ -13,8 +13,7 @@ and one snapshot. Writes come in two forms:
   SAVEPOINT, so one failing function undoes only its own statements. A caller's await
   returns only after the COMMIT that made its write durable. The hot path (storing a
   chat message, recording a webhook) uses it: a commit writes every page it touched to
-  the WAL and FTS5 adds an index segment per transaction, so one commit for many
-  concurrent messages does much less work than one each.
+  the WAL, so one commit for many concurrent messages does much less work than one each.
 
 SQLite errors that mean "the database cannot be used now" become
 :class:`StoreUnavailable` with a message an operator can act on.
@@ -98,9 +97,8 @@ class Database:
         try:
             writer = await connect(path, busy_timeout_ms)
             await pragma(writer, "journal_mode=WAL")
-            # Checkpoints run in the background (checkpoint_passive), not inside a
-            # commit: the automatic one made ~1% of writes take ~6 ms (see
-            # docs/performance.md).
+            # Checkpoints run in the background (checkpoint_passive), not inside a commit:
+            # the automatic one made ~1% of writes take ~6 ms (docs/performance.md).
             await pragma(writer, "wal_autocheckpoint=0")
             for _ in range(max(1, readers)):
                 conns.append(await connect(path, busy_timeout_ms))
@@ -124,6 +122,11 @@ class Database:
                 await db.close()
                 raise
         return db
+
+    @property
+    def reader_threads(self) -> int:
+        """How many reader connections (threads) serve :meth:`read`."""
+        return len(self._readers)
 
     async def close(self) -> None:
         """Finish accepted work, checkpoint the WAL, close every connection; idempotent."""
@@ -286,8 +289,7 @@ class Database:
         async with self._write_lock:
             try:
                 # One trip to the writer thread for the whole batch. aiosqlite's _execute
-                # (run a function in the connection's thread) is not public API; the
-                # version range in pyproject.toml is the one tested.
+                # is not public API; the version range in pyproject.toml is the one tested.
                 outcomes: list[tuple[bool, Any]] = await self._writer._execute(  # type: ignore[no-untyped-call]
                     group_commit, self._writer._conn, fns
                 )
@@ -388,9 +390,8 @@ class Database:
     async def fetchall(self, sql: str, params: Iterable[Any] = ()) -> list[Row]:
         """Run a query on a reader connection."""
         args = tuple(params)
-        # One job in a reader's thread: the statement runs to completion before any
-        # other read starts there, so each read sees every commit made before it. (An
-        # open cursor would pin the WAL snapshot for reads interleaved with it.)
+        # One job in a reader's thread: the statement runs to completion before any other
+        # read starts there (an open cursor would pin the WAL snapshot for later reads).
         return await self.read(lambda conn: conn.execute(sql, args).fetchall())
 
     async def fetchone(self, sql: str, params: Iterable[Any] = ()) -> Row | None:
