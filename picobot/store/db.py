@@ -195,12 +195,12 @@ class Database:
         """Run a TRUNCATE checkpoint under the writer lock; True if it stayed blocked.
 
         SQLite waits (busy timeout) for readers, but answers "busy" at once when another
-        checkpoint runs (ours are kept apart by a lock; another process's are not): that
-        is retried until the busy timeout has passed.
+        checkpoint runs: ours are kept apart by a lock, taken before the writer's (writes
+        go on during our passive one); another process's is retried for the busy timeout.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._busy_timeout_ms / 1000
-        async with self._write_lock, self._checkpoint_lock:
+        async with self._checkpoint_lock, self._write_lock:
             while True:
                 try:
                     rows = await pragma(self._writer, "wal_checkpoint(TRUNCATE)")
