@@ -368,9 +368,12 @@ def test_lowercase_prose_is_never_changed(text: str) -> None:
 def test_secret_inside_prose_is_removed(before: str, pair: tuple[str, str], after: str) -> None:
     text, secret = pair
     out = Redactor().redact(f"{before} {text} {after}")
-    assert "[REDACTED:" in out
     assert out.startswith(before + " ") and out.endswith(" " + after)
-    assert secret not in out
+    # The prose around it may hold the same characters (found: a secret "!!!!" with
+    # "!!!!" after it), so the check is on what became of the secret's own text.
+    middle = out[len(before) + 1 : len(out) - len(after) - 1]
+    assert "[REDACTED:" in middle
+    assert secret not in middle
 
 
 def test_a_secret_exposed_by_another_rules_marker_is_redacted_in_the_same_call() -> None:
