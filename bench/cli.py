@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import os
 import platform
+import shutil
 import sqlite3
 import sys
 import time
@@ -23,7 +24,7 @@ from bench.common import SMOKE, STANDARD, BenchContext, Plan, Progress, make_pro
 from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
 from bench.net import network
 from bench.purge import purge_under_load
-from bench.turn import recall_search, turn_overhead
+from bench.turn import recall_scaling, recall_search, turn_overhead
 from bench.write import write_latency
 
 HERE = Path(__file__).resolve().parent
@@ -68,6 +69,21 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
     return results
 
 
+def run_scaling(cfg: RunConfig, small: Scale, large: Scale, progress: Progress) -> dict[str, Any]:
+    """``recall_scaling`` on fresh copies of two corpora (removed afterwards)."""
+    ctxs = []
+    for tag, scale in (("small", small), ("large", large)):
+        corpus = ensure_corpus(cfg.cache_dir, scale, cfg.seed, progress)
+        copy = work_copy(corpus, cfg.cache_dir / f"scaling-{tag}")
+        ctxs.append(BenchContext(scale, copy, cfg.plan, cfg.seed, progress))
+    progress(f"recall scaling: {small.name} and {large.name} side by side")
+    try:
+        return asyncio.run(recall_scaling(*ctxs))
+    finally:
+        for ctx in ctxs:
+            shutil.rmtree(ctx.data_dir, ignore_errors=True)
+
+
 def run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
     """Run the benches on every configured corpus size; write and return the report."""
     emit = progress or make_progress()
@@ -75,6 +91,10 @@ def run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
     # Other work on the machine slows PicoBot's thread hops more than raw sqlite3 calls;
     # the load averages say how quiet the machine was.
     load_start = os.getloadavg()
+    sizes = {s.name: s for s in cfg.scales}
+    scaling = None
+    if "100k" in sizes and "1M" in sizes:
+        scaling = run_scaling(cfg, sizes["100k"], sizes["1M"], emit)
     by_scale = {scale.name: run_scale(cfg, scale, emit) for scale in cfg.scales}
     meta = {
         "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
@@ -90,9 +110,9 @@ def run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
         "seed": cfg.seed,
         "plan": {k: getattr(cfg.plan, k) for k in cfg.plan.__dataclass_fields__},
     }
-    result = report.build(by_scale, meta)
-    sizes = {s.name: s.messages for s in cfg.scales}
-    for path in report.write_outputs(result, sizes, cfg.out_dir, with_chart=cfg.chart):
+    result = report.build(by_scale, meta, scaling)
+    messages = {s.name: s.messages for s in cfg.scales}
+    for path in report.write_outputs(result, messages, cfg.out_dir, with_chart=cfg.chart):
         emit(f"wrote {path}")
     return result
 

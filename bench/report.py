@@ -82,8 +82,17 @@ def _worst(values: list[float], how: str) -> float:
     return max(finite) if how == "max" else min(finite)
 
 
-def build(by_scale: dict[str, dict[str, Result]], meta: dict[str, Any]) -> dict[str, Any]:
-    """The whole report: meta plus one entry per bench."""
+def build(
+    by_scale: dict[str, dict[str, Result]],
+    meta: dict[str, Any],
+    scaling: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The whole report: meta plus one entry per bench.
+
+    ``scaling`` is ``recall_scaling``'s result (100k and 1M side by side): its ratio is
+    the one held to the scaling target. The ratio of the two per-size recall benches,
+    run minutes apart, is reported beside it.
+    """
     report: dict[str, Any] = {"meta": meta}
     for name, target in TARGETS.items():
         per = {scale: results[name] for scale, results in by_scale.items() if name in results}
@@ -102,8 +111,11 @@ def build(by_scale: dict[str, dict[str, Result]], meta: dict[str, Any]) -> dict[
     if "100k" in by_scale and "1M" in by_scale:
         small = recall["by_scale"]["100k"]["picobot_ms"]["p95"]
         large = recall["by_scale"]["1M"]["picobot_ms"]["p95"]
-        recall["p95_1m_over_100k"] = round(large / small, 3)
-        recall["pass"] = recall["pass"] and large / small <= SCALING_LIMIT
+        recall["p95_1m_over_100k_separate_runs"] = round(large / small, 3)
+    if scaling is not None:
+        recall["scaling"] = scaling
+        recall["p95_1m_over_100k"] = scaling["p95_ratio"]
+        recall["pass"] = recall["pass"] and scaling["p95_ratio"] <= SCALING_LIMIT
     else:
         recall["p95_1m_over_100k"] = None
         recall["scaling_note"] = "needs both corpus sizes (BENCH_SCALE=full)"
@@ -211,7 +223,7 @@ def markdown(report: dict[str, Any]) -> str:
         out.append(
             _row(
                 [
-                    "recall p95 1M / 100k",
+                    "recall p95 1M / 100k (side by side)",
                     "both",
                     f"{scaling:.2f}x",
                     "",

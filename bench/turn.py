@@ -16,7 +16,7 @@ from bench.common import BenchContext
 from bench.corpus import user_id
 from bench.provider import InstantProvider
 from bench.raw import CURRENT, LAST, RawStore, RawTurn
-from bench.stats import Paired, Ticker
+from bench.stats import Paired, Ticker, dist_ms, now_ns
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.keywords import extract_terms
 from picobot.kernel.memory_retriever import RECALL_CANDIDATES
@@ -83,28 +83,14 @@ async def recall_search(ctx: BenchContext) -> dict[str, Any]:
     hits = n_terms = 0
     tick = Ticker("recall_search", total, ctx.progress)
     try:
-        where: dict[int, tuple[str, int]] = {}
-        for u in set(users):
-            uid = user_id(u)
-            sid = raw.query(CURRENT, ("ws", uid, uid))[0][0]
-            last = raw.query(LAST, (sid, 1))[0][2]
-            where[u] = (sid, max(1, int(last) - 19))
+        where = _windows(raw, users)
         async with open_database(ctx.settings()) as db:
             for i in range(total):
-                uid = user_id(users[i])
-                sid, before = where[users[i]]
                 terms = extract_terms(texts[i], max_terms)
                 n_terms += len(terms)
                 if not terms:
                     continue
-                query = SearchQuery(
-                    uid,
-                    terms,
-                    limit=RECALL_CANDIDATES,
-                    session_id=sid,
-                    before_seq=before,
-                    include_memories=False,
-                )
+                query = _recall_query(users[i], where, terms)
                 # search_records asks for twice its limit (room for dropped fork copies).
                 sql, params = search_sql(replace(query, limit=RECALL_CANDIDATES * 2))
                 found, _ = await pairs.measure(
@@ -120,6 +106,75 @@ async def recall_search(ctx: BenchContext) -> dict[str, Any]:
         **pairs.summary(),
         "hits_per_query": round(hits / max(1, total), 2),
         "terms_per_query": round(n_terms / max(1, total), 2),
+    }
+
+
+def _windows(raw: RawStore, users: list[int]) -> dict[int, tuple[str, int]]:
+    """Per user: the current session and the first seq_order of its 20-message window."""
+    where: dict[int, tuple[str, int]] = {}
+    for u in set(users):
+        uid = user_id(u)
+        sid = raw.query(CURRENT, ("ws", uid, uid))[0][0]
+        last = raw.query(LAST, (sid, 1))[0][2]
+        where[u] = (sid, max(1, int(last) - 19))
+    return where
+
+
+def _recall_query(u: int, where: dict[int, tuple[str, int]], terms: list[str]) -> SearchQuery:
+    """The retriever's recall query for user ``u``: outside the current window."""
+    sid, before = where[u]
+    return SearchQuery(
+        user_id(u),
+        terms,
+        limit=RECALL_CANDIDATES,
+        session_id=sid,
+        before_seq=before,
+        include_memories=False,
+    )
+
+
+async def recall_scaling(small: BenchContext, large: BenchContext) -> dict[str, Any]:
+    """Recall p95 on the larger corpus over the smaller one, measured side by side.
+
+    The per-size recall benches run minutes apart, and this VM's speed drifts on that
+    scale (the same code gave 2.97x and 3.50x). Here each query (same user, same terms)
+    runs on both corpora in turn, which one first alternating, so drift hits both.
+    """
+    plan = small.plan
+    total = plan.warmup + plan.recall_iters
+    max_terms = small.settings().session.memory.recall_max_terms
+    shared_users = min(small.scale.users, large.scale.users)
+    users = [small.rng.randrange(shared_users) for _ in range(total)]
+    texts = small.gen.texts_for(users)
+    wheres = []
+    for ctx in (small, large):
+        raw = RawStore(ctx.db_path)
+        try:
+            wheres.append(_windows(raw, users))
+        finally:
+            raw.close()
+    samples: tuple[list[int], list[int]] = ([], [])
+    tick = Ticker("recall_scaling", total, small.progress)
+    async with (
+        open_database(small.settings()) as small_db,
+        open_database(large.settings()) as large_db,
+    ):
+        dbs = (small_db, large_db)
+        for i in range(total):
+            terms = extract_terms(texts[i], max_terms)
+            for side in ((0, 1) if i % 2 == 0 else (1, 0)) if terms else ():
+                query = _recall_query(users[i], wheres[side], terms)
+                started = now_ns()
+                await dbs[side].read(partial(search_records, query=query))
+                if i >= plan.warmup:
+                    samples[side].append(now_ns() - started)
+            tick.step(i + 1)
+    small_ms, large_ms = dist_ms(samples[0]), dist_ms(samples[1])
+    return {
+        "scales": [small.scale.name, large.scale.name],
+        "small_ms": small_ms,
+        "large_ms": large_ms,
+        "p95_ratio": round(large_ms["p95"] / small_ms["p95"], 3),
     }
 
 

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.cli import RunConfig, run  # noqa: E402
+from bench import report  # noqa: E402
+from bench.cli import RunConfig, run, run_scaling  # noqa: E402
 from bench.common import SMOKE  # noqa: E402
 from bench.corpus import TINY  # noqa: E402
 
@@ -56,3 +57,22 @@ def test_bench_runs_on_a_tiny_corpus(tmp_path: Path) -> None:
     assert _positive(data["purge"]["duration_s"])
     assert data["purge"]["by_scale"][TINY.name]["victim_messages"] > 0
     assert "| figure |" in (tmp_path / "out" / "latest.md").read_text(encoding="utf-8")
+
+
+def test_recall_scaling_runs_both_corpora_side_by_side(tmp_path: Path) -> None:
+    cfg = RunConfig(
+        [TINY], SMOKE, cache_dir=tmp_path / "cache", out_dir=tmp_path / "out", chart=False
+    )
+    # The same size twice: the side-by-side machinery, not a real scaling figure.
+    scaling = run_scaling(cfg, TINY, TINY, lambda _line: None)
+    assert scaling["scales"] == [TINY.name, TINY.name]
+    for side in ("small_ms", "large_ms"):
+        assert scaling[side]["n"] == SMOKE.recall_iters
+        assert _positive(scaling[side]["p95"])
+    assert _positive(scaling["p95_ratio"])
+    assert not (tmp_path / "cache" / "scaling-small").exists()  # the copies are removed
+
+    tiny = {"recall_search": {"picobot_ms": {"p95": 1.0}, "p95_ratio": 1.0, "p50_ratio": 1.0}}
+    entry = report.build({TINY.name: tiny}, {}, scaling)["recall_search"]
+    assert entry["p95_1m_over_100k"] == scaling["p95_ratio"]
+    assert entry["scaling"] is scaling
