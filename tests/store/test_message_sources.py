@@ -11,6 +11,7 @@ from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from picobot.store.sessions import SessionRepo
+from tests.search.test_search import old_message
 
 
 @pytest.fixture
@@ -67,11 +68,7 @@ async def test_m007_adds_the_column_to_a_database_with_messages(tmp_path: Path) 
     try:
         assert await apply_migrations(db, MIGRATIONS[:6])
         sid = await SessionRepo(db).create("generic", "c1", "generic:alice")
-        await db.execute_write(
-            "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
-            " created_at) VALUES (?, 1, 'user', 'from before', 3, 0)",
-            (sid,),
-        )
+        await old_message(db, sid, "user", "from before")
         assert await apply_migrations(db) == ["m007_message_sources"]
         repo = MessageRepo(db)
         new = await repo.append(sid, "user", "after", 1, source_id="generic:m2")
