@@ -334,10 +334,9 @@ class Database:
             log.exception("rollback failed on %s", self.path)
 
     async def execute_write(self, sql: str, params: Iterable[Any] = ()) -> int:
-        """Run one write statement in its own transaction; return lastrowid."""
-        async with self.transaction() as conn:
-            cur = await conn.execute(sql, tuple(params))
-            return cur.lastrowid or 0
+        """Run one write statement, committed (a :meth:`write`); return lastrowid."""
+        args = tuple(params)
+        return await self.write(lambda conn: conn.execute(sql, args).lastrowid or 0)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` on a reader connection, in one read transaction.
