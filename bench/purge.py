@@ -3,9 +3,9 @@
 The victim is built into the working copy first (plain ``sqlite3``, triggers on). The
 purge then runs the steps of ``PrivacyController.execute`` one by one, each timed:
 ``PurgeStore.delete_user`` (batches of 500 rows, one transaction each) and
-``erase_residue`` (FTS5 'optimize', ``VACUUM``, PASSIVE then TRUNCATE checkpoint). Meanwhile
-``purge_loops`` other users run turns back to back through ``Kernel.handle``; their
-latency during the purge is compared with the same loops' latency without one.
+``erase_residue`` (FTS5 merge steps, ``VACUUM``, PASSIVE then TRUNCATE checkpoint).
+Meanwhile ``purge_loops`` other users run turns back to back through ``Kernel.handle``;
+their latency during the purge is compared with the same loops' latency without one.
 """
 
 from __future__ import annotations

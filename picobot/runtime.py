@@ -145,7 +145,7 @@ async def open_runtime(
         # Automatic checkpoints are off (they stalled commits); keep the WAL short here.
         tasks.every("wal-checkpoint", WAL_CHECKPOINT_SECS, db.checkpoint_passive)
         # New messages reach the recall index in batches (see m006_deferred_message_index).
-        tasks.every("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_pending)
+        tasks.every("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_in_background)
         retention = RetentionTask(
             db,
             max_age_days=settings.session.retention.max_age_days,
