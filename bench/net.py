@@ -4,7 +4,8 @@ Each server runs in its own process (``bench.server``), so on a 2-core machine t
 server has one core and the clients, in this process, the other; the raw baselines
 (a ``websockets`` echo server, an aiohttp POST handler) run the same way in the same
 run. WebSocket clients run closed loops: send a chat message, read until the answer
-is complete (PicoBot: the ``end`` frame; echo: the echoed frame), repeat.
+is complete (PicoBot: the ``end`` frame; echo: the echoed frame), repeat. The
+webhook's replies go to a sink in a third process, as a platform's API would.
 """
 
 from __future__ import annotations
@@ -208,7 +209,10 @@ async def network(ctx: BenchContext, profile: Path | None = None) -> dict[str, A
     rate = float(plan.ws_rate)
     async with (
         child(["raw"], logs / "raw-server.log") as raw_urls,
-        child(["picobot", str(ctx.data_dir)], logs / "picobot-server.log", profile) as pico_urls,
+        child(["sink"], logs / "sink-server.log") as sink_urls,
+        child(
+            ["picobot", str(ctx.data_dir), sink_urls["http"]], logs / "picobot-server.log", profile
+        ) as pico_urls,
     ):
         sides = (("raw_echo", raw_urls, False), ("picobot", pico_urls, True))
         runs: dict[str, dict[str, Any]] = {name: {} for name, _, _ in sides}

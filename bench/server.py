@@ -1,13 +1,17 @@
 """The server side of the network benches, run as a child process.
 
-``python -m bench.server picobot DATA_DIR``: ``picobot.serve.serve`` on the corpus copy
-in DATA_DIR with the WebSocket channel (100 API keys mapped to corpus users 0-99) and
-the generic signed webhook (its replies go to a sink in this process), an instant model.
+``python -m bench.server picobot DATA_DIR CALLBACK_URL``: ``picobot.serve.serve`` on
+the corpus copy in DATA_DIR with the WebSocket channel (100 API keys mapped to corpus
+users 0-99) and the generic signed webhook, whose replies go to CALLBACK_URL; an
+instant model.
 
 ``python -m bench.server raw``: the baselines, a plain ``websockets`` echo server and a
 plain aiohttp POST handler.
 
-Either prints one JSON line ``{"ws": URL, "http": URL}`` on stdout when it listens and
+``python -m bench.server sink``: where the webhook's replies go (``{"http": URL}``), in
+a process of its own, as a platform's API is not in PicoBot's process either.
+
+Each prints one JSON line ``{"ws": URL, "http": URL}`` on stdout when it listens and
 runs until SIGTERM. With ``BENCH_PROFILE=FILE`` the process runs under cProfile and
 writes the hottest functions to FILE on exit.
 """
@@ -46,25 +50,39 @@ def _announce(ws_url: str | None, http_url: str | None) -> None:
     print(json.dumps({"ws": ws_url, "http": http_url}), flush=True)
 
 
-async def _sink() -> tuple[web.AppRunner, str]:
-    """Where the generic webhook delivers replies: accepts and forgets them."""
+async def _accept(request: web.Request) -> web.Response:
+    """Read the body, answer 200: the raw webhook baseline, and the reply sink."""
+    await request.read()
+    return web.json_response({"ok": True})
 
-    async def accept(request: web.Request) -> web.Response:
-        await request.read()
-        return web.json_response({"ok": True})
 
-    app = web.Application()
-    app.add_routes([web.post("/callback", accept)])
+async def _listen(app: web.Application) -> tuple[web.AppRunner, int]:
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = runner.addresses[0][1]
-    return runner, f"http://127.0.0.1:{port}/callback"
+    return runner, int(runner.addresses[0][1])
 
 
-async def run_picobot(data_dir: Path) -> None:
-    """``serve`` on the corpus copy until SIGTERM."""
+async def _until_sigterm() -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    await stop.wait()
+
+
+async def run_sink() -> None:
+    """Where the generic webhook delivers replies, in a process of its own as a
+    platform's API would be: accepts and forgets them."""
+    app = web.Application()
+    app.add_routes([web.post("/callback", _accept)])
+    runner, port = await _listen(app)
+    _announce(None, f"http://127.0.0.1:{port}/callback")
+    await _until_sigterm()
+    await runner.cleanup()
+
+
+async def run_picobot(data_dir: Path, callback: str) -> None:
+    """``serve`` on the corpus copy until SIGTERM; webhook replies go to ``callback``."""
     from picobot.serve import ServeInfo
     from picobot.serve import serve as picobot_serve
 
@@ -72,7 +90,6 @@ async def run_picobot(data_dir: Path) -> None:
         f"{api_key(i)}:{user_name(i)}" for i in range(MAX_CLIENTS)
     )
     os.environ["PICOBOT_GENERIC_WEBHOOK_SECRET"] = WEBHOOK_SECRET
-    sink, callback = await _sink()
     settings = bench_settings(
         data_dir,
         channels={
@@ -91,10 +108,7 @@ async def run_picobot(data_dir: Path) -> None:
     def ready(info: ServeInfo) -> None:
         _announce(info.websocket_url, info.http_url)
 
-    try:
-        await picobot_serve(settings, provider=InstantProvider(replies), ready=ready)
-    finally:
-        await sink.cleanup()
+    await picobot_serve(settings, provider=InstantProvider(replies), ready=ready)
 
 
 async def run_raw() -> None:
@@ -104,23 +118,13 @@ async def run_raw() -> None:
         async for frame in ws:
             await ws.send(frame)
 
-    async def post(request: web.Request) -> web.Response:
-        await request.read()
-        return web.json_response({"ok": True})
-
-    stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     app = web.Application()
-    app.add_routes([web.post("/webhooks/generic", post)])
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    http_port = runner.addresses[0][1]
+    app.add_routes([web.post("/webhooks/generic", _accept)])
+    runner, http_port = await _listen(app)
     async with serve(echo, "127.0.0.1", 0) as server:
         ws_port = server.sockets[0].getsockname()[1]
         _announce(f"ws://127.0.0.1:{ws_port}/ws", f"http://127.0.0.1:{http_port}")
-        await stop.wait()
+        await _until_sigterm()
     await runner.cleanup()
 
 
@@ -128,12 +132,17 @@ def main(argv: list[str]) -> int:
     """Entry point of the child process."""
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
     mode = argv[0] if argv else ""
-    if mode == "picobot" and len(argv) == 2:
-        work = run_picobot(Path(argv[1]))
+    if mode == "picobot" and len(argv) == 3:
+        work = run_picobot(Path(argv[1]), argv[2])
     elif mode == "raw":
         work = run_raw()
+    elif mode == "sink":
+        work = run_sink()
     else:
-        print("usage: python -m bench.server picobot DATA_DIR | raw", file=sys.stderr)
+        print(
+            "usage: python -m bench.server picobot DATA_DIR CALLBACK_URL | raw | sink",
+            file=sys.stderr,
+        )
         return 2
     profile_to = os.environ.get("BENCH_PROFILE")
     if not profile_to:
