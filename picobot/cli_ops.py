@@ -195,6 +195,12 @@ def format_status(status: StoreStatus, interval_secs: float, now: float) -> list
             f"retention: rows deleted since {format_ts(erasure.waiting_since)} leave residue"
             f" until the first run from {format_ts(erasure.due)} erases it"
         )
+    if erasure is not None and erasure.purge_residue_since is not None:
+        lines.append(
+            f"warning: a purge started {format_ts(erasure.purge_residue_since)} has not"
+            " erased what it deleted (it failed, was cut short or is still running);"
+            " the next retention run erases it"
+        )
     last = max(run.last_started_at, run.last_finished_at or 0.0)
     if run.ok is False:
         lines.append("warning: the last retention run failed; see the error above and the log")

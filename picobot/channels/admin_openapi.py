@@ -154,10 +154,20 @@ SCHEMAS: dict[str, Schema] = {
             "last_run": {"oneOf": [{"type": "null"}, _ref("RetentionRun")]},
             "erasure": {
                 **_obj(
-                    dict.fromkeys(("last_erased_at", "residue_waiting_since", "erase_due"), NTIME)
+                    dict.fromkeys(
+                        (
+                            "last_erased_at",
+                            "residue_waiting_since",
+                            "erase_due",
+                            "purge_residue_since",
+                        ),
+                        NTIME,
+                    )
                 ),
                 "description": "Rows deleted by retention are gone at once; the rewrite"
-                " that erases their leftover bytes runs at most every erase_interval_secs.",
+                " that erases their leftover bytes runs at most every erase_interval_secs."
+                " purge_residue_since: the start of a purge that failed or was cut short"
+                " before its erasure; the next retention run erases what it left.",
             },
             "scheduled": {"type": "boolean"},
             "cutoff": TIME,

@@ -110,6 +110,7 @@ class OpsRoutes:
                     "last_erased_at": iso(erasure.last_erased_at),
                     "residue_waiting_since": iso(erasure.waiting_since),
                     "erase_due": iso(erasure.due),
+                    "purge_residue_since": iso(erasure.purge_residue_since),
                 },
                 "scheduled": TASK_NAME in self._tasks.status(),
                 "cutoff": iso(cutoff),

@@ -24,6 +24,12 @@ from picobot.metrics import observe_purge
 from picobot.store.db import Database
 from picobot.store.purge import PurgeCounts, PurgeStore, erase_residue
 from picobot.store.sessions import SessionRepo
+from picobot.tasks.retention import (
+    PURGE_ERASE_TASK_NAME,
+    RESIDUE_ERASED,
+    record_run,
+    record_start,
+)
 
 log = logging.getLogger(__name__)
 
@@ -199,18 +205,23 @@ class PrivacyController:
         return await self.execute(pending.plan)
 
     async def execute(self, plan: PurgePlan) -> PurgeResult:
-        """Delete what the plan names, then erase the residue from the files."""
+        """Delete what the plan names, then erase the residue from the files.
+
+        The purge is recorded (``task_runs`` row ``purge-erase``) before anything is
+        deleted and again once the residue is erased: if it fails or the process dies
+        in between, the next retention run erases what it left behind.
+        """
         await self.authorize(plan.scope, plan.actor)
-        started = time.monotonic()
+        started, started_at = time.monotonic(), self._clock()
         scope = plan.scope
-        if isinstance(scope, SessionScope):
-            counts = await self._store.delete_session(scope.session_id)
-        elif isinstance(scope, UserScope):
-            counts = await self._store.delete_user(scope.user_id)
-        else:
-            cutoff = plan.cutoff if plan.cutoff is not None else self._clock() - scope.days * DAY
-            counts = await self._store.delete_older(cutoff, batch_size=self._batch)
-        await erase_residue(self._db)
+        await record_start(self._db, PURGE_ERASE_TASK_NAME, started_at)
+        try:
+            counts = await self._delete(plan)
+            await erase_residue(self._db)
+        except Exception as exc:
+            await self._record(started_at, error=f"{type(exc).__name__}: {exc}")
+            raise
+        await self._record(started_at)
         result = PurgeResult(scope, counts, time.monotonic() - started)
         observe_purge(_LABELS[type(scope)])
         # Scope, actor, counts and duration; never content.
@@ -223,6 +234,32 @@ class PrivacyController:
             result.duration_secs,
         )
         return result
+
+    async def _delete(self, plan: PurgePlan) -> PurgeCounts:
+        scope = plan.scope
+        if isinstance(scope, SessionScope):
+            return await self._store.delete_session(scope.session_id)
+        if isinstance(scope, UserScope):
+            return await self._store.delete_user(scope.user_id)
+        cutoff = plan.cutoff if plan.cutoff is not None else self._clock() - scope.days * DAY
+        return await self._store.delete_older(cutoff, batch_size=self._batch)
+
+    async def _record(self, started_at: float, error: str | None = None) -> None:
+        """Record the purge's end: erased, or failed (its residue left for retention)."""
+        try:
+            await record_run(
+                self._db,
+                PURGE_ERASE_TASK_NAME,
+                started_at=started_at,
+                finished_at=self._clock(),
+                ok=error is None,
+                result=RESIDUE_ERASED if error is None else None,
+                error=error[:300] if error else None,
+            )
+        except Exception:
+            # The row still says unfinished, which the next start's retention run
+            # also erases after; the purge's own outcome is what the caller needs.
+            log.exception("could not record the purge's erasure")
 
     def _expire(self) -> None:
         now = self._clock()

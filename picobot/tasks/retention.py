@@ -12,7 +12,9 @@ The erasure rewrites the whole index and file and stalls every writer meanwhile
 rows of a sweep in between are gone from every query at once, and their leftover bytes
 wait for the next erasure, at most that interval plus one run interval later. The
 ``task_runs`` row ``retention-erase`` keeps the time of the last erasure and, when a
-sweep deferred it, since when residue has been waiting.
+sweep deferred it, since when residue has been waiting. A run also erases at once what
+a purge left when its erasure failed or a crash cut it short (row ``purge-erase``,
+written by :class:`~picobot.privacy.controller.PrivacyController`).
 
 Every real run is recorded in the ``task_runs`` table (migration m003): start, end,
 ok, a one-line result or the error. The supervisor's JobStatus is lost on restart;
@@ -43,6 +45,10 @@ erasure; with result :data:`RESIDUE_WAITING`, ``last_started_at`` is since when 
 rows have left residue waiting for the next one."""
 RESIDUE_ERASED = "erased"
 RESIDUE_WAITING = "residue waiting"
+PURGE_ERASE_TASK_NAME = "purge-erase"
+"""The ``task_runs`` row of purges: started before a purge deletes anything, finished
+once its residue is erased. A purge that failed (ok false) or that a crash cut short
+(unfinished) left residue, which the next retention run erases."""
 
 _MAX_ERROR = 300
 
@@ -150,17 +156,35 @@ class ErasureState:
     """Since when rows deleted by retention have left residue, or None if none waits."""
     due: float | None
     """From when the next retention run erases the waiting residue."""
+    purge_residue_since: float | None = None
+    """When a purge whose erasure failed or was cut short started (the next retention
+    run erases what it left), or None."""
 
 
 async def erasure_state(db: Database, erase_interval_secs: float) -> ErasureState:
     """The recorded state of retention's erasure (see :data:`ERASE_TASK_NAME`)."""
     run = await last_run(db, ERASE_TASK_NAME)
+    purge = await last_run(db, PURGE_ERASE_TASK_NAME)
+    since = purge.last_started_at if purge is not None and purge_left_residue(purge) else None
     if run is None:
-        return ErasureState(None, None, None)
+        return ErasureState(None, None, None, since)
     last = run.last_finished_at
     if run.result != RESIDUE_WAITING or last is None:
-        return ErasureState(last, None, None)
-    return ErasureState(last, run.last_started_at, last + erase_interval_secs)
+        return ErasureState(last, None, None, since)
+    return ErasureState(last, run.last_started_at, last + erase_interval_secs, since)
+
+
+def purge_left_residue(run: TaskRun | None, *, may_be_running: bool = False) -> bool:
+    """Whether the purge recorded in ``run`` failed or stopped before its erasure ended.
+
+    With ``may_be_running``, an unfinished row is taken for a purge still under way
+    (it erases when it ends), not for one a crash cut short.
+    """
+    if run is None or run.last_started_at is None:
+        return False
+    if run.unfinished:
+        return not may_be_running
+    return run.ok is False
 
 
 def _real(value: float | None) -> float | None:
@@ -210,6 +234,7 @@ class RetentionTask:
         self._clock = clock
         self._vacuum = vacuum
         self._erase_interval = erase_interval_secs
+        self._first_run = True
 
     def cutoff(self) -> float:
         """The current cutoff: data created before it has expired."""
@@ -263,9 +288,28 @@ class RetentionTask:
         waiting = counts.total > 0 or state.waiting_since is not None
         # A previous run that failed, was killed or never ran may have left residue.
         suspect = previous is None or not previous.ok or previous.unfinished
-        if suspect or (waiting and (last is None or now - last >= self._erase_interval)):
+        # So may a purge. Before this process's first run none of its purges has
+        # started, so an unfinished one was cut short (another process's purge under
+        # way is the rare case: it is then erased twice).
+        purge = await last_run(self._db, PURGE_ERASE_TASK_NAME)
+        purge_left = purge_left_residue(purge, may_be_running=not self._first_run)
+        self._first_run = False
+        if (
+            suspect
+            or purge_left
+            or (waiting and (last is None or now - last >= self._erase_interval))
+        ):
             await erase_residue(self._db, vacuum=self._vacuum)
             await self._record_erasure(now, self._clock(), RESIDUE_ERASED)
+            if purge_left and purge is not None and purge.last_started_at is not None:
+                await record_run(
+                    self._db,
+                    PURGE_ERASE_TASK_NAME,
+                    started_at=purge.last_started_at,
+                    finished_at=self._clock(),
+                    ok=True,
+                    result="erased by retention",
+                )
             return True, None
         if not waiting:
             return False, None

@@ -38,6 +38,7 @@ from picobot.runtime import Runtime, open_runtime
 from picobot.store.memories import MemoryRepo
 from picobot.tasks.retention import (
     ERASE_TASK_NAME,
+    PURGE_ERASE_TASK_NAME,
     RESIDUE_WAITING,
     RetentionTask,
     record_run,
@@ -557,11 +558,23 @@ async def test_retention_shows_residue_waiting_for_its_erasure(chatted: Api) -> 
         result=RESIDUE_WAITING,
     )
     got = (await chatted.call("GET", "/api/v1/retention", schema="Retention"))["erasure"]
+    assert got.pop("purge_residue_since") is None
     assert {k: datetime.fromisoformat(v).timestamp() for k, v in got.items()} == {
         "last_erased_at": pytest.approx(now - 3600),
         "residue_waiting_since": pytest.approx(now - 600),
         "erase_due": pytest.approx(now - 3600 + 86_400),
     }
+    # A purge whose erasure failed: retention's next run erases what it left.
+    await record_run(
+        chatted.runtime.db,
+        PURGE_ERASE_TASK_NAME,
+        started_at=now - 60,
+        finished_at=now - 50,
+        ok=False,
+        error="StoreUnavailable: disk full",
+    )
+    got = (await chatted.call("GET", "/api/v1/retention", schema="Retention"))["erasure"]
+    assert datetime.fromisoformat(got["purge_residue_since"]).timestamp() == pytest.approx(now - 60)
 
 
 async def test_retention_shows_a_failed_run(chatted: Api) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -95,13 +95,6 @@ class Person:
     async def remember(self, db: Database, count: int = 3, at: float = T0) -> None:
         for _ in range(count):
             await add_memory(db, self.user_id, self.mark(), f"note {self.mark()}", at=at)
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "data" / "conversations.db")
-    yield database
-    await database.close()
 
 
 @pytest.fixture

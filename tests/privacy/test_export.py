@@ -6,7 +6,6 @@ import argparse
 import io
 import json
 import stat
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,13 +80,6 @@ async def _build(db: Database) -> World:
         other: [],
     }
     return World(db, [first, fork, other], bob, expected)
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "data" / "conversations.db")
-    yield database
-    await database.close()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import TypeVar
 
 import aiosqlite
@@ -26,13 +25,6 @@ ALICE = "test:alice"
 BOB = "test:bob"
 DAY = 86_400.0
 T0 = 1_700_000_000.0
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "data" / "conversations.db")
-    yield database
-    await database.close()
 
 
 # --- builders shared with test_retention and test_erasure ------------------------------

@@ -60,13 +60,6 @@ class Clock:
 
 
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "data" / "conversations.db")
-    yield database
-    await database.close()
-
-
-@pytest.fixture
 def clock() -> Clock:
     return Clock()
 
