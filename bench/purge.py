@@ -50,7 +50,8 @@ class _Chatter:
 
 
 async def _timed_purge(db: Database, victim: str, phases: dict[str, float]) -> int:
-    """The body of ``PrivacyController.execute`` for a user scope, step by step."""
+    """``PrivacyController.execute`` for a user scope, step by step (without the two
+    ``task_runs`` writes that record the purge)."""
     controller = PrivacyController(db)
     actor = Actor("bench-operator", operator=True)
     t = time.perf_counter()
