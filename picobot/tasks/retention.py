@@ -288,9 +288,11 @@ class RetentionTask:
         waiting = counts.total > 0 or state.waiting_since is not None
         # A previous run that failed, was killed or never ran may have left residue.
         suspect = previous is None or not previous.ok or previous.unfinished
-        # So may a purge. Before this process's first run none of its purges has
-        # started, so an unfinished one was cut short (another process's purge under
-        # way is the rare case: it is then erased twice).
+        # So may a purge. A task's first run comes at start-up, before a purge of this
+        # process has had much chance to start, so an unfinished one was most likely cut
+        # short by a crash; later runs leave unfinished ones to the purge under way. (A
+        # purge that is under way after all, here or in another process, gets erased
+        # twice.)
         purge = await last_run(self._db, PURGE_ERASE_TASK_NAME)
         purge_left = purge_left_residue(purge, may_be_running=not self._first_run)
         self._first_run = False
