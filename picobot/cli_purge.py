@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
 from picobot.config import Settings
+from picobot.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from picobot.privacy.controller import PurgeResult, PurgeScope
@@ -82,7 +83,16 @@ async def purge(
         else:
             print("Proceed? [y/N] ", end="", file=stdout, flush=True)
             answer = stdin.readline().strip()
-        result: PurgeResult | None = await controller.confirm(pending.token, operator, answer)
+        try:
+            result: PurgeResult | None = await controller.confirm(pending.token, operator, answer)
+        except StoreUnavailable as exc:
+            print(
+                f"picobot: error: the purge failed: {exc}\nWhat it deleted before the failure"
+                " stays deleted; the bytes it left on disk are erased by the next retention"
+                " run (the server's, or `picobot retention run`).",
+                file=sys.stderr,
+            )
+            return 1
         if result is None:
             print("Cancelled; nothing was deleted.", file=stdout)
             return 1

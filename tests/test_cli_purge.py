@@ -127,3 +127,30 @@ def test_purge_entry_point_in_a_subprocess(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert "pass --yes" in proc.stderr
+
+
+def test_a_failed_erasure_is_reported_and_left_to_retention(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import picobot.privacy.controller as controller_module
+    from picobot.errors import StoreUnavailable
+
+    seed(tmp_path / "data")
+
+    async def disk_full(*_args: object, **_kw: object) -> None:
+        raise StoreUnavailable("database or disk is full")
+
+    real = controller_module.erase_residue
+    monkeypatch.setattr(controller_module, "erase_residue", disk_full)
+    assert main(["purge", "user", "tui:alice", "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert "the purge failed: database or disk is full" in err
+    assert "erased by the next retention run" in err
+    assert count_messages(tmp_path / "data") == {"tui:bob": 2}
+
+    monkeypatch.setattr(controller_module, "erase_residue", real)
+    assert main(["status"]) == 0
+    assert "warning: a purge started" in capsys.readouterr().out
+    assert main(["retention", "run"]) == 0
+    assert main(["status"]) == 0
+    assert "a purge started" not in capsys.readouterr().out
