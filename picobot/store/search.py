@@ -208,8 +208,13 @@ def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchH
     return hits
 
 
-INDEX_BATCH = 5000
-"""Most queued messages one run of the runtime's indexer takes (about 50 ms of writer)."""
+INDEX_BATCH = 2500
+"""Most queued messages one indexing write takes: about 0.14 s of the writer at 100k
+messages, 0.28 s at 1M (54 and 113 us a message on the bench corpora). A run every
+half second at 800 turns/s finds about 800; a backlog (after a pause, a restart) goes
+in several writes, other writes between them. With 1,000, some runs under that load
+took two writes (two index segments), and capacity fell by 7% on average over six
+alternating runs (a spread of 100 turns/s on either side)."""
 
 
 def index_pending(conn: sqlite3.Connection, limit: int | None = INDEX_BATCH) -> int:
@@ -305,23 +310,29 @@ class SearchIndex:
     async def index_pending(self, limit: int | None = INDEX_BATCH) -> int:
         """Index up to ``limit`` queued messages (None: all) in one group commit; how many.
 
-        The runtime runs this every ``INDEX_INTERVAL_SECS`` (see :func:`index_pending`).
-        An empty queue is seen on a reader: an idle server never takes the write lock
-        for it (another process holding that lock, a CLI purge say, is left alone).
+        The runtime runs it every ``INDEX_INTERVAL_SECS`` through
+        :meth:`index_in_background` (see :func:`index_pending`). An empty queue is seen
+        on a reader: an idle server never takes the write lock for it (another process
+        holding that lock, a CLI purge say, is left alone).
         """
         if not await self._db.read(_has_queued):
             return 0
         return int(await self._db.write(lambda conn: index_pending(conn, limit)))
 
-    async def index_in_background(self) -> int:
-        """The runtime's periodic :meth:`index_pending`; skipped while :meth:`optimize` runs.
+    async def index_in_background(self, batch: int = INDEX_BATCH) -> int:
+        """The runtime's periodic indexing: the whole queue, ``batch`` messages a write.
 
-        Every segment added during an optimize makes FTS5 start its merge over, so the
-        queue waits (recall misses those messages for the seconds the merge takes).
+        Skipped while :meth:`optimize` runs: every segment added meanwhile makes FTS5
+        start its merge over, so the queue waits (recall misses those messages for the
+        seconds the merge takes). Returns how many messages it indexed.
         """
-        if self._db.search_compaction.locked():
-            return 0
-        return await self.index_pending()
+        done = 0
+        while not self._db.search_compaction.locked():
+            indexed = await self.index_pending(batch)
+            done += indexed
+            if indexed < batch:
+                break
+        return done
 
     async def optimize(self, *, step_pages: int = MERGE_STEP_PAGES) -> int:
         """Merge all index segments into one, dropping deleted entries (after purges).

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import AsyncIterator
+import sqlite3
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,3 +111,23 @@ async def test_merge_steps_that_never_converge_end_in_one_optimize(
     assert steps == calls + 1
     assert not await segments_mention_secret(db)
     await integrity_check(db)
+
+
+async def test_the_background_indexer_takes_a_backlog_in_several_writes(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = await new_session(db, ALICE)
+    for n in range(7):
+        await MessageRepo(db).append(sid, "user", f"okapi number {n}", 5)
+    commits = 0
+    write = db.write
+
+    async def counted(fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        nonlocal commits
+        commits += 1
+        return await write(fn)
+
+    monkeypatch.setattr(db, "write", counted)
+    assert await SearchIndex(db).index_in_background(batch=3) == 7
+    assert commits == 3  # 3 + 3 + 1: the last, short write ends the run
+    assert len(await SearchIndex(db).search(ALICE, ["okapi"])) == 7
