@@ -8,15 +8,16 @@ Only ``y``/``yes`` confirms.
 
 from __future__ import annotations
 
-from picobot.errors import UserError
+import logging
+
+from picobot.errors import StoreUnavailable, UserError
 from picobot.kernel.commands import CommandCall
 from picobot.kernel.kernel import Kernel
-from picobot.messages import Identity, Outbound, OutboundKind, notice
+from picobot.messages import Identity, Outbound, OutboundKind, error, notice
 from picobot.privacy.controller import (
     Actor,
     OlderThanScope,
     PrivacyController,
-    PurgeResult,
     PurgeScope,
     SessionScope,
     UserScope,
@@ -24,6 +25,13 @@ from picobot.privacy.controller import (
 
 USAGE = "Usage: /purge session [ID] | /purge user | /purge older DAYS"
 CANCELLED = "Purge cancelled; nothing was deleted."
+PURGE_FAILED = (
+    "The purge could not finish: storage is unavailable right now. What it deleted stays"
+    " deleted, and what that left on disk is erased automatically later. Send the same"
+    " /purge command again to delete anything it did not get to."
+)
+
+log = logging.getLogger(__name__)
 
 
 def actor_of(identity: Identity) -> Actor:
@@ -83,12 +91,16 @@ class PurgeCommands:
         pending = self._controller.pending_for(actor)
         if pending is None:
             return None
-        return _events(await self._controller.confirm(pending.token, actor, text))
+        return await self._confirm(pending.token, actor, text)
 
     async def confirm(self, identity: Identity, token: str, answer: str) -> list[Outbound]:
         """An explicit answer carrying the confirmation token."""
-        return _events(await self._controller.confirm(token, actor_of(identity), answer))
+        return await self._confirm(token, actor_of(identity), answer)
 
-
-def _events(result: PurgeResult | None) -> list[Outbound]:
-    return [notice(CANCELLED if result is None else result.summary())]
+    async def _confirm(self, token: str, actor: Actor, answer: str) -> list[Outbound]:
+        try:
+            result = await self._controller.confirm(token, actor, answer)
+        except StoreUnavailable:
+            log.exception("purge by %s failed", actor.id)
+            return [error(PURGE_FAILED, code="store_unavailable")]
+        return [notice(CANCELLED if result is None else result.summary())]

@@ -164,3 +164,25 @@ async def test_purge_is_logged_without_content(
     lines = [r.getMessage() for r in caplog.records if "purge executed" in r.getMessage()]
     assert len(lines) == 1 and ALICE.user_id in lines[0] and "2 messages" in lines[0]
     assert "private words" not in caplog.text
+
+
+async def test_a_purge_that_fails_midway_tells_the_user_what_happened(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import picobot.privacy.controller as controller_module
+    from picobot.errors import StoreUnavailable
+    from picobot.privacy.commands import PURGE_FAILED
+    from picobot.tasks.retention import erasure_state
+
+    async def disk_full(*_args: object, **_kw: object) -> None:
+        raise StoreUnavailable("database /srv/data/conversations.db: disk is full")
+
+    await say(rt, ALICE, "hello")
+    await say(rt, BOB, "bob stays")
+    await say(rt, ALICE, "/purge user")
+    monkeypatch.setattr(controller_module, "erase_residue", disk_full)
+    failed = await say(rt, ALICE, "y")
+    assert failed[-1].kind == OutboundKind.ERROR and failed[-1].text == PURGE_FAILED
+    assert "/srv" not in failed[-1].text  # the operator's paths stay in the log
+    assert await count(rt, "messages") == 2  # Bob's: Alice's rows are gone
+    assert (await erasure_state(rt.db, 86_400)).purge_residue_since is not None
