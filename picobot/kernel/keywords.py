@@ -9,7 +9,7 @@ and the column names are the store's; it is re-exported here for the kernel's us
 from __future__ import annotations
 
 from picobot.store.search import fts_query
-from picobot.store.terms import WORD as _WORD
+from picobot.store.terms import words
 
 __all__ = ["STOP_WORDS", "extract_terms", "fts_query"]
 
@@ -46,8 +46,7 @@ def extract_terms(text: str, max_terms: int = 8) -> list[str]:
     if max_terms <= 0:
         return []
     seen: dict[str, None] = {}
-    for match in _WORD.finditer(text.lower()):
-        word = match.group()
+    for word in words(text.lower()):
         if 2 <= len(word) <= MAX_TERM_CHARS and word not in STOP_WORDS:
             seen.setdefault(word)
     # sorted() is stable, so equal lengths stay in first-appearance order.

@@ -65,7 +65,7 @@ from typing import Any
 
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
-from picobot.store.terms import WORD, term_prefix
+from picobot.store.terms import WORD, term_prefix, words
 
 log = logging.getLogger(__name__)
 
@@ -129,9 +129,9 @@ def body_query(user_id: str, terms: Sequence[str]) -> str:
     prefix = term_prefix(user_id)
     phrases = []
     for term in terms[:MAX_QUERY_TERMS]:
-        words = WORD.findall(term)
-        if words:
-            phrases.append('"' + " ".join(prefix + w for w in words) + '"')
+        found = words(term)
+        if found:
+            phrases.append('"' + " ".join(prefix + w for w in found) + '"')
     if not phrases:
         raise ValueError("a recall query needs at least one term with a word in it")
     # body: keeps terms off the owner column.

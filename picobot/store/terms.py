@@ -7,6 +7,7 @@ so the database layer can install :func:`index_text` on each connection it opens
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import sqlite3
@@ -25,10 +26,21 @@ _MARKS = (
 WORD = re.compile(rf"(?:[^\W_]|[{_MARKS}])+")
 """One word of text, for the index (:func:`index_text`) and for keywords alike."""
 
+# WORD as one character class, which the regex engine runs about twice as fast as the
+# alternation: it would also take '_', so words() replaces that first.
+_WORD_CLASS = re.compile(rf"[\w{_MARKS}]+")
+
+
+def words(text: str) -> list[str]:
+    """``WORD.findall(text)``, in half the time (the index and keywords split every text)."""
+    return _WORD_CLASS.findall(text.replace("_", " "))
+
+
 INDEX_TEXT_FUNCTION = "picobot_index_text"
 """The SQL name of :func:`index_text`, used by the index triggers."""
 
 
+@functools.lru_cache(maxsize=8192)
 def term_prefix(user_id: str) -> str:
     """The six decimal digits that start every indexed word of ``user_id``.
 
@@ -52,7 +64,8 @@ def index_text(user_id: str | None, text: str | None) -> str | None:
     if text is None:
         return None
     prefix = term_prefix(user_id or "")
-    return " ".join(prefix + word for word in WORD.findall(text))
+    found = words(text)
+    return prefix + (" " + prefix).join(found) if found else ""
 
 
 def register_functions(conn: sqlite3.Connection) -> None:
