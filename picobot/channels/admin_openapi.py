@@ -72,6 +72,7 @@ NSTR: Schema = {"type": ["string", "null"]}
 NINT: Schema = {"type": ["integer", "null"]}
 TIME: Schema = {"type": "string", "format": "date-time"}
 _RETENTION_CONFIG = ("max_age_days", "cleanup_interval_secs", "erase_interval_secs", "batch_size")
+_ERASURE = ("last_erased_at", "residue_waiting_since", "erase_due", "purge_residue_since")
 NTIME: Schema = {"type": ["string", "null"], "format": "date-time"}
 
 UNAUTHORIZED = _err("Missing or invalid API key.")
@@ -153,17 +154,7 @@ SCHEMAS: dict[str, Schema] = {
             "config": _obj(dict.fromkeys(_RETENTION_CONFIG, INT)),
             "last_run": {"oneOf": [{"type": "null"}, _ref("RetentionRun")]},
             "erasure": {
-                **_obj(
-                    dict.fromkeys(
-                        (
-                            "last_erased_at",
-                            "residue_waiting_since",
-                            "erase_due",
-                            "purge_residue_since",
-                        ),
-                        NTIME,
-                    )
-                ),
+                **_obj(dict.fromkeys(_ERASURE, NTIME)),
                 "description": "Rows deleted by retention are gone at once; the rewrite"
                 " that erases their leftover bytes runs at most every erase_interval_secs."
                 " purge_residue_since: the start of a purge that failed or was cut short"

@@ -67,8 +67,7 @@ class Database:
         self._write_lock = asyncio.Lock()
         # One checkpoint at a time: SQLite answers a second one "busy" without waiting.
         self._checkpoint_lock = asyncio.Lock()
-        # Held while SearchIndex.optimize merges the index; the runtime's indexer waits.
-        self.search_compaction = asyncio.Lock()
+        self.search_compaction = asyncio.Lock()  # see SearchIndex.optimize
         self._closed = False
         self._busy_timeout_ms = 5000
         self._pending: list[tuple[WriteFn, asyncio.Future[Any]]] = []

@@ -368,9 +368,8 @@ async def erase_residue(
     keeps deleted text after its rows are gone has its remedy:
 
     - The FTS5 index: SQLite 3.40 has no FTS5 ``secure-delete``; a delete appends a
-      segment repeating the row's terms, and older segments still hold them.
-      :meth:`SearchIndex.optimize` merges the index into one segment without deleted
-      entries, in small steps that let other writes in between.
+      segment repeating the row's terms, and older segments still hold them. The index
+      is merged into one segment without them, in steps (:meth:`SearchIndex.optimize`).
     - Freed cells and pages: every connection runs with ``PRAGMA secure_delete=ON``
       (see :mod:`picobot.store.db`), which zeroes them as rows are deleted.
     - Stale copies in live pages: when a b-tree rebalances, cells moved to another
