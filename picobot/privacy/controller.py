@@ -27,6 +27,7 @@ from picobot.store.sessions import SessionRepo
 from picobot.tasks.retention import (
     PURGE_ERASE_TASK_NAME,
     RESIDUE_ERASED,
+    error_text,
     record_run,
     record_start,
 )
@@ -219,7 +220,7 @@ class PrivacyController:
             counts = await self._delete(plan)
             await erase_residue(self._db)
         except Exception as exc:
-            await self._record(started_at, error=f"{type(exc).__name__}: {exc}")
+            await self._record(started_at, error=error_text(exc))
             raise
         await self._record(started_at)
         result = PurgeResult(scope, counts, time.monotonic() - started)
@@ -254,7 +255,7 @@ class PrivacyController:
                 finished_at=self._clock(),
                 ok=error is None,
                 result=RESIDUE_ERASED if error is None else None,
-                error=error[:300] if error else None,
+                error=error,
             )
         except Exception:
             # The row still says unfinished, which the next start's retention run

@@ -53,6 +53,12 @@ once its residue is erased. A purge that failed (ok false) or that a crash cut s
 _MAX_ERROR = 300
 
 
+def error_text(exc: BaseException) -> str:
+    """How a failed run's error is recorded: type and message, at most 300 characters."""
+    error = f"{type(exc).__name__}: {exc}"
+    return error if len(error) <= _MAX_ERROR else error[: _MAX_ERROR - 3] + "..."
+
+
 def format_ts(ts: float) -> str:
     """An epoch timestamp as a UTC date and time, e.g. ``2024-05-01 12:00:00Z``."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
@@ -327,9 +333,6 @@ class RetentionTask:
         )
 
     async def _record_failure(self, started: float, exc: Exception) -> None:
-        error = f"{type(exc).__name__}: {exc}"
-        if len(error) > _MAX_ERROR:
-            error = error[: _MAX_ERROR - 3] + "..."
         try:
             await record_run(
                 self._db,
@@ -337,7 +340,7 @@ class RetentionTask:
                 started_at=started,
                 finished_at=self._clock(),
                 ok=False,
-                error=error,
+                error=error_text(exc),
             )
         except Exception:
             # The database itself may be what failed; the log still has both errors.
