@@ -28,20 +28,26 @@ from picobot.store.search import SearchQuery, search_records, search_sql
 async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
     """A whole turn through ``Kernel.handle`` (zero-latency model) vs its raw statements.
 
-    PicoBot's side: resolve the session, commit the user message, build the prompt
-    (memories, summary, recall, 20-message window, token budget), stream the reply from
-    an instant model, commit the reply. Raw side: the same SELECTs and write
-    transactions on one plain sqlite3 connection, with the recall terms precomputed.
+    PicoBot's side: commit the user message (checking the chat's session in the same
+    write), build the prompt (memories, summary, recall, 20-message window, token
+    budget), stream the reply from an instant model, commit the reply. Raw side: the
+    same SELECTs and write transactions on one plain sqlite3 connection, with the
+    recall terms precomputed.
     """
     plan = ctx.plan
-    total = plan.warmup + plan.turn_iters
-    users = ctx.users(total)
+    measured = ctx.users(plan.turn_iters)
+    # The figure is a chat's steady-state turn: each measured user has one (paired,
+    # unrecorded) turn first. A chat's first turn after a start does one read more,
+    # its session lookup (the kernel remembers the session after that).
+    warm = list(dict.fromkeys(measured))
+    users = warm + measured
+    total = len(users)
     texts = ctx.gen.texts_for(users)
     replies = ctx.gen.texts(97)
     settings = ctx.settings()
     max_terms = settings.session.memory.recall_max_terms
     raw = RawStore(ctx.db_path)
-    pairs = Paired(plan.warmup)
+    pairs = Paired(len(warm))
     recalled = 0
     tick = Ticker("turn_overhead", total, ctx.progress)
     try:

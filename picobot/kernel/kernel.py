@@ -1,6 +1,7 @@
 """The kernel: one :class:`Inbound` in, an async stream of :class:`Outbound` out.
 
-A turn resolves the chat's session, commits the user's message before the model is
+A turn resolves the chat's session (a known chat's is remembered, and checked in the
+write that stores its message), commits the user's message before the model is
 called (a crash mid-turn loses nothing the user sent), builds the prompt through the
 retriever seam, streams the model's answer, runs requested tools through the registry
 with the caller's :class:`ToolContext`, and commits the reply. No transport code lives
@@ -25,8 +26,8 @@ from picobot.llm.base import ChatMessage, LLMProvider, TextDelta, ToolCall, Tool
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo, StoredMessage
-from picobot.store.sessions import SessionRepo
+from picobot.store.messages import MessageRepo, NotCurrentSession, StoredMessage
+from picobot.store.sessions import ChatKey, SessionRepo
 from picobot.store.tool_records import ToolRecordRepo
 from picobot.tools.base import ToolRegistry, wrap_untrusted
 
@@ -48,6 +49,10 @@ STORE_FAILED = (
     "Sorry, my storage is unavailable right now, so your message was not saved. "
     "Please try again shortly."
 )
+
+
+MAX_SESSION_HINTS = 10_000
+"""Chats whose current session the kernel remembers (the oldest is forgotten first)."""
 
 
 Interceptor = Callable[[Identity, str], Awaitable[list[Outbound] | None]]
@@ -104,6 +109,10 @@ class Kernel:
         SessionCommands(self.sessions).register(self.commands)
         # One turn at a time per session, so replies land in the order asked.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+        # Each chat's session as last resolved: a hint that spares a turn the read that
+        # looks it up. The turn's first write checks it (append_if_current), so a
+        # session switched or purged elsewhere is never written to.
+        self._session_hints: dict[ChatKey, str] = {}
 
     def context_for(self, identity: Identity, session_id: str | None) -> ToolContext:
         """The ToolContext of a turn: the authenticated user and their own-data grants."""
@@ -130,6 +139,17 @@ class Kernel:
                     yield event
                 return
         is_command = CommandRouter.is_command(text)
+        # A channel that may hand a message over twice names it (webhooks, see _turn).
+        source = f"{inbound.identity.channel}:{inbound.message_id}" if inbound.message_id else None
+        chat = (inbound.identity.channel, inbound.identity.chat_id, inbound.identity.user_id)
+        hint = None if is_command or inbound.session_id else self._session_hints.get(chat)
+        if hint is not None:
+            try:
+                async for event in self._turn(inbound.identity, hint, text, source, chat):
+                    yield event
+                return
+            except NotCurrentSession:  # raised before any event: resolve it as below
+                self._session_hints.pop(chat, None)
         try:
             session_id = await self._resolve_session(inbound, create=not is_command)
         except UserError as exc:
@@ -144,12 +164,15 @@ class Kernel:
                 yield event
             return
         assert session_id is not None
-        # A channel that may hand a message over twice names it (webhooks, see _turn).
-        source = f"{inbound.identity.channel}:{inbound.message_id}" if inbound.message_id else None
-        lock = self._locks.setdefault(session_id, asyncio.Lock())
-        async with lock:
-            async for event in self._turn(inbound.identity, session_id, text, source):
-                yield event
+        self._remember(chat, session_id)
+        async for event in self._turn(inbound.identity, session_id, text, source, None):
+            yield event
+
+    def _remember(self, chat: ChatKey, session_id: str) -> None:
+        self._session_hints.pop(chat, None)
+        self._session_hints[chat] = session_id
+        if len(self._session_hints) > MAX_SESSION_HINTS:
+            del self._session_hints[next(iter(self._session_hints))]
 
     async def confirm(self, identity: Identity, token: str, answer: str) -> AsyncIterator[Outbound]:
         """Answer a confirmation request by its token (only the requester's is accepted)."""
@@ -210,71 +233,84 @@ class Kernel:
             yield event
 
     async def _turn(
-        self, identity: Identity, session_id: str, text: str, source: str | None
+        self,
+        identity: Identity,
+        session_id: str,
+        text: str,
+        source: str | None,
+        chat: ChatKey | None,
     ) -> AsyncIterator[Outbound]:
-        started = time.monotonic()
-        text = self.redact(text)
-        try:
-            current = await self.messages.append(
-                session_id,
-                "user",
-                text,
-                self.estimator.estimate(text),
-                created_at=self.clock(),
-                source_id=source,
-            )
-            # Handed over again (a webhook turn a crash cut short), the message was found
-            # stored, not stored twice; if its reply was stored too, that is the answer.
-            after = None if source is None else await self.messages.following(current)
-        except StoreUnavailable:
-            log.exception("could not store the message of %s", identity.user_id)
-            yield error(STORE_FAILED, code="store_unavailable", session_id=session_id)
-            return
-        # Sent only now: a client may take this event as proof its message is stored.
-        yield Outbound(OutboundKind.SESSION, session_id=session_id)
-        if after is not None and after.role == "assistant":
-            log.info("message %s was answered already; resending the stored reply", source)
-            yield Outbound(OutboundKind.DONE, after.content, session_id=session_id)
-            return
-        ctx = self.context_for(identity, session_id)
-        parts: list[str] = []
-        try:
-            prompt = await self.retriever.build(
-                PromptRequest(ctx, session_id, self.system_prompt, current)
-            )
-            async for token in self._generate(ctx, prompt, parts):
-                yield Outbound(OutboundKind.TOKEN, token, session_id=session_id)
-            reply = self.redact("".join(parts).strip() or "(no answer)")
-            await self.messages.append(
-                session_id,
-                "assistant",
-                reply,
-                self.estimator.estimate(reply),
-                created_at=self.clock(),
-            )
-        except UserError as exc:
-            yield error(str(exc), code="user", session_id=session_id)
-            return
-        except LLMError:
-            METRICS.llm_errors.inc()
-            log.exception("model failed in session %s", session_id)
-            yield error(MODEL_FAILED, code="llm_error", session_id=session_id)
-            return
-        except StoreUnavailable:
-            log.exception("could not store the reply in session %s", session_id)
-            yield error(REPLY_STORE_FAILED, code="store_unavailable", session_id=session_id)
-            return
-        except Exception:
-            log.exception("turn failed in session %s", session_id)
-            yield error(INTERNAL_FAILED, code="internal", session_id=session_id)
-            return
-        observe_turn(identity.channel, time.monotonic() - started)
-        yield Outbound(OutboundKind.DONE, reply, session_id=session_id)
-        for listener in self.turn_listeners:
+        """One turn in ``session_id``, under its lock (replies land in the order asked).
+
+        With ``chat``, only while that is the chat's current session: otherwise
+        :class:`NotCurrentSession` is raised before anything is stored or yielded.
+        """
+        lock = self._locks.setdefault(session_id, asyncio.Lock())
+        async with lock:
+            started = time.monotonic()
+            text = self.redact(text)
             try:
-                listener(ctx)
+                current = await self.messages.append(
+                    session_id,
+                    "user",
+                    text,
+                    self.estimator.estimate(text),
+                    created_at=self.clock(),
+                    source_id=source,
+                    if_current_of=chat,
+                )
+                # Handed over again (a webhook turn a crash cut short), the message was found
+                # stored, not stored twice; if its reply was stored too, that is the answer.
+                after = None if source is None else await self.messages.following(current)
+            except StoreUnavailable:
+                log.exception("could not store the message of %s", identity.user_id)
+                yield error(STORE_FAILED, code="store_unavailable", session_id=session_id)
+                return
+            # Sent only now: a client may take this event as proof its message is stored.
+            yield Outbound(OutboundKind.SESSION, session_id=session_id)
+            if after is not None and after.role == "assistant":
+                log.info("message %s was answered already; resending the stored reply", source)
+                yield Outbound(OutboundKind.DONE, after.content, session_id=session_id)
+                return
+            ctx = self.context_for(identity, session_id)
+            parts: list[str] = []
+            try:
+                prompt = await self.retriever.build(
+                    PromptRequest(ctx, session_id, self.system_prompt, current)
+                )
+                async for token in self._generate(ctx, prompt, parts):
+                    yield Outbound(OutboundKind.TOKEN, token, session_id=session_id)
+                reply = self.redact("".join(parts).strip() or "(no answer)")
+                await self.messages.append(
+                    session_id,
+                    "assistant",
+                    reply,
+                    self.estimator.estimate(reply),
+                    created_at=self.clock(),
+                )
+            except UserError as exc:
+                yield error(str(exc), code="user", session_id=session_id)
+                return
+            except LLMError:
+                METRICS.llm_errors.inc()
+                log.exception("model failed in session %s", session_id)
+                yield error(MODEL_FAILED, code="llm_error", session_id=session_id)
+                return
+            except StoreUnavailable:
+                log.exception("could not store the reply in session %s", session_id)
+                yield error(REPLY_STORE_FAILED, code="store_unavailable", session_id=session_id)
+                return
             except Exception:
-                log.exception("turn listener failed")
+                log.exception("turn failed in session %s", session_id)
+                yield error(INTERNAL_FAILED, code="internal", session_id=session_id)
+                return
+            observe_turn(identity.channel, time.monotonic() - started)
+            yield Outbound(OutboundKind.DONE, reply, session_id=session_id)
+            for listener in self.turn_listeners:
+                try:
+                    listener(ctx)
+                except Exception:
+                    log.exception("turn listener failed")
 
     async def _generate(
         self, ctx: ToolContext, prompt: list[ChatMessage], parts: list[str]

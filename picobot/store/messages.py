@@ -7,6 +7,7 @@ import time
 from dataclasses import dataclass
 
 from picobot.store.db import Database
+from picobot.store.sessions import CURRENT_SQL, ChatKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,10 @@ def last_messages(conn: sqlite3.Connection, session_id: str, limit: int) -> list
     return [StoredMessage(*tuple(r)) for r in reversed(rows)]
 
 
+class NotCurrentSession(Exception):
+    """The session is no longer the chat's current one (``append(if_current_of=...)``)."""
+
+
 class MessageRepo:
     """Append and read messages."""
 
@@ -58,6 +63,7 @@ class MessageRepo:
         *,
         created_at: float | None = None,
         source_id: str | None = None,
+        if_current_of: ChatKey | None = None,
     ) -> StoredMessage:
         """Commit one message at the end of its session and touch the session.
 
@@ -67,10 +73,20 @@ class MessageRepo:
         ``source_id``, same content), nothing is written and the stored one comes back;
         :meth:`following` then finds its reply, if that was stored too. A ``source_id``
         reused for other content is another message, stored without the id.
+
+        With ``if_current_of``, the message is stored only if ``session_id`` is still
+        that chat's current session, checked in the same transaction: else nothing is
+        stored and :class:`NotCurrentSession` is raised. A session switched or deleted
+        meanwhile (a command, another process, a purge) is never written to, which lets
+        the kernel skip the read that looks the session up when it remembers it.
         """
         now = time.time() if created_at is None else created_at
 
         def insert(conn: sqlite3.Connection) -> StoredMessage:
+            if if_current_of is not None:
+                row = conn.execute(CURRENT_SQL, if_current_of).fetchone()
+                if row is None or row[0] != session_id:
+                    raise NotCurrentSession(session_id)
             source = source_id
             if source is not None:
                 found = conn.execute(_BY_SOURCE, (session_id, source)).fetchone()

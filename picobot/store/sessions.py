@@ -25,6 +25,14 @@ class SessionInfo:
     message_count: int
 
 
+ChatKey = tuple[str, str, str]
+"""A chat: (channel, chat_id, user_id); each has at most one current session."""
+
+CURRENT_SQL = (
+    "SELECT session_id FROM current_sessions WHERE channel = ? AND chat_id = ? AND user_id = ?"
+)
+
+
 def new_session_id() -> str:
     """A short random id that is easy to type in /resume."""
     return secrets.token_hex(6)
@@ -76,11 +84,7 @@ class SessionRepo:
 
     async def current(self, channel: str, chat_id: str, user_id: str) -> str | None:
         """The session this chat is talking in, if any."""
-        row = await self._db.fetchone(
-            "SELECT session_id FROM current_sessions"
-            " WHERE channel = ? AND chat_id = ? AND user_id = ?",
-            (channel, chat_id, user_id),
-        )
+        row = await self._db.fetchone(CURRENT_SQL, (channel, chat_id, user_id))
         return str(row["session_id"]) if row else None
 
     async def create(
