@@ -119,15 +119,13 @@ class RawStore:
         c.execute(SUMMARY, (sid,)).fetchall()
         hits = 0
         if t.terms:
-            before = history[0][2] if history else 1
             sql, params = search_sql(
                 SearchQuery(
                     t.user_id,
                     t.terms,
                     limit=20,
-                    session_id=sid,
-                    before_seq=before,
                     include_memories=False,
+                    exclude_ids=[*(r[0] for r in history), msg_id],
                 )
             )
             hits = len(c.execute(sql, params).fetchall())

@@ -115,27 +115,24 @@ async def recall_search(ctx: BenchContext) -> dict[str, Any]:
     }
 
 
-def _windows(raw: RawStore, users: list[int]) -> dict[int, tuple[str, int]]:
-    """Per user: the current session and the first seq_order of its 20-message window."""
-    where: dict[int, tuple[str, int]] = {}
+def _windows(raw: RawStore, users: list[int]) -> dict[int, list[int]]:
+    """Per user: the message ids of the 20-message window of the current session."""
+    where: dict[int, list[int]] = {}
     for u in set(users):
         uid = user_id(u)
         sid = raw.query(CURRENT, ("ws", uid, uid))[0][0]
-        last = raw.query(LAST, (sid, 1))[0][2]
-        where[u] = (sid, max(1, int(last) - 19))
+        where[u] = [int(row[0]) for row in raw.query(LAST, (sid, 20))]
     return where
 
 
-def _recall_query(u: int, where: dict[int, tuple[str, int]], terms: list[str]) -> SearchQuery:
+def _recall_query(u: int, where: dict[int, list[int]], terms: list[str]) -> SearchQuery:
     """The retriever's recall query for user ``u``: outside the current window."""
-    sid, before = where[u]
     return SearchQuery(
         user_id(u),
         terms,
         limit=RECALL_CANDIDATES,
-        session_id=sid,
-        before_seq=before,
         include_memories=False,
+        exclude_ids=where[u],
     )
 
 

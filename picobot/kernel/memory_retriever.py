@@ -176,13 +176,13 @@ class MemoryRetriever:
         if cfg.enable_recall and cfg.recall_budget_tokens > 0:
             terms = extract_terms(request.current.content, cfg.recall_max_terms)
             if terms:
+                # What the prompt holds already: the window and the current message.
                 query = SearchQuery(
                     user,
                     terms,
                     limit=RECALL_CANDIDATES,
-                    session_id=sid,
-                    before_seq=window[0].seq_order if window else request.current.seq_order,
                     include_memories=False,
+                    exclude_ids=[*(m.id for m in window), request.current.id],
                 )
                 hits = search_records(conn, query)
         return _Fetched(window, memories, summary, hits)

@@ -22,19 +22,20 @@ Layout (migration ``m005_user_terms``):
   six-digit prefix derived from the owner (``"pizza"`` of one user is indexed as
   ``"304172pizza"``), so each term's doclist holds one user's rows only. The original
   text is read from ``messages`` / ``user_memories`` for the hits.
-- ``session_id``, ``seq_order``, ``created_at`` are UNINDEXED copies so the window
-  exclusion needs no join. For a memory, ``created_at`` is its ``updated_at``.
+- ``session_id``, ``seq_order``, ``created_at`` are UNINDEXED copies, for the session
+  exclusion of :class:`SearchQuery`. For a memory, ``created_at`` is its ``updated_at``.
 
-Scoping: every query is ``MATCH 'body:(prefixed terms)' AND owner = 'TOKEN'`` in one
-statement. The prefixes make the work per query proportional to the user's own rows,
-not to the whole corpus: with a shared vocabulary, FTS5 read every user's occurrences of
-a word (and bm25 counted them) to keep one user's, and recall at 1M messages cost 4-5x
-what it did at 100k (see docs/performance.md). The prefix is a hash, so two users may
-share one; the ``owner`` column (an injective token) is what keeps users apart, the
-prefix only keeps doclists short. The owner is compared, not matched: as a MATCH
-phrase (:func:`fts_query`, kept for tools) bm25 also walked the user's whole doclist to
-weigh a column whose weight is 0; comparing gives the same rows and scores for about 8%
-less per query on average (p95 unchanged).
+Scoping: every query is ``MATCH 'owner:"TOKEN" AND body:(prefixed terms)'``
+(:func:`fts_query`) in one statement. The prefixes make the work per query
+proportional to the user's own rows, not to the whole corpus: with a shared
+vocabulary, FTS5 read every user's occurrences of a word (and bm25 counted them) to
+keep one user's, and recall at 1M messages cost 4-5x what it did at 100k (see
+docs/performance.md). The prefix is a hash, so two users may share one; the ``owner``
+token (injective) is what keeps users apart, the prefix only keeps doclists short.
+The owner is matched, not compared (``owner = ?``): a comparison reads each match's
+stored row, a lookup per match that made a heavy user's recall at 1M messages about
+a third slower at p95; the owner's doclist, which the match walks instead, costs
+less. The window exclusion is by rowid (``exclude_ids``) for the same reason.
 
 The triggers compute ``body`` with the SQL function ``picobot_index_text`` that
 :func:`register_functions` installs on every PicoBot connection. Deletes need no
@@ -57,6 +58,7 @@ REPLACE only with ``recursive_triggers`` on); the repositories use UPSERT and DE
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
 from collections.abc import Sequence
@@ -93,9 +95,12 @@ class SearchHit:
 class SearchQuery:
     """One recall search: ``user_id``'s records matching any of ``terms``.
 
-    With ``session_id`` and ``before_seq``, messages of that session from ``before_seq``
-    on are left out (they are in the prompt window already); other sessions' messages
-    and memories stay in. ``include_memories=False`` searches messages only.
+    Two ways to leave out what the prompt holds already. ``exclude_ids``: these message
+    ids (the retriever passes its history window and the current message). With
+    ``session_id`` and ``before_seq``: messages of that session from ``before_seq`` on;
+    other sessions' messages and memories stay in. The ids cost less: the index
+    answers them from its rowids, where the session test reads every match's stored
+    columns. ``include_memories=False`` searches messages only.
     """
 
     user_id: str
@@ -104,6 +109,7 @@ class SearchQuery:
     session_id: str | None = None
     before_seq: int | None = None
     include_memories: bool = True
+    exclude_ids: Sequence[int] = ()
 
 
 def user_token(user_id: str) -> str:
@@ -147,28 +153,43 @@ def fts_query(user_id: str, terms: Sequence[str]) -> str:
     return f'owner:"{user_token(user_id)}" AND {body_query(user_id, terms)}'
 
 
+EXCLUDED_AS_PARAMETERS = 64
+"""Up to this many ``exclude_ids`` go into the statement as parameters, more as JSON."""
+
+
 def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     """The statement and parameters :meth:`SearchIndex.search` runs (for EXPLAIN too).
 
-    The MATCH (the prefixed terms) is answered by the index; the owner and the window
-    exclusion test columns of rows that already matched; the best ``query.limit`` are
-    joined to their source rows for the text.
+    The MATCH (the owner's token and the prefixed terms) and the rowid tests are
+    answered from the index alone; the best ``query.limit`` are joined to their source
+    rows for the text, session, position and time. Only the session exclusion
+    (``session_id`` and ``before_seq``) reads stored columns of every match.
     """
-    where = "search_index MATCH ? AND owner = ?"
-    params: list[Any] = [body_query(query.user_id, query.terms), user_token(query.user_id)]
+    where = "search_index MATCH ?"
+    params: list[Any] = [fts_query(query.user_id, query.terms)]
     if not query.include_memories:
         where += " AND rowid > 0"
+    ids = [int(i) for i in query.exclude_ids]
+    if len(ids) > EXCLUDED_AS_PARAMETERS:
+        # Any number of ids in one parameter (SQLite caps the parameters of a statement).
+        where += " AND rowid NOT IN (SELECT value FROM json_each(?))"
+        params.append(json.dumps(ids))
+    elif ids:  # cheaper than json_each by about 15 us a query (a window of 20 needs 21)
+        where += f" AND rowid NOT IN ({', '.join('?' * len(ids))})"
+        params += ids
     if query.session_id is not None and query.before_seq is not None:
         # IS NOT: memories have a NULL session_id and must stay in.
         where += " AND (session_id IS NOT ? OR seq_order < ?)"
         params += [query.session_id, query.before_seq]
     params.append(query.limit)
-    # The index ranks and limits; only the hits are joined to their source text. An
-    # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per query).
+    # The index ranks and limits; only the hits are joined to their source rows. An
+    # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per
+    # query). The inner SELECT names no stored column: the sorter would read each one
+    # for every match (a row lookup each), not just for the hits.
     sql = (
-        "SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content), h.session_id,"  # noqa: S608
-        " h.seq_order, h.created_at, h.score FROM (SELECT rowid AS id, session_id,"
-        " seq_order, created_at, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
+        "SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content), m.session_id,"  # noqa: S608
+        " m.seq_order, COALESCE(m.created_at, u.updated_at), h.score FROM (SELECT rowid"
+        " AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
         f" WHERE {where} ORDER BY score LIMIT ?) AS h"
         " LEFT JOIN messages m ON h.id > 0 AND m.id = h.id"
         " LEFT JOIN user_memories u ON h.id < 0 AND u.id = -h.id"

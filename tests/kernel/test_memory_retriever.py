@@ -216,6 +216,21 @@ async def test_recall_finds_older_session_of_same_user_only(db: Database) -> Non
     assert "Vesuvius" not in str(prompt)
 
 
+async def test_recall_leaves_out_the_window_and_the_current_message(db: Database) -> None:
+    w = World(db)
+    sid = await w.session()
+    await w.say(sid, "the zeppelin first flew in 1900", *[f"msg {i}" for i in range(25)])
+    await w.say(sid, "a zeppelin picture, in the window", "nice")
+    # The indexer may run between storing the current message and reading the context.
+    current = await w.messages.append(sid, "user", "the zeppelin again?", 5)
+    await SearchIndex(db).index_pending()
+    context = ToolContext(user_id="tui:alice", session_id=sid)
+    prompt = await w.retriever.build(PromptRequest(context, sid, SYSTEM, current))
+    recalled = context_text(prompt).split('<data source="recalled_conversations">')[1]
+    assert "first flew in 1900" in recalled  # older than the window: recalled
+    assert "zeppelin again" not in recalled and "in the window" not in recalled
+
+
 async def test_recall_respects_its_budget(db: Database) -> None:
     w = World(db, recall_budget_tokens=60)
     old = await w.session()

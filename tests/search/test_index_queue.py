@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -21,13 +20,6 @@ from tests.search.test_search import (
     new_session,
     old_message,
 )
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "c.db")
-    yield database
-    await database.close()
 
 
 async def queued(db: Database) -> list[int]:

@@ -5,8 +5,7 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -18,13 +17,6 @@ from picobot.store.search import SearchIndex
 from tests.search.test_search import ALICE, BOB, integrity_check, new_session
 
 SECRET = b"qxzanzibarq"
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "c.db")
-    yield database
-    await database.close()
 
 
 async def segments_mention_secret(db: Database) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,13 +23,6 @@ from picobot.store.terms import term_prefix
 
 ALICE = "telegram:1001"
 BOB = "slack:T1:U2"
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "c.db")
-    yield database
-    await database.close()
 
 
 async def new_session(db: Database, user_id: str) -> str:
