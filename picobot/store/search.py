@@ -125,12 +125,11 @@ def user_token(user_id: str) -> str:
 def body_query(user_id: str, terms: Sequence[str]) -> str:
     """A MATCH expression: rows in ``user_id``'s prefix bucket containing any of ``terms``.
 
-    Not scoped by itself (users may share a prefix): combine it with the owner, as
-    :func:`search_sql` (``owner = ?``) and :func:`fts_query` (a phrase) do. Each term
-    becomes one quoted phrase of its prefixed words, so nothing in user text (``NEAR(``,
-    ``OR``, ``col:``, ``*``, ``^``, quotes, parentheses, NUL) is ever parsed as FTS5
-    syntax: only letters, digits and marks reach the expression. Terms without a word
-    are skipped; raises ValueError when none is left.
+    Not scoped by itself (users may share a prefix): :func:`fts_query` adds the owner.
+    Each term becomes one quoted phrase of its prefixed words, so nothing in user text
+    (``NEAR(``, ``OR``, ``col:``, ``*``, ``^``, quotes, parentheses, NUL) is ever
+    parsed as FTS5 syntax: only letters, digits and marks reach the expression. Terms
+    without a word are skipped; raises ValueError when none is left.
     """
     prefix = term_prefix(user_id)
     phrases = []
@@ -147,8 +146,8 @@ def body_query(user_id: str, terms: Sequence[str]) -> str:
 def fts_query(user_id: str, terms: Sequence[str]) -> str:
     """A MATCH expression scoped by itself: rows of ``user_id`` with any of ``terms``.
 
-    For tools and ad-hoc SQL; :func:`search_sql` compares the owner instead, which
-    ranks the same for less work (see the module docstring).
+    What :func:`search_sql` matches. The owner phrase adds nothing to the score (its
+    column weighs 0 in the bm25 call).
     """
     return f'owner:"{user_token(user_id)}" AND {body_query(user_id, terms)}'
 
