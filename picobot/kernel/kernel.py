@@ -110,7 +110,7 @@ class Kernel:
         # One turn at a time per session, so replies land in the order asked.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         # Each chat's session as last resolved: a hint that spares a turn the read that
-        # looks it up. The turn's first write checks it (append_if_current), so a
+        # looks it up. The turn's first write checks it (append(if_current_of=...)), so a
         # session switched or purged elsewhere is never written to.
         self._session_hints: dict[ChatKey, str] = {}
 
