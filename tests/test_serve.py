@@ -8,6 +8,7 @@ on SIGTERM.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import signal
@@ -24,6 +25,9 @@ from aiohttp import web
 from websockets.asyncio.client import connect
 
 from picobot.channels.webhook.generic import sign
+from picobot.config import DataSettings, Settings
+from picobot.llm.scripted import ScriptedProvider
+from picobot.serve import ServeInfo, serve
 
 WS_KEY = "ws-key-0123456789abcdef"
 ADMIN_KEY = "admin-key-0123456789abcdef"
@@ -144,3 +148,20 @@ async def test_serve_subprocess_end_to_end(
     assert proc.returncode == 0, stderr
     assert "stopped" in stderr
     assert WS_KEY not in stderr and ADMIN_KEY not in stderr and SECRET not in stderr
+
+
+async def test_objects_made_at_start_up_are_frozen_while_serving(tmp_path: Path) -> None:
+    """Full garbage collections skip what start-up made while the server runs (they
+    walked it all, holding the GIL, every few seconds under load); stopping thaws it."""
+    settings = Settings(data=DataSettings(dir=str(tmp_path / "data")))
+    stop = asyncio.Event()
+    frozen_while_serving: list[int] = []
+
+    def ready(info: ServeInfo) -> None:
+        frozen_while_serving.append(gc.get_freeze_count())
+        stop.set()
+
+    assert await serve(settings, provider=ScriptedProvider(), stop=stop, ready=ready) == 0
+    # The runtime, the settings and every module loaded so far.
+    assert frozen_while_serving and frozen_while_serving[0] > 10_000
+    assert gc.get_freeze_count() == 0
