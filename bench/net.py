@@ -25,7 +25,7 @@ import aiohttp
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench.common import BenchContext
-from bench.server import SIGNATURE_HEADER, WEBHOOK_SECRET, api_key
+from bench.server import KEYED_USERS, SIGNATURE_HEADER, WEBHOOK_SECRET, api_key
 from bench.stats import dist_ms, now_ns, ratio
 from picobot.channels.webhook.generic import sign
 
@@ -111,23 +111,26 @@ async def ws_load(
     *,
     picobot: bool,
     rate: float | None = None,
+    first_user: int = 0,
 ) -> dict[str, Any]:
     """``clients`` concurrent loops of ``turns`` turns each, after a warm-up.
 
-    ``rate`` (turns/s over all clients) paces them: each client sends every
-    ``clients / rate`` seconds, the clients evenly out of phase. Without it they run
-    closed loops, which measures capacity.
+    Client ``i`` chats as corpus user ``first_user + i`` and sends ``texts[k * clients +
+    i]`` in its turn ``k`` (:func:`run_texts` makes them). ``rate`` (turns/s over all
+    clients) paces them: each client sends every ``clients / rate`` seconds, the clients
+    evenly out of phase. Without it they run closed loops, which measures capacity.
     """
     conns: list[ClientConnection] = []
     try:
         for i in range(clients):
-            headers = {"Authorization": f"Bearer {api_key(i)}"} if picobot else None
+            key = api_key(first_user + i)
+            headers = {"Authorization": f"Bearer {key}"} if picobot else None
             ws = await connect(url, additional_headers=headers, open_timeout=START_TIMEOUT)
             conns.append(ws)
             if picobot:
                 await ws.recv()  # hello
         per = WARMUP_TURNS + turns
-        scripts = [[texts[(i * per + k) % len(texts)] for k in range(per)] for i in range(clients)]
+        scripts = [[texts[k * clients + i] for k in range(per)] for i in range(clients)]
         warm: list[int] = []
         await asyncio.gather(
             *(
@@ -198,13 +201,18 @@ async def webhook_rtts(
     return pico, raw
 
 
+def run_texts(ctx: BenchContext, first_user: int, clients: int) -> list[str]:
+    """The messages of one WebSocket run: ``[k * clients + i]`` is client ``i``'s turn
+    ``k``, about the topics of its user ``first_user + i``."""
+    per = WARMUP_TURNS + ctx.plan.ws_turns
+    return ctx.gen.texts_for([first_user + j % clients for j in range(clients * per)])
+
+
 async def network(ctx: BenchContext, profile: Path | None = None) -> dict[str, Any]:
     """The websocket and webhook results for one corpus."""
     plan = ctx.plan
     clients = min(plan.ws_clients, ctx.scale.users)
-    texts = ctx.gen.texts_for(
-        [i % clients for i in range(clients * (WARMUP_TURNS + plan.ws_turns))]
-    )
+    texts = run_texts(ctx, 0, clients)
     logs = ctx.data_dir
     rate = float(plan.ws_rate)
     async with (
@@ -223,11 +231,23 @@ async def network(ctx: BenchContext, profile: Path | None = None) -> dict[str, A
             )
         # Latency at a load PicoBot sustains: half its measured capacity.
         half = max(1.0, round(runs["picobot"]["capacity"]["turns_per_s"] / 2))
-        for key, offered in (("paced", rate), ("paced_half_capacity", half)):
+        for run, (key, offered) in enumerate((("paced", rate), ("paced_half_capacity", half)), 1):
+            # Users of its own: the runs before added hundreds of messages to theirs,
+            # which makes each turn's recall dearer (at 100k, capacity fell by a third
+            # or more over six runs on the same users).
+            fresh = (run + 1) * clients <= min(ctx.scale.users, KEYED_USERS)
+            first = run * clients if fresh else 0
+            texts = run_texts(ctx, first, clients)
             for name, urls, is_pico in sides:
                 ctx.progress(f"  websocket {name}: paced at {offered:g} turns/s")
                 runs[name][key] = await ws_load(
-                    urls["ws"], clients, plan.ws_turns, texts, picobot=is_pico, rate=offered
+                    urls["ws"],
+                    clients,
+                    plan.ws_turns,
+                    texts,
+                    picobot=is_pico,
+                    rate=offered,
+                    first_user=first,
                 )
         ctx.progress(f"  webhook: {plan.webhook_requests} signed POSTs each")
         hook_pico, hook_raw = await webhook_rtts(

@@ -36,13 +36,14 @@ from bench.common import bench_settings
 from bench.corpus import TextGen, user_name
 from bench.provider import InstantProvider
 
-MAX_CLIENTS = 100
+KEYED_USERS = 300
+"""Corpus users with a WebSocket key: three runs of 100 clients, each on users of its own."""
 WEBHOOK_SECRET = "bench-webhook-secret-0123456789"  # noqa: S105 - a loopback-only test secret
 SIGNATURE_HEADER = "X-PicoBot-Signature"
 
 
 def api_key(index: int) -> str:
-    """The WebSocket API key of client ``index`` (it chats as corpus user ``index``)."""
+    """The WebSocket API key of corpus user ``index`` (:func:`bench.corpus.user_name`)."""
     return f"bench-key-{index:010d}"
 
 
@@ -87,7 +88,7 @@ async def run_picobot(data_dir: Path, callback: str) -> None:
     from picobot.serve import serve as picobot_serve
 
     os.environ["PICOBOT_WS_API_KEYS"] = ",".join(
-        f"{api_key(i)}:{user_name(i)}" for i in range(MAX_CLIENTS)
+        f"{api_key(i)}:{user_name(i)}" for i in range(KEYED_USERS)
     )
     os.environ["PICOBOT_GENERIC_WEBHOOK_SECRET"] = WEBHOOK_SECRET
     settings = bench_settings(
