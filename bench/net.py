@@ -130,6 +130,8 @@ async def ws_load(
             if picobot:
                 await ws.recv()  # hello
         per = WARMUP_TURNS + turns
+        if len(texts) < clients * per:
+            raise ValueError(f"{clients * per} texts needed, {len(texts)} given")
         scripts = [[texts[k * clients + i] for k in range(per)] for i in range(clients)]
         warm: list[int] = []
         await asyncio.gather(

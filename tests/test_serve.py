@@ -2,7 +2,7 @@
 
 A real process on loopback ports: WebSocket chat, a signed generic webhook whose reply
 reaches a local callback server, the admin API seeing both users, and a clean exit 0
-on SIGTERM.
+on SIGTERM. And, in process, what ``serve`` does to the garbage collector.
 """
 
 from __future__ import annotations
