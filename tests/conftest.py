@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+
+from picobot.store.db import Database
 
 
 @pytest.fixture(autouse=True)
@@ -34,3 +36,15 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
         return path
 
     return write
+
+
+@pytest.fixture
+async def db(tmp_path: Path) -> AsyncIterator[Database]:
+    """A migrated database at ``tmp_path/data/conversations.db`` (alone in its data dir).
+
+    Directories and modules that need another (a short busy timeout, seeded rows)
+    define their own ``db``, which takes precedence.
+    """
+    database = await Database.open(tmp_path / "data" / "conversations.db")
+    yield database
+    await database.close()

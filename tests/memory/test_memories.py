@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
@@ -19,14 +17,6 @@ from picobot.store.memories import (
 
 ALICE = "tui:alice"
 BOB = "tui:bob"
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    """A migrated database file under tmp_path."""
-    database = await Database.open(tmp_path / "c.db")
-    yield database
-    await database.close()
 
 
 @pytest.fixture
@@ -148,12 +138,10 @@ async def test_cap_messages_for_zero_and_for_shared_memories(repo: MemoryRepo) -
         await repo.save(GLOBAL_USER, "b", "2", max_count=1)
 
 
-async def test_concurrent_saves_from_two_connections_never_pass_the_cap(
-    db: Database, tmp_path: Path
-) -> None:
+async def test_concurrent_saves_from_two_connections_never_pass_the_cap(db: Database) -> None:
     # A second Database on the same file has its own lock, like another process: only
     # the count and insert sharing one BEGIN IMMEDIATE transaction keeps the cap.
-    other = await Database.open(tmp_path / "c.db")
+    other = await Database.open(db.path)
     try:
         repos = [MemoryRepo(db), MemoryRepo(other)]
         results = await asyncio.gather(

@@ -16,13 +16,6 @@ from picobot.store.migrations import MIGRATIONS, applied_versions, apply_migrati
 from picobot.store.sessions import SessionRepo
 
 
-@pytest.fixture
-async def db(tmp_path: Path) -> Database:
-    database = await Database.open(tmp_path / "data" / "conversations.db")
-    yield database  # type: ignore[misc]
-    await database.close()
-
-
 async def test_open_creates_file_in_wal_mode_with_foreign_keys(db: Database) -> None:
     assert db.path.is_file()
     mode = await db.fetchone("PRAGMA journal_mode")

@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
-
-import pytest
 
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from picobot.store.sessions import SessionRepo
 from tests.search.test_search import old_message
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "c.db")
-    yield database
-    await database.close()
 
 
 async def contents(db: Database) -> list[tuple[str, int, str]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
 
 import pytest
 
@@ -54,13 +53,6 @@ class GatedProvider(ScriptedProvider):
             return await super().complete(messages, tools)
         finally:
             self.active -= 1
-
-
-@pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    database = await Database.open(tmp_path / "c.db")
-    yield database
-    await database.close()
 
 
 @pytest.fixture
