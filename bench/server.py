@@ -1,8 +1,8 @@
 """The server side of the network benches, run as a child process.
 
 ``python -m bench.server picobot DATA_DIR CALLBACK_URL``: ``picobot.serve.serve`` on
-the corpus copy in DATA_DIR with the WebSocket channel (100 API keys mapped to corpus
-users 0-99) and the generic signed webhook, whose replies go to CALLBACK_URL; an
+the corpus copy in DATA_DIR with the WebSocket channel (API keys for corpus users
+0-299, :data:`KEYED_USERS`) and the generic signed webhook, whose replies go to CALLBACK_URL; an
 instant model.
 
 ``python -m bench.server raw``: the baselines, a plain ``websockets`` echo server and a
