@@ -28,6 +28,7 @@ from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
+from picobot.store.memory_cache import MemoryCache
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks.retention import RetentionTask
@@ -40,6 +41,7 @@ from picobot.tools.memory_search import MemorySearchTool
 WAL_CHECKPOINT_SECS = 1.0
 INDEX_INTERVAL_SECS = 0.5
 SUMMARY_DEBOUNCE_SECS = 0.5
+MEMORY_CACHE_PRUNE_SECS = 5.0
 """After a turn, the summarizer waits this long before checking its session, so a busy
 session's turns share one check (the fold itself runs in the background anyway)."""
 
@@ -70,13 +72,19 @@ async def open_database(settings: Settings) -> AsyncIterator[Database]:
         await db.close()
 
 
-def build_kernel(settings: Settings, db: Database, provider: LLMProvider) -> Kernel:
+def build_kernel(
+    settings: Settings,
+    db: Database,
+    provider: LLMProvider,
+    *,
+    memory_cache: MemoryCache | None = None,
+) -> Kernel:
     """The kernel with its retriever, tools and commands, as configured."""
     memory = settings.session.memory
     estimator = ProviderTokenEstimator(provider)
     memories = MemoryRepo(db)
     index = SearchIndex(db)
-    retriever = MemoryRetriever(db=db, estimator=estimator, settings=memory)
+    retriever = MemoryRetriever(db=db, estimator=estimator, settings=memory, cache=memory_cache)
     redact = Redactor.from_settings(settings.privacy).redact
     tools = ToolRegistry([MemorySearchTool(index, max_terms=memory.recall_max_terms)])
     kernel = Kernel(
@@ -125,7 +133,8 @@ async def open_runtime(
         load = getattr(llm, "load", None)
         if warm_up and load is not None:
             await load()
-        kernel = build_kernel(settings, db, llm)
+        memory_cache = MemoryCache()
+        kernel = build_kernel(settings, db, llm, memory_cache=memory_cache)
         # A legacy sessions.json snapshot is imported once; a bad file is kept and logged.
         await import_sessions_json(db, settings.data_dir, estimator=kernel.estimator.estimate)
         tasks = await stack.enter_async_context(TaskSupervisor())
@@ -146,6 +155,8 @@ async def open_runtime(
         tasks.every("wal-checkpoint", WAL_CHECKPOINT_SECS, db.checkpoint_passive)
         # New messages reach the recall index in batches (see m006_deferred_message_index).
         tasks.every("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_in_background)
+        # What a purge (here or by another process) removed leaves the memory cache too.
+        tasks.every("memory-cache", MEMORY_CACHE_PRUNE_SECS, lambda: db.read(memory_cache.prune))
         retention = RetentionTask(
             db,
             max_age_days=settings.session.retention.max_age_days,

@@ -20,6 +20,7 @@ the system prompt) is cut with a visible ``[... truncated]`` marker.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import time
@@ -38,7 +39,8 @@ from picobot.kernel.tokens import (
 )
 from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
-from picobot.store.memories import GLOBAL_USER, Memory, list_memories
+from picobot.store.memories import GLOBAL_USER, Memory
+from picobot.store.memory_cache import CachedMemories, MemoryCache
 from picobot.store.messages import StoredMessage, last_messages
 from picobot.store.search import SearchHit, SearchQuery, search_records
 from picobot.store.summaries import Summary, get_summary
@@ -55,7 +57,7 @@ DATA_PREAMBLE = (
 )
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Item:
     text: str
     cost: int
@@ -66,7 +68,7 @@ class _Fetched:
     """What the database holds for one turn's context."""
 
     window: list[StoredMessage]
-    memories: list[Memory]
+    memories: list[CachedMemories]  # the user's, then the shared ones if granted
     summary: Summary | None
     hits: list[SearchHit]
 
@@ -90,19 +92,32 @@ def _escape(text: str) -> str:
     return text.replace("</data>", "</ data>").replace("<data", "< data")
 
 
+@functools.lru_cache(maxsize=4096)
+def _day(day: int) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(day * 86400))
+
+
 def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime(ts))
+    # strftime costs more than the rest of a recalled line; a UTC day is 86,400 s.
+    return _day(int(ts // 86400))
 
 
 class MemoryRetriever:
     """Builds budgeted prompts from memories, summary, recall and the history window."""
 
     def __init__(
-        self, *, db: Database, estimator: TokenEstimator, settings: MemorySettings
+        self,
+        *,
+        db: Database,
+        estimator: TokenEstimator,
+        settings: MemorySettings,
+        cache: MemoryCache | None = None,
     ) -> None:
         self._db = db
         self._est = estimator
         self._cfg = settings
+        # Users' memories, reread only when they changed (any process's change).
+        self.memory_cache = cache if cache is not None else MemoryCache()
 
     def _cost(self, text: str) -> int:
         return message_cost(self._est, text)
@@ -141,7 +156,7 @@ class MemoryRetriever:
         protected = min(PROTECTED_MESSAGES, len(window))
         parts.older = window[: len(window) - protected]
         parts.recent = window[len(window) - protected :]
-        parts.memories = [self._item(self._memory_line(m), item_cap) for m in fetched.memories]
+        parts.memories = self._memory_items(fetched.memories, item_cap)
         summary = fetched.summary
         if summary is not None and summary.summary.strip():
             item = self._item(summary.summary, item_cap)
@@ -162,13 +177,13 @@ class MemoryRetriever:
         sid, user = request.session_id, request.ctx.user_id
         window = last_messages(conn, sid, cfg.max_session_messages + 1)
         window = [m for m in window if m.id != request.current.id][-cfg.max_session_messages :]
-        memories: list[Memory] = []
+        memories: list[CachedMemories] = []
         if cfg.enable_user_memories and cfg.max_user_memories > 0:
-            memories = list_memories(conn, user, cfg.max_user_memories)
+            memories.append(self.memory_cache.memories(conn, user, cfg.max_user_memories))
             # A probe, not a request: users without the grant just get no shared notes.
             if request.ctx.has(Action.MEMORY_READ, Scope.GLOBAL):
-                shared = list_memories(conn, GLOBAL_USER, cfg.max_user_memories)
-                memories = [*memories, *shared][: cfg.max_user_memories]
+                shared = self.memory_cache.memories(conn, GLOBAL_USER, cfg.max_user_memories)
+                memories.append(shared)
         summary = None
         if cfg.include_summary_on_truncation and window:
             summary = get_summary(conn, sid)
@@ -186,6 +201,21 @@ class MemoryRetriever:
                 )
                 hits = search_records(conn, query)
         return _Fetched(window, memories, summary, hits)
+
+    def _memory_items(self, groups: Sequence[CachedMemories], item_cap: int) -> list[_Item]:
+        """The memories' prompt lines, at most ``max_user_memories`` (own ones first).
+
+        Each group's lines are made once and kept with it while its memories are
+        unchanged (the cache hands out the same object).
+        """
+        items: list[_Item] = []
+        for group in groups:
+            rendered = group.rendered
+            if rendered is None or rendered[0] is not self._est or rendered[1] != item_cap:
+                lines = [self._item(self._memory_line(m), item_cap) for m in group.memories]
+                rendered = group.rendered = (self._est, item_cap, lines)
+            items += rendered[2]
+        return items[: self._cfg.max_user_memories]
 
     @staticmethod
     def _memory_line(memory: Memory) -> str:

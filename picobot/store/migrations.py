@@ -204,6 +204,57 @@ async def m007_message_sources(conn: aiosqlite.Connection) -> None:
     )
 
 
+async def m008_memory_revisions(conn: aiosqlite.Connection) -> None:
+    """A revision per user's memories, so a reader can tell whether they changed.
+
+    Every insert, update or delete of a user's memories gives that user's row in
+    ``memory_revisions`` a fresh value from ``revision_clock`` (a counter that only
+    grows), in the transaction of the change, whichever process or client makes it.
+    A user without memories has no row: their last delete removes it, so a purged
+    user's id does not stay behind. Values are never reused, so an unchanged
+    revision means unchanged memories. See picobot.store.memory_cache.
+    """
+    await run_script(
+        conn,
+        """
+        CREATE TABLE revision_clock (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            value INTEGER NOT NULL
+        );
+        INSERT INTO revision_clock (id, value) VALUES (1, 1);
+        CREATE TABLE memory_revisions (
+            user_id TEXT PRIMARY KEY,
+            rev INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        INSERT INTO memory_revisions (user_id, rev) SELECT DISTINCT user_id, 1 FROM user_memories;
+
+        CREATE TRIGGER user_memories_rev_insert AFTER INSERT ON user_memories BEGIN
+            UPDATE revision_clock SET value = value + 1 WHERE id = 1;
+            INSERT INTO memory_revisions (user_id, rev)
+                VALUES (NEW.user_id, (SELECT value FROM revision_clock WHERE id = 1))
+                ON CONFLICT (user_id) DO UPDATE SET rev = excluded.rev;
+        END;
+        CREATE TRIGGER user_memories_rev_update AFTER UPDATE ON user_memories BEGIN
+            UPDATE revision_clock SET value = value + 1 WHERE id = 1;
+            INSERT INTO memory_revisions (user_id, rev)
+                VALUES (NEW.user_id, (SELECT value FROM revision_clock WHERE id = 1))
+                ON CONFLICT (user_id) DO UPDATE SET rev = excluded.rev;
+            DELETE FROM memory_revisions WHERE user_id = OLD.user_id
+                AND NOT EXISTS (SELECT 1 FROM user_memories WHERE user_id = OLD.user_id);
+            UPDATE memory_revisions SET rev = (SELECT value FROM revision_clock WHERE id = 1)
+                WHERE user_id = OLD.user_id;
+        END;
+        CREATE TRIGGER user_memories_rev_delete AFTER DELETE ON user_memories BEGIN
+            UPDATE revision_clock SET value = value + 1 WHERE id = 1;
+            DELETE FROM memory_revisions WHERE user_id = OLD.user_id
+                AND NOT EXISTS (SELECT 1 FROM user_memories WHERE user_id = OLD.user_id);
+            UPDATE memory_revisions SET rev = (SELECT value FROM revision_clock WHERE id = 1)
+                WHERE user_id = OLD.user_id;
+        END;
+        """,
+    )
+
+
 MIGRATIONS: list[Migration] = [
     m001_core_tables,
     m002_search_index,
@@ -212,6 +263,7 @@ MIGRATIONS: list[Migration] = [
     m005_user_terms,
     m006_deferred_message_index,
     m007_message_sources,
+    m008_memory_revisions,
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
@@ -18,6 +19,7 @@ from picobot.store.messages import MessageRepo, StoredMessage
 from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
+from picobot.store.terms import register_functions
 
 EST = CharTokenEstimator()
 SYSTEM = "You are a test bot."
@@ -273,3 +275,23 @@ async def test_empty_history_with_memories_and_tiny_budget(db: Database) -> None
     prompt = await w.build(sid, "hi")
     assert cost(prompt) <= 256
     assert prompt[-1].content == "hi"
+
+
+async def test_memories_changed_by_another_process_reach_the_next_prompt(db: Database) -> None:
+    w = World(db)
+    sid = await w.session()
+    await w.memory("tui:alice", "pet", "a cat")
+    assert "- pet: a cat" in context_text(await w.build(sid, "hello there"))
+    # The CLI (another process) edits the memory and adds one: no restart needed.
+    conn = sqlite3.connect(db.path)
+    register_functions(conn)
+    with conn:
+        conn.execute("UPDATE user_memories SET content = 'a dog' WHERE key = 'pet'")
+        conn.execute(
+            "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
+            " VALUES ('tui:alice', 'city', 'Lyon', 1, 1)"
+        )
+    conn.close()
+    text = context_text(await w.build(sid, "hello again"))
+    assert "- pet: a dog" in text and "- city: Lyon" in text
+    assert "a cat" not in text

@@ -10,6 +10,7 @@ import pytest
 
 from picobot.config import Settings
 from picobot.errors import AccessDenied, UserError
+from picobot.kernel.memory_retriever import MemoryRetriever
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.privacy.controller import (
@@ -21,6 +22,7 @@ from picobot.privacy.controller import (
     UserScope,
 )
 from picobot.runtime import Runtime, open_runtime
+from picobot.store.memories import MemoryRepo
 
 ALICE = Identity("whatsapp", "whatsapp:111@s.whatsapp.net", "111")
 BOB = Identity("whatsapp", "whatsapp:222@s.whatsapp.net", "222")
@@ -186,3 +188,23 @@ async def test_a_purge_that_fails_midway_tells_the_user_what_happened(
     assert "/srv" not in failed[-1].text  # the operator's paths stay in the log
     assert await count(rt, "messages") == 2  # Bob's: Alice's rows are gone
     assert (await erasure_state(rt.db, 86_400)).purge_residue_since is not None
+
+
+async def test_a_purged_users_memories_leave_the_servers_cache(rt: Runtime) -> None:
+    await MemoryRepo(rt.db).save(ALICE.user_id, "pin", "my PIN is 4321", max_count=10)
+    await MemoryRepo(rt.db).save(BOB.user_id, "pet", "a fish", max_count=10)
+    await say(rt, ALICE, "hello")
+    await say(rt, BOB, "hello")
+    assert isinstance(rt.kernel.retriever, MemoryRetriever)
+    cache = rt.kernel.retriever.memory_cache
+    assert len(cache) == 2  # both turns' prompts read their user's memories
+
+    plan = await PrivacyController(rt.db).plan(UserScope(ALICE.user_id), OPERATOR)
+    await PrivacyController(rt.db).execute(plan)
+    # The runtime's job drops it within seconds, whoever purged (here: run it now).
+    job = rt.tasks.job("memory-cache")
+    runs = job.status.runs
+    job.wake()
+    status = await job.wait_runs(runs + 1)
+    assert status.last_result == "1"
+    assert len(cache) == 1

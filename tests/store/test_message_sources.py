@@ -59,7 +59,7 @@ async def test_m007_adds_the_column_to_a_database_with_messages(tmp_path: Path) 
         assert await apply_migrations(db, MIGRATIONS[:6])
         sid = await SessionRepo(db).create("generic", "c1", "generic:alice")
         await old_message(db, sid, "user", "from before")
-        assert await apply_migrations(db) == ["m007_message_sources"]
+        assert await apply_migrations(db, MIGRATIONS[:7]) == ["m007_message_sources"]
         repo = MessageRepo(db)
         new = await repo.append(sid, "user", "after", 1, source_id="generic:m2")
         assert new.seq_order == 2
