@@ -7,6 +7,7 @@ Anything not granted is denied.
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
@@ -40,8 +41,9 @@ class Grant:
     source: str = "auto"
 
 
+@functools.cache
 def own_data_grants() -> frozenset[Grant]:
-    """The grants every caller has on their own data."""
+    """The grants every caller has on their own data (one shared, immutable set)."""
     return frozenset(
         Grant(action, scope)
         for action in (Action.MEMORY_READ, Action.MEMORY_WRITE)

@@ -16,8 +16,10 @@ CONFIG_GRANT = "config grant"
 
 def grants_for(user_id: str, settings: Settings) -> frozenset[Grant]:
     """The grants of ``user_id``: Session/User on own data, plus configured Global ones."""
-    grants = set(own_data_grants())
     perms = settings.permissions
+    if user_id not in perms.global_memory_read and user_id not in perms.global_memory_write:
+        return own_data_grants()  # every turn of most users: no set to build
+    grants = set(own_data_grants())
     if user_id in perms.global_memory_read:
         grants.add(Grant(Action.MEMORY_READ, Scope.GLOBAL, CONFIG_GRANT))
     if user_id in perms.global_memory_write:
