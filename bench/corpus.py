@@ -16,8 +16,9 @@ a live database).
 The database file is created by PicoBot's own migrations (``Database.open``), so the
 schema, the FTS5 table and its triggers are the real ones; rows are then bulk-inserted
 with plain ``sqlite3.executemany`` in transactions of 100,000 messages, each indexed
-by :func:`picobot.store.search.index_pending` in its transaction (the runtime's
-indexer, on a bigger batch). The finished file is cached under
+by :func:`picobot.store.search.index_pending` in its transaction and then merged as
+:meth:`picobot.store.search.SearchIndex.tidy` merges (the runtime's indexer, on a
+bigger batch). The finished file is cached under
 ``bench/.cache/`` keyed by scale, seed, generator version and migration count.
 """
 
@@ -39,7 +40,7 @@ import numpy as np
 
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS
-from picobot.store.search import index_pending
+from picobot.store.search import index_pending, tidy_step
 from picobot.store.terms import index_text, register_functions
 from picobot.tasks.retention import ERASE_TASK_NAME, RESIDUE_ERASED, TASK_NAME
 
@@ -353,6 +354,8 @@ def _flush(conn: sqlite3.Connection, batch: list[tuple[str, int, str, str, int, 
         batch,
     )
     index_pending(conn, None)  # as the server's indexer does: one segment per batch
+    while tidy_step(conn):  # and then its merge work (SearchIndex.tidy)
+        pass
     conn.execute("COMMIT")
     batch.clear()
     return n

@@ -18,6 +18,7 @@ from picobot.store.migrations_search import (
     m002_search_index,
     m005_user_terms,
     m006_deferred_message_index,
+    m009_search_tidy_steps,
 )
 from picobot.store.sqlscript import run_script
 
@@ -264,6 +265,7 @@ MIGRATIONS: list[Migration] = [
     m006_deferred_message_index,
     m007_message_sources,
     m008_memory_revisions,
+    m009_search_tidy_steps,
 ]
 
 

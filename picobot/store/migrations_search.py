@@ -215,3 +215,17 @@ async def m006_deferred_message_index(conn: aiosqlite.Connection) -> None:
         END;
         """,
     )
+
+
+async def m009_search_tidy_steps(conn: aiosqlite.Connection) -> None:
+    """Turn FTS5's automerge off: the runtime merges in steps of their own instead.
+
+    Automerge does merge work inside every transaction that adds an index segment,
+    in proportion to the pages written and the number of segment levels: under load
+    the indexer's write held the writer 40-130 ms, about half of it merging, and every
+    turn's write queued behind it. :meth:`picobot.store.search.SearchIndex.tidy` does
+    that work after each indexing run, in steps of a few milliseconds, each its own
+    write. Other processes' index writes (a CLI import) merge nothing meanwhile; FTS5's
+    crisis merge still caps a level at 16 segments, and the server's next run tidies.
+    """
+    await conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('automerge', 0)")

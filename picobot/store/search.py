@@ -273,16 +273,38 @@ MERGE_STEP_PAGES = 64
 """Index pages one step of :meth:`SearchIndex.optimize` merges (about 5 ms at 100k)."""
 
 
+TIDY_STEP_PAGES = 32
+"""Index pages one step of :meth:`SearchIndex.tidy` merges (about 2 ms at 100k)."""
+
+TIDY_MAX_STEPS = 64
+"""Most steps one :meth:`SearchIndex.tidy` takes (bounds it if others add segments)."""
+
+
+def _merge(conn: sqlite3.Connection, pages: int) -> bool:
+    # FTS5's own test of whether a 'merge' did any work: fewer than two changes, none.
+    before = conn.total_changes
+    conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('merge', ?)", (pages,))
+    return conn.total_changes - before >= 2
+
+
 def merge_step(conn: sqlite3.Connection, pages: int) -> bool:
     """In the writer: one FTS5 'merge' step toward one segment; False once none is left.
 
     A negative page count makes FTS5 merge every segment, however few, as 'optimize'
-    does, and drop deleted entries when the output is the oldest segment. FTS5's own
-    test of whether a step did any work: fewer than two changes means it did none.
+    does, and drop deleted entries when the output is the oldest segment.
     """
-    before = conn.total_changes
-    conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('merge', ?)", (-pages,))
-    return conn.total_changes - before >= 2
+    return _merge(conn, -pages)
+
+
+def tidy_step(conn: sqlite3.Connection, pages: int = TIDY_STEP_PAGES) -> bool:
+    """In the writer: one step of the merge work FTS5's automerge would have done.
+
+    A positive page count merges only a level that holds ``usermerge`` (4) segments, or
+    goes on with a merge already started: what automerge does inside each write that
+    adds a segment, which migration ``m009_search_tidy_steps`` turned off. False once
+    there is nothing to merge.
+    """
+    return _merge(conn, pages)
 
 
 def _optimize(conn: sqlite3.Connection) -> None:
@@ -340,7 +362,8 @@ class SearchIndex:
         return int(await self._db.write(lambda conn: index_pending(conn, limit)))
 
     async def index_in_background(self, batch: int = INDEX_BATCH) -> int:
-        """The runtime's periodic indexing: the whole queue, ``batch`` messages a write.
+        """The runtime's periodic indexing: the whole queue, ``batch`` messages a write,
+        then the index's merge work (:meth:`tidy`) if anything was indexed.
 
         Skipped while :meth:`optimize` runs: every segment added meanwhile makes FTS5
         start its merge over, so the queue waits (recall misses those messages for the
@@ -352,7 +375,25 @@ class SearchIndex:
             done += indexed
             if indexed < batch:
                 break
+        if done:
+            await self.tidy()
         return done
+
+    async def tidy(self, *, max_steps: int = TIDY_MAX_STEPS) -> int:
+        """Do the index's pending merge work in small steps, each its own write.
+
+        FTS5's automerge did it inside the write that added a segment: under load the
+        indexer's write held the writer 40-130 ms, about half of it merging. Steps of
+        ``TIDY_STEP_PAGES`` let other writes in between (see docs/performance.md).
+        Stops when a step finds nothing to merge, after ``max_steps``, or when
+        :meth:`optimize` starts. Returns the number of writes it took.
+        """
+        steps = 0
+        while steps < max_steps and not self._db.search_compaction.locked():
+            steps += 1
+            if not await self._db.write(tidy_step):
+                break
+        return steps
 
     async def optimize(self, *, step_pages: int = MERGE_STEP_PAGES) -> int:
         """Merge all index segments into one, dropping deleted entries (after purges).

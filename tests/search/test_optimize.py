@@ -6,6 +6,7 @@ import asyncio
 import random
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,7 +14,8 @@ import pytest
 import picobot.store.search as search_module
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
-from picobot.store.search import SearchIndex
+from picobot.store.migrations import MIGRATIONS, apply_migrations
+from picobot.store.search import SearchIndex, tidy_step
 from tests.search.test_search import ALICE, BOB, integrity_check, new_session
 
 SECRET = b"qxzanzibarq"
@@ -116,10 +118,76 @@ async def test_the_background_indexer_takes_a_backlog_in_several_writes(
 
     async def counted(fn: Callable[[sqlite3.Connection], Any]) -> Any:
         nonlocal commits
-        commits += 1
+        if fn is not tidy_step:  # the merge work after the run: see the tests below
+            commits += 1
         return await write(fn)
 
     monkeypatch.setattr(db, "write", counted)
     assert await SearchIndex(db).index_in_background(batch=3) == 7
     assert commits == 3  # 3 + 3 + 1: the last, short write ends the run
     assert len(await SearchIndex(db).search(ALICE, ["okapi"])) == 7
+
+
+async def segments(db: Database) -> int:
+    row = await db.fetchone("SELECT count(DISTINCT segid) FROM search_index_idx")
+    assert row is not None
+    return int(row[0])
+
+
+async def test_index_writes_merge_nothing_and_tidy_does_the_merge_work(db: Database) -> None:
+    sid = await new_session(db, ALICE)
+    repo = MessageRepo(db)
+    index = SearchIndex(db)
+    before = await segments(db)
+    for n in range(12):
+        await repo.append(sid, "user", f"okapi number {n} in the zoo", 5)
+        assert await index.index_pending() == 1
+    # Automerge is off (m009): each indexing write added its segment and merged none.
+    assert await segments(db) == before + 12
+    steps = await index.tidy()
+    assert steps >= 2  # at least one step that merged, and the one that found no more
+    assert await segments(db) <= before + 3  # FTS5 merges a level once it holds four
+    assert await index.tidy() == 1  # nothing left to merge
+    assert len(await index.search(ALICE, ["okapi"], limit=100)) == 12
+    await integrity_check(db)
+
+
+async def test_the_background_indexer_tidies_after_a_run_that_indexed(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sid = await new_session(db, ALICE)
+    repo = MessageRepo(db)
+    index = SearchIndex(db)
+    before = await segments(db)
+    for n in range(8):
+        await repo.append(sid, "user", f"okapi number {n}", 5)
+        await index.index_pending()
+    assert await segments(db) == before + 8
+    tidied = 0
+    tidy = index.tidy
+
+    async def counted(**kwargs: Any) -> int:
+        nonlocal tidied
+        tidied += 1
+        return await tidy(**kwargs)
+
+    monkeypatch.setattr(index, "tidy", counted)
+    assert await index.index_in_background() == 0  # nothing queued: no write, no tidy
+    assert tidied == 0
+    await repo.append(sid, "user", "one more okapi", 5)
+    assert await index.index_in_background() == 1
+    assert tidied == 1
+    assert await segments(db) < before + 9
+
+
+async def test_the_migration_turns_automerge_off_on_an_existing_index(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "old.db", migrate=False)
+    try:
+        assert await apply_migrations(db, MIGRATIONS[:8])
+        config = "SELECT v FROM search_index_config WHERE k = 'automerge'"
+        assert await db.fetchone(config) is None  # FTS5's default: 4
+        assert await apply_migrations(db) == ["m009_search_tidy_steps"]
+        row = await db.fetchone(config)
+        assert row is not None and row[0] == 0
+    finally:
+        await db.close()

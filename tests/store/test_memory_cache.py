@@ -75,7 +75,7 @@ async def test_the_migration_gives_existing_memories_a_revision(tmp_path: Path) 
             " VALUES (?, 'pet', 'a cat', 1, 1)",
             (ALICE,),
         )
-        assert await apply_migrations(db) == ["m008_memory_revisions"]
+        assert await apply_migrations(db, MIGRATIONS[:8]) == ["m008_memory_revisions"]
         assert await revision(db, ALICE) is not None
         assert await revision(db, BOB) is None
         cache = MemoryCache()
