@@ -40,7 +40,7 @@ import numpy as np
 
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS
-from picobot.store.search import index_pending, tidy_step
+from picobot.store.search_writes import index_pending, tidy_step
 from picobot.store.terms import index_text, register_functions
 from picobot.tasks.retention import ERASE_TASK_NAME, RESIDUE_ERASED, TASK_NAME
 

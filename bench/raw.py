@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from picobot.store.search import SearchQuery, index_range, search_sql
+from picobot.store.search import SearchQuery, search_sql
+from picobot.store.search_writes import index_range
 from picobot.store.terms import register_functions
 
 INSERT_MESSAGE = (

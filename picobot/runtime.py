@@ -41,9 +41,10 @@ from picobot.tools.memory_search import MemorySearchTool
 WAL_CHECKPOINT_SECS = 1.0
 INDEX_INTERVAL_SECS = 0.5
 SUMMARY_DEBOUNCE_SECS = 0.5
-MEMORY_CACHE_PRUNE_SECS = 5.0
 """After a turn, the summarizer waits this long before checking its session, so a busy
 session's turns share one check (the fold itself runs in the background anyway)."""
+MEMORY_CACHE_PRUNE_SECS = 5.0
+"""How often the memory cache drops lists whose memories changed or were purged."""
 
 
 @dataclass(slots=True)

@@ -103,8 +103,3 @@ class MemoryCache:
                 if entry is not None and entry.rev == held[user]:
                     del self._entries[user]
         return len(stale)
-
-    def clear(self) -> None:
-        """Forget every list."""
-        with self._lock:
-            self._entries.clear()

@@ -5,11 +5,14 @@ a regular FTS5 table (it keeps its own copy of each text). Triggers on ``message
 and ``user_memories`` keep it in sync inside the transaction of the source row, so a
 committed delete leaves no hit, except that a new or edited *message* is only queued
 there (``search_pending``, migration ``m006_deferred_message_index``) and indexed in
-batches by :func:`index_pending`: the runtime runs it every ``INDEX_INTERVAL_SECS``,
-and :meth:`SearchIndex.search` runs it before searching. Every transaction that writes
-the index adds an FTS5 segment and merge work, and a query reads each of its terms in
-every segment; one index write per batch keeps about half as many segments under a
-steady stream of commits as one per commit did (see docs/performance.md).
+batches by :func:`picobot.store.search_writes.index_pending`: the runtime runs it
+every ``INDEX_INTERVAL_SECS``, and :meth:`SearchIndex.search` runs it before
+searching. Every transaction that writes the index adds an FTS5 segment, and a query
+reads each of its terms in every segment; one index write per batch keeps about half
+as many segments under a steady stream of commits as one per commit did (see
+docs/performance.md). The merge work that keeps the segment count down is not done
+inside those writes (FTS5's automerge is off, migration ``m009_search_tidy_steps``):
+:meth:`SearchIndex.tidy` does it afterwards in small steps, each its own write.
 
 Layout (migration ``m005_user_terms``):
 
@@ -67,9 +70,21 @@ from typing import Any
 
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
+from picobot.store.search_writes import (
+    INDEX_BATCH,
+    MERGE_STEP_PAGES,
+    TIDY_MAX_STEPS,
+    has_queued,
+    index_pages,
+    index_pending,
+    merge_step,
+    optimize_at_once,
+    tidy_step,
+)
 from picobot.store.terms import WORD, term_prefix, words
 
 log = logging.getLogger(__name__)
+
 
 MAX_QUERY_TERMS = 64
 """Most OR terms one query may carry; bounds the work of a hostile caller."""
@@ -228,97 +243,6 @@ def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchH
     return hits
 
 
-INDEX_BATCH = 2500
-"""Most queued messages one indexing write takes: about 0.14 s of the writer at 100k
-messages, 0.28 s at 1M (54 and 113 us a message on the bench corpora). A run every
-half second at 800 turns/s finds about 800; a backlog (after a pause, a restart) goes
-in several writes, other writes between them. With 1,000, some runs under that load
-took two writes (two index segments), and capacity fell by 7% on average over six
-alternating runs (a spread of 100 turns/s on either side)."""
-
-
-def index_pending(conn: sqlite3.Connection, limit: int | None = INDEX_BATCH) -> int:
-    """In the writer: index queued messages, oldest first, at most ``limit``; how many.
-
-    Runs inside the caller's transaction (a group commit), so the FTS5 segment it adds
-    holds every message of the batch. A queued id whose message is gone was removed by
-    the delete trigger; the join skips any other leftover.
-    """
-    row = conn.execute(
-        "SELECT min(id), max(id) FROM (SELECT id FROM search_pending ORDER BY id LIMIT ?)",
-        (-1 if limit is None else limit,),
-    ).fetchone()
-    if row is None or row[0] is None:
-        return 0
-    return index_range(conn, int(row[0]), int(row[1]))
-
-
-def index_range(conn: sqlite3.Connection, first: int, last: int) -> int:
-    """In the writer: index the queued messages with ids ``first`` to ``last``; how many."""
-    # CROSS JOIN keeps the queue the outer loop: otherwise the planner may walk every
-    # message below ``last``.
-    conn.execute(
-        "INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)"
-        " SELECT m.id, 'u' || lower(hex(s.user_id)) || 'x',"
-        " picobot_index_text(s.user_id, m.content), m.session_id, m.seq_order, m.created_at"
-        " FROM search_pending p CROSS JOIN messages m ON m.id = p.id"
-        " JOIN sessions s ON s.id = m.session_id WHERE p.id BETWEEN ? AND ?",
-        (first, last),
-    )
-    deleted = conn.execute("DELETE FROM search_pending WHERE id BETWEEN ? AND ?", (first, last))
-    return int(deleted.rowcount)
-
-
-MERGE_STEP_PAGES = 64
-"""Index pages one step of :meth:`SearchIndex.optimize` merges (about 5 ms at 100k)."""
-
-
-TIDY_STEP_PAGES = 32
-"""Index pages one step of :meth:`SearchIndex.tidy` merges (about 2 ms at 100k)."""
-
-TIDY_MAX_STEPS = 64
-"""Most steps one :meth:`SearchIndex.tidy` takes (bounds it if others add segments)."""
-
-
-def _merge(conn: sqlite3.Connection, pages: int) -> bool:
-    # FTS5's own test of whether a 'merge' did any work: fewer than two changes, none.
-    before = conn.total_changes
-    conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('merge', ?)", (pages,))
-    return conn.total_changes - before >= 2
-
-
-def merge_step(conn: sqlite3.Connection, pages: int) -> bool:
-    """In the writer: one FTS5 'merge' step toward one segment; False once none is left.
-
-    A negative page count makes FTS5 merge every segment, however few, as 'optimize'
-    does, and drop deleted entries when the output is the oldest segment.
-    """
-    return _merge(conn, -pages)
-
-
-def tidy_step(conn: sqlite3.Connection, pages: int = TIDY_STEP_PAGES) -> bool:
-    """In the writer: one step of the merge work FTS5's automerge would have done.
-
-    A positive page count merges only a level that holds ``usermerge`` (4) segments, or
-    goes on with a merge already started: what automerge does inside each write that
-    adds a segment, which migration ``m009_search_tidy_steps`` turned off. False once
-    there is nothing to merge.
-    """
-    return _merge(conn, pages)
-
-
-def _optimize(conn: sqlite3.Connection) -> None:
-    conn.execute("INSERT INTO search_index (search_index) VALUES ('optimize')")
-
-
-def _index_pages(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM search_index_data").fetchone()[0])
-
-
-def _has_queued(conn: sqlite3.Connection) -> bool:
-    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM search_pending)").fetchone()[0])
-
-
 class SearchIndex:
     """Ranked keyword search over one user's records; see the module docstring."""
 
@@ -353,21 +277,21 @@ class SearchIndex:
         """Index up to ``limit`` queued messages (None: all) in one group commit; how many.
 
         The runtime runs it every ``INDEX_INTERVAL_SECS`` through
-        :meth:`index_in_background` (see :func:`index_pending`). An empty queue is seen
-        on a reader: an idle server never takes the write lock for it (another process
-        holding that lock, a CLI purge say, is left alone).
+        :meth:`index_in_background` (see ``search_writes.index_pending``). An empty
+        queue is seen on a reader: an idle server never takes the write lock for it
+        (another process holding that lock, a CLI purge say, is left alone).
         """
-        if not await self._db.read(_has_queued):
+        if not await self._db.read(has_queued):
             return 0
         return int(await self._db.write(lambda conn: index_pending(conn, limit)))
 
     async def index_in_background(self, batch: int = INDEX_BATCH) -> int:
-        """The runtime's periodic indexing: the whole queue, ``batch`` messages a write,
-        then the index's merge work (:meth:`tidy`) if anything was indexed.
+        """The runtime's periodic indexing: the whole queue, ``batch`` messages a write.
 
-        Skipped while :meth:`optimize` runs: every segment added meanwhile makes FTS5
-        start its merge over, so the queue waits (recall misses those messages for the
-        seconds the merge takes). Returns how many messages it indexed.
+        Then, if it indexed anything, the index's merge work (:meth:`tidy`). Skipped
+        while :meth:`optimize` runs: every segment added meanwhile makes FTS5 start its
+        merge over, so the queue waits (recall misses those messages for the seconds
+        the merge takes). Returns how many messages it indexed.
         """
         done = 0
         while not self._db.search_compaction.locked():
@@ -406,11 +330,11 @@ class SearchIndex:
         Returns the number of writes it took.
         """
         async with self._db.search_compaction:
-            pages = await self._db.read(_index_pages)
+            pages = await self._db.read(index_pages)
             most = 2 * (pages // step_pages + 1) + 8
             for step in range(1, most + 1):
                 if not await self._db.write(lambda conn: merge_step(conn, step_pages)):
                     return step
             log.warning("search index: %d merge steps did not converge; optimizing at once", most)
-            await self._db.write(_optimize)
+            await self._db.write(optimize_at_once)
             return most + 1

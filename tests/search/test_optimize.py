@@ -15,7 +15,8 @@ import picobot.store.search as search_module
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.search import SearchIndex, tidy_step
+from picobot.store.search import SearchIndex
+from picobot.store.search_writes import tidy_step
 from tests.search.test_search import ALICE, BOB, integrity_check, new_session
 
 SECRET = b"qxzanzibarq"

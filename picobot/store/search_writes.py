@@ -1,0 +1,100 @@
+"""What the recall index's writes run in the writer thread: indexing and merging.
+
+Plain functions of a ``sqlite3`` connection, run inside a group commit by
+:class:`picobot.store.search.SearchIndex` (see there and migrations ``m006`` and
+``m009`` in :mod:`picobot.store.migrations_search`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+INDEX_BATCH = 2500
+"""Most queued messages one indexing write takes: about 0.14 s of the writer at 100k
+messages, 0.28 s at 1M (54 and 113 us a message on the bench corpora). A run every
+half second at 800 turns/s finds about 800; a backlog (after a pause, a restart) goes
+in several writes, other writes between them. With 1,000, some runs under that load
+took two writes (two index segments), and capacity fell by 7% on average over six
+alternating runs (a spread of 100 turns/s on either side)."""
+
+
+def index_pending(conn: sqlite3.Connection, limit: int | None = INDEX_BATCH) -> int:
+    """In the writer: index queued messages, oldest first, at most ``limit``; how many.
+
+    Runs inside the caller's transaction (a group commit), so the FTS5 segment it adds
+    holds every message of the batch. A queued id whose message is gone was removed by
+    the delete trigger; the join skips any other leftover.
+    """
+    row = conn.execute(
+        "SELECT min(id), max(id) FROM (SELECT id FROM search_pending ORDER BY id LIMIT ?)",
+        (-1 if limit is None else limit,),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return 0
+    return index_range(conn, int(row[0]), int(row[1]))
+
+
+def index_range(conn: sqlite3.Connection, first: int, last: int) -> int:
+    """In the writer: index the queued messages with ids ``first`` to ``last``; how many."""
+    # CROSS JOIN keeps the queue the outer loop: otherwise the planner may walk every
+    # message below ``last``.
+    conn.execute(
+        "INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)"
+        " SELECT m.id, 'u' || lower(hex(s.user_id)) || 'x',"
+        " picobot_index_text(s.user_id, m.content), m.session_id, m.seq_order, m.created_at"
+        " FROM search_pending p CROSS JOIN messages m ON m.id = p.id"
+        " JOIN sessions s ON s.id = m.session_id WHERE p.id BETWEEN ? AND ?",
+        (first, last),
+    )
+    deleted = conn.execute("DELETE FROM search_pending WHERE id BETWEEN ? AND ?", (first, last))
+    return int(deleted.rowcount)
+
+
+MERGE_STEP_PAGES = 64
+"""Index pages one step of :meth:`SearchIndex.optimize` merges (about 5 ms at 100k)."""
+
+
+TIDY_STEP_PAGES = 32
+"""Index pages one step of :meth:`SearchIndex.tidy` merges (about 2 ms at 100k)."""
+
+TIDY_MAX_STEPS = 64
+"""Most steps one :meth:`SearchIndex.tidy` takes (bounds it if others add segments)."""
+
+
+def _merge(conn: sqlite3.Connection, pages: int) -> bool:
+    # FTS5's own test of whether a 'merge' did any work: fewer than two changes, none.
+    before = conn.total_changes
+    conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('merge', ?)", (pages,))
+    return conn.total_changes - before >= 2
+
+
+def merge_step(conn: sqlite3.Connection, pages: int) -> bool:
+    """In the writer: one FTS5 'merge' step toward one segment; False once none is left.
+
+    A negative page count makes FTS5 merge every segment, however few, as 'optimize'
+    does, and drop deleted entries when the output is the oldest segment.
+    """
+    return _merge(conn, -pages)
+
+
+def tidy_step(conn: sqlite3.Connection, pages: int = TIDY_STEP_PAGES) -> bool:
+    """In the writer: one step of the merge work FTS5's automerge would have done.
+
+    A positive page count merges only a level that holds ``usermerge`` (4) segments, or
+    goes on with a merge already started: what automerge does inside each write that
+    adds a segment, which migration ``m009_search_tidy_steps`` turned off. False once
+    there is nothing to merge.
+    """
+    return _merge(conn, pages)
+
+
+def optimize_at_once(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT INTO search_index (search_index) VALUES ('optimize')")
+
+
+def index_pages(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT count(*) FROM search_index_data").fetchone()[0])
+
+
+def has_queued(conn: sqlite3.Connection) -> bool:
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM search_pending)").fetchone()[0])
