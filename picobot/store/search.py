@@ -85,7 +85,6 @@ from picobot.store.terms import WORD, term_prefix, words
 
 log = logging.getLogger(__name__)
 
-
 MAX_QUERY_TERMS = 64
 """Most OR terms one query may carry; bounds the work of a hostile caller."""
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import time
 
 import pytest
@@ -19,7 +18,7 @@ from picobot.store.messages import MessageRepo, StoredMessage
 from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
-from picobot.store.terms import register_functions
+from tests.store.test_memory_cache import other_process
 
 EST = CharTokenEstimator()
 SYSTEM = "You are a test bot."
@@ -283,8 +282,7 @@ async def test_memories_changed_by_another_process_reach_the_next_prompt(db: Dat
     await w.memory("tui:alice", "pet", "a cat")
     assert "- pet: a cat" in context_text(await w.build(sid, "hello there"))
     # The CLI (another process) edits the memory and adds one: no restart needed.
-    conn = sqlite3.connect(db.path)
-    register_functions(conn)
+    conn = other_process(db)
     with conn:
         conn.execute("UPDATE user_memories SET content = 'a dog' WHERE key = 'pet'")
         conn.execute(

@@ -135,16 +135,21 @@ async def segments(db: Database) -> int:
     return int(row[0])
 
 
-async def test_index_writes_merge_nothing_and_tidy_does_the_merge_work(db: Database) -> None:
+async def one_segment_each(db: Database, count: int) -> tuple[str, int]:
+    """Index ``count`` messages of Alice one write each; return her session, the old count."""
     sid = await new_session(db, ALICE)
-    repo = MessageRepo(db)
-    index = SearchIndex(db)
     before = await segments(db)
-    for n in range(12):
-        await repo.append(sid, "user", f"okapi number {n} in the zoo", 5)
-        assert await index.index_pending() == 1
+    for n in range(count):
+        await MessageRepo(db).append(sid, "user", f"okapi number {n} in the zoo", 5)
+        assert await SearchIndex(db).index_pending() == 1
     # Automerge is off (m009): each indexing write added its segment and merged none.
-    assert await segments(db) == before + 12
+    assert await segments(db) == before + count
+    return sid, before
+
+
+async def test_index_writes_merge_nothing_and_tidy_does_the_merge_work(db: Database) -> None:
+    _, before = await one_segment_each(db, 12)
+    index = SearchIndex(db)
     steps = await index.tidy()
     assert steps >= 2  # at least one step that merged, and the one that found no more
     assert await segments(db) <= before + 3  # FTS5 merges a level once it holds four
@@ -156,14 +161,8 @@ async def test_index_writes_merge_nothing_and_tidy_does_the_merge_work(db: Datab
 async def test_the_background_indexer_tidies_after_a_run_that_indexed(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sid = await new_session(db, ALICE)
-    repo = MessageRepo(db)
+    sid, before = await one_segment_each(db, 8)
     index = SearchIndex(db)
-    before = await segments(db)
-    for n in range(8):
-        await repo.append(sid, "user", f"okapi number {n}", 5)
-        await index.index_pending()
-    assert await segments(db) == before + 8
     tidied = 0
     tidy = index.tidy
 
@@ -175,7 +174,7 @@ async def test_the_background_indexer_tidies_after_a_run_that_indexed(
     monkeypatch.setattr(index, "tidy", counted)
     assert await index.index_in_background() == 0  # nothing queued: no write, no tidy
     assert tidied == 0
-    await repo.append(sid, "user", "one more okapi", 5)
+    await MessageRepo(db).append(sid, "user", "one more okapi", 5)
     assert await index.index_in_background() == 1
     assert tidied == 1
     assert await segments(db) < before + 9
