@@ -98,6 +98,7 @@ def build_kernel(
         max_tool_rounds=settings.llm.max_tool_rounds,
         grants=functools.partial(grants_for, settings=settings),
         redact=redact,
+        budget_tokens=memory.context_budget_tokens,
     )
     mcount, mchars = memory.max_user_memories, memory.max_memory_chars
     if memory.enable_user_memories:

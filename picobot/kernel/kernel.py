@@ -15,21 +15,22 @@ import logging
 import time
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from picobot.errors import LLMError, StoreUnavailable, UserError
 from picobot.kernel.commands import CommandRouter, SessionCommands
 from picobot.kernel.context import Grant, ToolContext, own_data_grants
 from picobot.kernel.retriever import ContextRetriever, PromptRequest
 from picobot.kernel.tokens import TokenEstimator
-from picobot.llm.base import ChatMessage, LLMProvider, TextDelta, ToolCall, ToolCalls
+from picobot.kernel.tool_budget import ToolBudget
+from picobot.llm.base import LLMProvider, TextDelta, ToolCall, ToolCalls
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo, NotCurrentSession, StoredMessage
 from picobot.store.sessions import ChatKey, SessionRepo
 from picobot.store.tool_records import ToolRecordRepo
-from picobot.tools.base import ToolRegistry, wrap_untrusted
+from picobot.tools.base import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ class Kernel:
         clock: Callable[[], float] = time.time,
         grants: Callable[[str], frozenset[Grant]] | None = None,
         redact: Callable[[str], str] | None = None,
+        budget_tokens: int | None = None,
     ) -> None:
         self.db = db
         self.provider = provider
@@ -94,6 +96,8 @@ class Kernel:
         self.tools = tools or ToolRegistry()
         self.system_prompt = system_prompt
         self.max_tool_rounds = max_tool_rounds
+        # The prompt budget that tool rounds must stay within too (None: unchecked).
+        self.budget_tokens = budget_tokens
         self.clock = clock
         self.grants = grants or (lambda _user_id: own_data_grants())
         # Applied to user and assistant text before it is stored, indexed or summarized.
@@ -275,10 +279,8 @@ class Kernel:
             ctx = self.context_for(identity, session_id)
             parts: list[str] = []
             try:
-                prompt = await self.retriever.build(
-                    PromptRequest(ctx, session_id, self.system_prompt, current)
-                )
-                async for token in self._generate(ctx, prompt, parts):
+                request = PromptRequest(ctx, session_id, self.system_prompt, current)
+                async for token in self._generate(ctx, request, parts):
                     yield Outbound(OutboundKind.TOKEN, token, session_id=session_id)
                 reply = self.redact("".join(parts).strip() or "(no answer)")
                 await self.messages.append(
@@ -313,16 +315,22 @@ class Kernel:
                     log.exception("turn listener failed")
 
     async def _generate(
-        self, ctx: ToolContext, prompt: list[ChatMessage], parts: list[str]
+        self, ctx: ToolContext, request: PromptRequest, parts: list[str]
     ) -> AsyncIterator[str]:
-        """Stream the answer, running tool rounds up to the cap; yield text tokens."""
+        """Stream the answer, running tool rounds up to the cap; yield text tokens.
+
+        Every model call stays within the prompt budget (see :mod:`tool_budget`).
+        """
+        prompt = await self.retriever.build(request)
         specs = self.tools.specs()
+        exchange = ToolBudget(self.estimator, self.budget_tokens)
         for round_no in range(self.max_tool_rounds + 1):
-            # On the last round no tools are offered, so the model has to answer.
-            offer = specs if round_no < self.max_tool_rounds else []
+            # On the last round, or with the budget spent, no tools are offered, so the
+            # model has to answer.
+            offer = specs if round_no < self.max_tool_rounds and exchange.open else []
             calls: tuple[ToolCall, ...] = ()
             round_text: list[str] = []
-            async for event in self.provider.stream(prompt, offer):
+            async for event in self.provider.stream([*prompt, *exchange.messages], offer):
                 if isinstance(event, TextDelta):
                     round_text.append(event.text)
                     parts.append(event.text)
@@ -331,13 +339,13 @@ class Kernel:
                     calls += event.calls
             if not calls or not offer:
                 return
-            prompt.append(ChatMessage("assistant", "".join(round_text), tool_calls=calls))
+            exchange.call("".join(round_text), calls)
             for call in calls:
                 ok, output = await self.tools.call(ctx, call.name, call.arguments)
                 await self._record_tool(ctx, call, ok, output)
-                prompt.append(
-                    ChatMessage("tool", wrap_untrusted(call.name, output), tool_call_id=call.id)
-                )
+                exchange.result(call, output)
+            if exchange.overflows(prompt):
+                prompt = await self.retriever.build(replace(request, reserve_tokens=exchange.used))
 
     async def _record_tool(self, ctx: ToolContext, call: ToolCall, ok: bool, output: str) -> None:
         if ctx.session_id is None:

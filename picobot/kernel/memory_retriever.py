@@ -14,8 +14,10 @@ When the parts exceed ``context_budget_tokens`` the least valuable go first:
 5. the protected recent messages, oldest first.
 
 The system prompt and the current message are never dropped; a single item larger
-than its share (a quarter of the budget; the current message: whatever is left after
-the system prompt) is cut with a visible ``[... truncated]`` marker.
+than its share (a quarter of the budget, history messages included; the current
+message: whatever is left after the system prompt) is cut with a visible
+``[... truncated]`` marker. ``PromptRequest.reserve_tokens`` (tool rounds) comes off
+the budget.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from picobot.config import MemorySettings
 from picobot.kernel.context import Action, Scope
@@ -128,8 +130,10 @@ class MemoryRetriever:
 
     async def build(self, request: PromptRequest) -> list[ChatMessage]:
         """The prompt for one turn: system, context data, history, current message."""
-        budget = self._cfg.context_budget_tokens
-        item_cap = max(16, budget // 4)
+        # The item cap stays a quarter of the whole budget, so memories' lines cached
+        # with it are reused by a tool round's rebuilt prompt.
+        item_cap = max(16, self._cfg.context_budget_tokens // 4)
+        budget = self._cfg.context_budget_tokens - request.reserve_tokens
         system = ChatMessage("system", request.system_prompt)
         room = budget - self._cost(system.content)
         current = request.current.content
@@ -151,7 +155,8 @@ class MemoryRetriever:
 
     async def _gather(self, request: PromptRequest, item_cap: int) -> _Parts:
         fetched = await self._db.read(lambda conn: self._fetch(conn, request))
-        window = fetched.window
+        # A pasted log in the history is cut like any other item, not dropped whole.
+        window = [self._capped(m, item_cap) for m in fetched.window]
         parts = _Parts()
         protected = min(PROTECTED_MESSAGES, len(window))
         parts.older = window[: len(window) - protected]
@@ -164,8 +169,13 @@ class MemoryRetriever:
                 parts.summary = item
             else:
                 parts.pending_summary = item
-        parts.recall = self._recall_items(fetched.hits, window, item_cap)
+        parts.recall = self._recall_items(fetched.hits, fetched.window, item_cap)
         return parts
+
+    def _capped(self, message: StoredMessage, cap: int) -> StoredMessage:
+        if self._est.estimate(message.content) <= cap:
+            return message
+        return replace(message, content=truncate_to_tokens(self._est, message.content, cap))
 
     def _fetch(self, conn: sqlite3.Connection, request: PromptRequest) -> _Fetched:
         """Every query of the turn's context, in one read transaction (a reader thread).

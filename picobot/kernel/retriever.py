@@ -26,6 +26,9 @@ class PromptRequest:
     session_id: str
     system_prompt: str
     current: StoredMessage
+    reserve_tokens: int = 0
+    """Tokens of the budget kept free for what the caller adds after the prompt (a tool
+    round's call and output); the prompt fits the rest."""
 
 
 class ContextRetriever(Protocol):
@@ -77,7 +80,9 @@ class WindowRetriever:
     async def build(self, request: PromptRequest) -> list[ChatMessage]:
         """Fit the window into the budget; the current message always goes last."""
         system = ChatMessage("system", request.system_prompt)
-        remaining = self._budget - message_cost(self._estimator, system.content)
+        remaining = (
+            self._budget - request.reserve_tokens - message_cost(self._estimator, system.content)
+        )
         current_text = request.current.content
         if message_cost(self._estimator, current_text) > remaining:
             current_text = truncate_to_tokens(

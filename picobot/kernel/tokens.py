@@ -8,9 +8,10 @@ provider with a real tokenizer (the local model) replaces it via
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Protocol
 
-from picobot.llm.base import LLMProvider
+from picobot.llm.base import ChatMessage, LLMProvider
 
 # Role markers and separators that chat templates add around each message.
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -51,6 +52,16 @@ class ProviderTokenEstimator:
 def message_cost(estimator: TokenEstimator, text: str) -> int:
     """Tokens a message costs in a prompt, framing included."""
     return estimator.estimate(text) + MESSAGE_OVERHEAD_TOKENS
+
+
+def prompt_cost(estimator: TokenEstimator, messages: Iterable[ChatMessage]) -> int:
+    """Tokens a prompt costs: every message with its framing, tool calls' names and
+    arguments included."""
+    return sum(
+        message_cost(estimator, m.content)
+        + sum(estimator.estimate(c.name + c.arguments) for c in m.tool_calls)
+        for m in messages
+    )
 
 
 def truncate_to_tokens(estimator: TokenEstimator, text: str, max_tokens: int) -> str:

@@ -55,6 +55,7 @@ def make_kernel(db: Database) -> KernelFactory:
             tools=ToolRegistry(tools or []),
             system_prompt="You are a test bot.",
             max_tool_rounds=max_tool_rounds,
+            budget_tokens=budget,
         )
 
     return make

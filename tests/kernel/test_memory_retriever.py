@@ -163,6 +163,19 @@ async def test_twenty_huge_messages_within_budget(db: Database) -> None:
     assert prompt[0].content == SYSTEM and prompt[-1].content == "and now?"
 
 
+async def test_a_pasted_log_in_history_is_cut_not_dropped(db: Database) -> None:
+    w = World(db)
+    sid = await w.session()
+    log = "LOGSTART " + "l" * 22_000
+    await w.say(sid, log, "ok, got your log")
+    prompt = await w.build(sid, "what was the first word of the log?")
+    assert cost(prompt) <= w.cfg.context_budget_tokens
+    pasted = prompt[1].content
+    assert pasted.startswith("LOGSTART") and pasted.endswith("[... truncated]")
+    assert EST.estimate(pasted) <= w.cfg.context_budget_tokens // 4
+    assert [m.content for m in prompt[2:]] == ["ok, got your log", prompt[-1].content]
+
+
 async def test_huge_current_message_is_truncated_not_dropped(db: Database) -> None:
     w = World(db)
     sid = await w.session()

@@ -1,0 +1,114 @@
+"""Tool rounds stay within the prompt budget: outputs cut, prompt rebuilt, tools withdrawn."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from picobot.config import Settings
+from picobot.kernel.context import ToolContext
+from picobot.kernel.tokens import CharTokenEstimator, prompt_cost
+from picobot.kernel.tool_budget import MIN_OUTPUT_TOKENS, ToolBudget
+from picobot.llm.base import ToolCall, ToolSpec
+from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
+from picobot.messages import OutboundKind
+from picobot.runtime import open_runtime
+from picobot.store.db import Database
+from tests.kernel.conftest import ALICE, KernelFactory, run
+
+EST = CharTokenEstimator()
+
+
+class BigTool:
+    """Returns ``size`` characters, marked at both ends."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec("big", "Return a lot of text", {"type": "object"})
+
+    async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
+        return "HEAD" + "x" * self.size + "TAIL"
+
+
+def big_call(cid: str = "c1") -> ScriptedTurn:
+    return ScriptedTurn(tool_calls=(ToolCall(cid, "big", "{}"),))
+
+
+async def test_a_huge_tool_output_is_cut_and_the_prompt_rebuilt_within_budget(
+    make_kernel: KernelFactory, db: Database
+) -> None:
+    budget = 1000
+    provider = ScriptedProvider()
+    kernel = make_kernel(provider, tools=[BigTool(50_000)], budget=budget)
+    for i in range(6):  # history that fills the budget
+        await run(kernel, ALICE, f"old message {i} " + "h" * 600)
+    provider.add(big_call(), "answered")
+    events = await run(kernel, ALICE, "use the big tool")
+    assert events[-1].kind == OutboundKind.DONE and events[-1].text == "answered"
+    first, second = provider.prompts[-2:]
+    assert prompt_cost(EST, first) <= budget and prompt_cost(EST, second) <= budget
+    output = second[-1]
+    assert output.role == "tool" and "HEAD" in output.content
+    assert "TAIL" not in output.content and "[... truncated]" in output.content
+    # The rebuilt prompt made room by dropping older history, never the current message.
+    assert second[-3].content == "use the big tool"
+    assert len(second) - 2 < len(first)
+    # The first round took the tool share: the next call offers no tools.
+    assert provider.tools_seen[-2] and provider.tools_seen[-1] == []
+    # The record keeps the whole output.
+    with sqlite3.connect(db.path) as conn:
+        (kept,) = conn.execute("SELECT result FROM tool_records").fetchone()
+    assert kept.endswith("TAIL")
+
+
+async def test_small_outputs_leave_the_prompt_and_tools_alone(make_kernel: KernelFactory) -> None:
+    provider = ScriptedProvider([big_call("c1"), big_call("c2"), "done"])
+    kernel = make_kernel(provider, tools=[BigTool(100)], budget=4000)
+    await run(kernel, ALICE, "go")
+    assert [len(t) for t in provider.tools_seen] == [1, 1, 1]
+    assert all("TAIL" in m.content for m in provider.prompts[-1] if m.role == "tool")
+    # No rebuild was needed: the prompt before the exchange is the same each time.
+    assert provider.prompts[0] == provider.prompts[2][: len(provider.prompts[0])]
+
+
+def test_the_share_bounds_outputs_and_closes_at_the_minimum() -> None:
+    budget = ToolBudget(EST, 800)
+    budget.call("", (ToolCall("a", "big", "{}"),))
+    budget.result(ToolCall("a", "big", "{}"), "y" * 10_000)
+    assert budget.used <= 400 + 8  # the share, give or take the marker's rounding
+    assert not budget.open
+    unlimited = ToolBudget(EST, None)
+    unlimited.result(ToolCall("a", "big", "{}"), "y" * 10_000)
+    assert unlimited.open and "[... truncated]" not in unlimited.messages[0].content
+    assert MIN_OUTPUT_TOKENS < 400
+
+
+async def test_memory_and_search_rounds_stay_within_the_budget(tmp_path: Path) -> None:
+    """The runtime's own retriever and tools: 50 long memories, a long history."""
+    search = ToolCall("c1", "memory_search", json.dumps({"query": "zebra", "top_k": 20}))
+    listing = ToolCall("c2", "memory", json.dumps({"action": "list"}))
+    provider = ScriptedProvider()
+    settings = Settings(data={"dir": str(tmp_path / "data")})  # type: ignore[arg-type]
+    async with open_runtime(settings, provider=provider) as rt:
+        kernel = rt.kernel
+        for i in range(50):
+            await run(kernel, ALICE, f"/remember k{i}: zebra " + "z" * 1990)
+        for _ in range(25):
+            await run(kernel, ALICE, "zebra " + "y" * 2000)
+        provider.add(
+            ScriptedTurn(tool_calls=(search,)), ScriptedTurn(tool_calls=(listing,)), "done"
+        )
+        events = await run(kernel, ALICE, "what do you remember?")
+        assert events[-1].text == "done"
+        budget = settings.session.memory.context_budget_tokens
+        turn = provider.prompts[-3:]
+        assert [prompt_cost(kernel.estimator, p) <= budget for p in turn] == [True] * 3
+        # Before the fix the third call held both outputs whole: 3.2 times the budget.
+        tools = [m for m in turn[-1] if m.role == "tool"]
+        assert len(tools) == 2 and "[... truncated]" in tools[1].content
+        assert provider.tools_seen[-1] == []  # the listing spent the share
