@@ -1,9 +1,11 @@
 """``/purge`` in every channel, and the y/n answer that confirms it.
 
 ``/purge session [ID]``, ``/purge user`` and ``/purge older DAYS`` plan a purge and
-emit a CONFIRM_REQUEST stating the counts. The same user's next message answers it
-(messaging channels), or a channel passes the token back explicitly (TUI, WebSocket).
-Only ``y``/``yes`` confirms.
+emit a CONFIRM_REQUEST stating the counts. In the messaging channels the same user's
+next message in the same chat answers it (a "yes" in another chat, a group say, is
+just chat); the TUI and WebSocket clients pass the token back explicitly
+(``TOKEN_CHANNELS``), so there a chat message is never taken for the answer. Only
+``y``/``yes`` confirms.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ PURGE_FAILED = (
     " /purge command again to delete anything it did not get to."
 )
 
+TOKEN_CHANNELS = frozenset({"tui", "ws"})
+"""Channels whose clients answer with the confirmation token (a dialog, a ``confirm``
+frame), never with their next chat message."""
+
 log = logging.getLogger(__name__)
 
 
@@ -54,7 +60,9 @@ class PurgeCommands:
     async def purge(self, call: CommandCall) -> list[Outbound]:
         """Plan a purge and ask for confirmation."""
         scope = self._scope(call)
-        pending = await self._controller.request(scope, actor_of(call.identity))
+        ident = call.identity
+        origin = (ident.channel, ident.chat_id)
+        pending = await self._controller.request(scope, actor_of(ident), origin)
         if pending.plan.counts.total == 0:
             return [notice(pending.plan.prompt(), call.session_id)]
         return [
@@ -86,9 +94,11 @@ class PurgeCommands:
         raise UserError(USAGE)
 
     async def answer(self, identity: Identity, text: str) -> list[Outbound] | None:
-        """If this user has a purge waiting, their message is the answer."""
+        """If this user has a purge waiting in this chat, their message is the answer."""
+        if identity.channel in TOKEN_CHANNELS:
+            return None
         actor = actor_of(identity)
-        pending = self._controller.pending_for(actor)
+        pending = self._controller.pending_for(actor, (identity.channel, identity.chat_id))
         if pending is None:
             return None
         return await self._confirm(pending.token, actor, text)

@@ -109,6 +109,9 @@ class PendingPurge:
     token: str
     plan: PurgePlan
     expires_at: float
+    origin: tuple[str, str] | None = None
+    """The (channel, chat) it was requested from: only an answer from there counts as
+    the next-message answer (None: no chat, e.g. the admin API)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,9 @@ class PrivacyController:
         cutoff = self._clock() - scope.days * DAY
         return PurgePlan(scope, actor, await self._store.count_older(cutoff), cutoff)
 
-    async def request(self, scope: PurgeScope, actor: Actor) -> PendingPurge:
+    async def request(
+        self, scope: PurgeScope, actor: Actor, origin: tuple[str, str] | None = None
+    ) -> PendingPurge:
         """Plan a purge and hold it for a y/n answer from the same actor."""
         plan = await self.plan(scope, actor)
         self._expire()
@@ -177,15 +182,19 @@ class PrivacyController:
         for token, pending in list(self._pending.items()):
             if pending.plan.actor == actor:
                 del self._pending[token]
-        pending = PendingPurge(secrets.token_urlsafe(16), plan, self._clock() + self._timeout)
+        expires = self._clock() + self._timeout
+        pending = PendingPurge(secrets.token_urlsafe(16), plan, expires, origin)
         if plan.counts.total:
             self._pending[pending.token] = pending
         return pending
 
-    def pending_for(self, actor: Actor) -> PendingPurge | None:
-        """The actor's unexpired pending purge, if any."""
+    def pending_for(self, actor: Actor, origin: tuple[str, str]) -> PendingPurge | None:
+        """The actor's unexpired pending purge requested from ``origin``, if any."""
         self._expire()
-        return next((p for p in self._pending.values() if p.plan.actor == actor), None)
+        return next(
+            (p for p in self._pending.values() if p.plan.actor == actor and p.origin == origin),
+            None,
+        )
 
     async def confirm(self, token: str, actor: Actor, answer: str) -> PurgeResult | None:
         """Answer a pending purge: execute on y/yes, cancel on anything else.

@@ -95,6 +95,33 @@ async def test_another_users_y_does_not_confirm(rt: Runtime) -> None:
     assert await count(rt, "messages") == 0
 
 
+async def test_a_yes_in_another_chat_is_chat_not_the_answer(rt: Runtime) -> None:
+    dm = Identity("telegram", "telegram:42", "42")
+    group = Identity("telegram", "telegram:42", "-100123")
+    await say(rt, dm, "hello")
+    assert (await say(rt, dm, "/purge user"))[-1].kind == OutboundKind.CONFIRM_REQUEST
+    in_group = await say(rt, group, "yes")
+    assert in_group[-1].kind == OutboundKind.DONE  # answered as chat, stored
+    assert await count(rt, "messages") == 4
+    done = await say(rt, dm, "yes")
+    assert "Deleted all data of user telegram:42" in done[-1].text
+    assert await count(rt, "messages") == 0
+
+
+async def test_a_token_channels_chat_message_is_never_the_answer(rt: Runtime) -> None:
+    phone = Identity("ws", "ws:alice", "ws:alice")
+    await say(rt, phone, "hello")
+    token = (await say(rt, phone, "/purge user"))[-1].token
+    assert token is not None
+    # Another connection of the same key chats meanwhile: a normal turn.
+    chat = await say(rt, phone, "unrelated question from my phone")
+    assert chat[-1].kind == OutboundKind.DONE
+    assert await count(rt, "messages") == 4
+    ok = [e async for e in rt.kernel.confirm(phone, token, "y")]
+    assert "Deleted all data of user ws:alice" in ok[-1].text
+    assert await count(rt, "messages") == 0
+
+
 async def test_token_is_single_use(rt: Runtime) -> None:
     await say(rt, ALICE, "hello")
     token = (await say(rt, ALICE, "/purge session"))[-1].token
@@ -122,12 +149,13 @@ async def test_confirmation_expires(tmp_path: Path, rt: Runtime) -> None:
     controller = PrivacyController(rt.db, confirmation_timeout_secs=60, clock=clock)
     await say(rt, ALICE, "hello")
     actor = Actor(ALICE.user_id)
-    pending = await controller.request(UserScope(ALICE.user_id), actor)
+    origin = (ALICE.channel, ALICE.chat_id)
+    pending = await controller.request(UserScope(ALICE.user_id), actor, origin)
     clock.now += 61
     with pytest.raises(UserError, match="confirmation expired"):
         await controller.confirm(pending.token, actor, "y")
     assert await count(rt, "messages") == 2
-    assert controller.pending_for(actor) is None
+    assert controller.pending_for(actor, origin) is None
 
 
 async def test_operator_rights(rt: Runtime) -> None:
