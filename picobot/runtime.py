@@ -137,8 +137,11 @@ async def open_runtime(
             await load()
         memory_cache = MemoryCache()
         kernel = build_kernel(settings, db, llm, memory_cache=memory_cache)
-        # A legacy sessions.json snapshot is imported once; a bad file is kept and logged.
-        await import_sessions_json(db, settings.data_dir, estimator=kernel.estimator.estimate)
+        # A legacy sessions.json snapshot is imported once (redacted like live messages);
+        # a bad file is kept and logged.
+        await import_sessions_json(
+            db, settings.data_dir, estimator=kernel.estimator.estimate, redact=kernel.redact
+        )
         tasks = await stack.enter_async_context(TaskSupervisor())
         memory = settings.session.memory
         summarizer = Summarizer(

@@ -181,9 +181,16 @@ def _reason(exc: BaseException) -> str:
 
 
 async def import_sessions_json(
-    db: Database, data_dir: Path, *, estimator: Callable[[str], int] | None = None
+    db: Database,
+    data_dir: Path,
+    *,
+    estimator: Callable[[str], int] | None = None,
+    redact: Callable[[str], str] = str,
 ) -> ImportResult | None:
     """Import ``data_dir/sessions.json`` if it exists; None when there is none.
+
+    ``redact`` is applied to every message before it is stored, as the kernel does to
+    live messages (the runtime passes its redactor).
 
     Never raises for a bad file or a failed write: the result's ``error`` says why,
     and the file and the database are left as they were.
@@ -195,7 +202,7 @@ async def import_sessions_json(
     try:
         # Parsing a large file is CPU work; keep the event loop responsive meanwhile.
         snapshot = await asyncio.to_thread(_load, path)
-        imported, messages, skipped = await _apply(db, snapshot, estimate)
+        imported, messages, skipped = await _apply(db, snapshot, estimate, redact)
     except Exception as exc:  # any failure: keep the file, run on the database as is
         reason = _reason(exc)
         log.warning("legacy import of %s failed, file left in place: %s", path, reason)
@@ -213,7 +220,10 @@ async def import_sessions_json(
 
 
 async def _apply(
-    db: Database, snapshot: LegacySnapshot, estimate: Callable[[str], int]
+    db: Database,
+    snapshot: LegacySnapshot,
+    estimate: Callable[[str], int],
+    redact: Callable[[str], str],
 ) -> tuple[int, int, list[str]]:
     """Write the snapshot in one transaction; return (sessions, messages, skipped ids)."""
     imported = messages = 0
@@ -237,7 +247,7 @@ async def _apply(
                 and not await _exists(conn, "SELECT 1 FROM sessions WHERE id = ?", parent)
             ):
                 raise ImportRejected(f"a session's parent_session_id {parent!r} does not exist")
-            count, last_active = await _insert_session(conn, session, estimate)
+            count, last_active = await _insert_session(conn, session, estimate, redact)
             imported += 1
             messages += count
             chat = (session.channel, session.chat_id, session.user_id)
@@ -257,7 +267,10 @@ async def _exists(conn: aiosqlite.Connection, sql: str, value: str) -> bool:
 
 
 async def _insert_session(
-    conn: aiosqlite.Connection, session: LegacySession, estimate: Callable[[str], int]
+    conn: aiosqlite.Connection,
+    session: LegacySession,
+    estimate: Callable[[str], int],
+    redact: Callable[[str], str],
 ) -> tuple[int, float]:
     """Insert one session and its messages (seq_order 1..n); return (count, last_active)."""
     rows = []
@@ -265,7 +278,8 @@ async def _insert_session(
     for seq, msg in enumerate(session.ordered_messages(), start=1):
         # A message without a time inherits its predecessor's, keeping history ordered.
         when = msg.created_at if msg.created_at is not None else when
-        rows.append((session.id, seq, msg.role, msg.content, estimate(msg.content), when))
+        content = redact(msg.content)
+        rows.append((session.id, seq, msg.role, content, estimate(content), when))
     stated = session.created_at if session.last_active is None else session.last_active
     last_active = max([stated, *(row[5] for row in rows)])
     await conn.execute(

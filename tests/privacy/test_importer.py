@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 
+from picobot.config import Settings
+from picobot.llm.scripted import ScriptedProvider
 from picobot.privacy.importer import import_sessions_json
+from picobot.runtime import open_runtime
 from picobot.store.db import Database
 from picobot.store.search import SearchIndex, fts_query
 from picobot.store.sessions import SessionRepo
@@ -291,3 +294,23 @@ async def test_an_empty_snapshot_is_accepted_and_renamed(db: Database, data_dir:
     result = await import_sessions_json(db, data_dir)
     assert result is not None and result.ok and result.sessions_imported == 0
     assert (data_dir / "sessions.json.migrated").is_file()
+
+
+async def test_the_runtime_redacts_imported_messages_like_live_ones(data_dir: Path) -> None:
+    data = snapshot()
+    leak = "my key is sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX and password: hunter22"
+    data["sessions"][1]["messages"][1]["content"] = leak
+    write(data_dir, data)
+    settings = Settings(data={"dir": str(data_dir)})  # type: ignore[arg-type]
+    async with open_runtime(settings, provider=ScriptedProvider()) as rt:
+        live = rt.kernel.redact(leak)
+        row = await rt.db.fetchone(
+            "SELECT content, token_estimate FROM messages WHERE session_id = 'legacy1'"
+            " AND seq_order = 2"
+        )
+        assert row is not None and row[0] == live
+        assert "hunter22" not in live and "sk-proj-" not in live
+        assert row[1] == rt.kernel.estimator.estimate(live)
+        await SearchIndex(rt.db).index_pending()
+        found = await SearchIndex(rt.db).search(USER, ["hunter22"])
+        assert found == []
