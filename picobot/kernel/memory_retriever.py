@@ -39,6 +39,7 @@ from picobot.kernel.tokens import (
     message_cost,
     truncate_to_tokens,
 )
+from picobot.kernel.untrusted import escape_data, one_line
 from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
 from picobot.store.memories import GLOBAL_USER, Memory
@@ -87,11 +88,6 @@ class _Parts:
 
     def history_len(self) -> int:
         return len(self.older) + len(self.recent)
-
-
-def _escape(text: str) -> str:
-    # A stored text must not be able to close its data block and speak as the system.
-    return text.replace("</data>", "</ data>").replace("<data", "< data")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -230,7 +226,8 @@ class MemoryRetriever:
     @staticmethod
     def _memory_line(memory: Memory) -> str:
         shared = " (shared)" if memory.user_id == GLOBAL_USER else ""
-        return f"- {memory.key}{shared}: {_escape(memory.content)}"
+        # One line each: a memory cannot start a line posing as another (shared) one.
+        return f"- {memory.key}{shared}: {escape_data(one_line(memory.content))}"
 
     def _recall_items(
         self, hits: Sequence[SearchHit], window: Sequence[StoredMessage], item_cap: int
@@ -243,7 +240,7 @@ class MemoryRetriever:
         for hit in hits:
             if hit.text in in_window:
                 continue
-            item = self._item(f"- [{_when(hit.created_at)}] {_escape(hit.text)}", cap)
+            item = self._item(f"- [{_when(hit.created_at)}] {escape_data(hit.text)}", cap)
             if used + item.cost > self._cfg.recall_budget_tokens:
                 break
             items.append(item)
@@ -297,7 +294,7 @@ class MemoryRetriever:
             blocks.append(f'<data source="user_memories">\n{body}\n</data>')
         if parts.summary is not None:
             blocks.append(
-                f'<data source="session_summary">\n{_escape(parts.summary.text)}\n</data>'
+                f'<data source="session_summary">\n{escape_data(parts.summary.text)}\n</data>'
             )
         if parts.recall:
             body = "\n".join(i.text for i in parts.recall)

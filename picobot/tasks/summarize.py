@@ -25,6 +25,7 @@ from picobot.config import MemorySettings
 from picobot.errors import PicobotError
 from picobot.kernel.context import ToolContext
 from picobot.kernel.tokens import TokenEstimator, truncate_to_tokens
+from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.store.db import Database
 from picobot.store.messages import StoredMessage
@@ -57,7 +58,7 @@ class _Outcome:
 
 def _quote(source: str, text: str) -> str:
     """Wrap text as quoted data; a closing tag inside it cannot end the block early."""
-    safe = text.replace("</data>", "</ data>")
+    safe = escape_data(text)
     return f'<data source="{source}" trust="untrusted">\n{safe}\n</data>'
 
 
