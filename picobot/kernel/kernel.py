@@ -225,7 +225,7 @@ class Kernel:
         current = await self.sessions.current(ident.channel, ident.chat_id, ident.user_id)
         if current is not None or not create:
             return current
-        return await self.sessions.create(ident.channel, ident.chat_id, ident.user_id)
+        return await self.sessions.current_or_create(ident.channel, ident.chat_id, ident.user_id)
 
     async def _command(
         self, identity: Identity, session_id: str | None, text: str

@@ -97,16 +97,11 @@ class SessionRepo:
         make_current: bool = True,
     ) -> str:
         """Start a session (optionally as a fork) and make it the chat's current one."""
-        session_id = new_session_id()
-        now = time.time()
         async with self._db.transaction() as conn:
-            await conn.execute(
-                "INSERT INTO sessions (id, parent_session_id, channel, chat_id, user_id,"
-                " created_at, last_active) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (session_id, parent_session_id, channel, chat_id, user_id, now, now),
-            )
+            session_id = await _insert(conn, channel, chat_id, user_id, parent_session_id)
             if parent_session_id is not None:
-                # A fork carries the transcript: copy the parent's messages in order.
+                # A fork carries the transcript: copy the parent's messages in order, and
+                # its summary, which covers the same seq_order values in the copy.
                 await conn.execute(
                     "INSERT INTO messages (session_id, seq_order, role, content,"
                     " token_estimate, created_at) SELECT ?, seq_order, role, content,"
@@ -114,14 +109,44 @@ class SessionRepo:
                     " ORDER BY seq_order",
                     (session_id, parent_session_id),
                 )
+                await conn.execute(
+                    "INSERT INTO session_summaries (session_id, summary, covered_seq,"
+                    " token_estimate, updated_at) SELECT ?, summary, covered_seq,"
+                    " token_estimate, updated_at FROM session_summaries WHERE session_id = ?",
+                    (session_id, parent_session_id),
+                )
             if make_current:
                 await _set_current(conn, channel, chat_id, user_id, session_id)
+        return session_id
+
+    async def current_or_create(self, channel: str, chat_id: str, user_id: str) -> str:
+        """The chat's current session, created if it has none, in one write: two first
+        messages of a new chat arriving together (or from two processes) share one."""
+        async with self._db.transaction() as conn:
+            async with conn.execute(CURRENT_SQL, (channel, chat_id, user_id)) as cur:
+                row = await cur.fetchone()
+            if row is not None:
+                return str(row[0])
+            session_id = await _insert(conn, channel, chat_id, user_id, None)
+            await _set_current(conn, channel, chat_id, user_id, session_id)
         return session_id
 
     async def set_current(self, channel: str, chat_id: str, user_id: str, session_id: str) -> None:
         """Switch the chat to an existing session (ownership is the caller's check)."""
         async with self._db.transaction() as conn:
             await _set_current(conn, channel, chat_id, user_id, session_id)
+
+
+async def _insert(
+    conn: aiosqlite.Connection, channel: str, chat_id: str, user_id: str, parent: str | None
+) -> str:
+    session_id, now = new_session_id(), time.time()
+    await conn.execute(
+        "INSERT INTO sessions (id, parent_session_id, channel, chat_id, user_id,"
+        " created_at, last_active) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (session_id, parent, channel, chat_id, user_id, now, now),
+    )
+    return session_id
 
 
 async def _set_current(

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from picobot.messages import Identity, OutboundKind
 from picobot.store.db import Database
+from picobot.store.summaries import SummaryRepo
 from tests.kernel.conftest import ALICE, BOB, KernelFactory, run
 
 
@@ -93,6 +97,31 @@ async def test_fork_carries_transcript_with_parent(make_kernel: KernelFactory) -
     await run(kernel, ALICE, "only in the fork")
     assert await kernel.messages.count(child) == 4
     assert await kernel.messages.count(parent or "") == 2
+
+
+async def test_fork_carries_the_parents_summary(make_kernel: KernelFactory, db: Database) -> None:
+    kernel = make_kernel()
+    parent = (await run(kernel, ALICE, "the start"))[0].session_id
+    assert parent is not None
+    saved = await SummaryRepo(db).save(parent, "Alice started something.", 2, 5, time.time())
+    assert saved
+    child = (await run(kernel, ALICE, "/fork"))[0].session_id
+    assert child is not None
+    summary = await SummaryRepo(db).get(child)
+    assert summary is not None and summary.summary == "Alice started something."
+    assert summary.covered_seq == 2
+
+
+async def test_two_first_messages_of_a_new_chat_share_one_session(
+    make_kernel: KernelFactory,
+) -> None:
+    kernel = make_kernel()
+    first, second = await asyncio.gather(
+        run(kernel, ALICE, "first message"), run(kernel, ALICE, "second message")
+    )
+    assert first[0].session_id == second[0].session_id
+    sessions = await kernel.sessions.list_sessions("tui:alice")
+    assert len(sessions) == 1 and sessions[0].message_count == 4
 
 
 async def test_commands_on_a_new_chat_create_no_session(make_kernel: KernelFactory) -> None:
