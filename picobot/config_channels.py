@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from picobot.config_sections import Section
+from picobot.config_sections import EnvName, Section
 
 
 class TUISettings(Section):
@@ -25,7 +25,7 @@ class WebSocketSettings(Section):
     """Port to bind (0 = any free port)."""
     path: str = "/ws"
     """URL path of the WebSocket endpoint."""
-    api_keys_env: str = "PICOBOT_WS_API_KEYS"
+    api_keys_env: EnvName = "PICOBOT_WS_API_KEYS"
     """Env var with comma-separated client keys; `key:identity` names the identity."""
     max_message_bytes: int = Field(default=65536, ge=256)
     """Largest client message accepted; larger closes nothing but gets an error event."""
@@ -44,11 +44,11 @@ class WhatsAppSettings(Section):
 
     enabled: bool = False
     """Accept WhatsApp webhooks."""
-    verify_token_env: str = "PICOBOT_WHATSAPP_VERIFY_TOKEN"
+    verify_token_env: EnvName = "PICOBOT_WHATSAPP_VERIFY_TOKEN"
     """Env var with the verify token used in the GET subscription handshake."""
-    app_secret_env: str = "PICOBOT_WHATSAPP_APP_SECRET"
+    app_secret_env: EnvName = "PICOBOT_WHATSAPP_APP_SECRET"
     """Env var with the app secret that signs webhook bodies (X-Hub-Signature-256)."""
-    access_token_env: str = "PICOBOT_WHATSAPP_ACCESS_TOKEN"
+    access_token_env: EnvName = "PICOBOT_WHATSAPP_ACCESS_TOKEN"
     """Env var with the access token used to send replies."""
     phone_number_id: str = ""
     """The business phone number id replies are sent from."""
@@ -63,9 +63,9 @@ class TelegramSettings(Section):
 
     enabled: bool = False
     """Accept Telegram webhooks."""
-    secret_token_env: str = "PICOBOT_TELEGRAM_SECRET_TOKEN"
+    secret_token_env: EnvName = "PICOBOT_TELEGRAM_SECRET_TOKEN"
     """Env var with the secret_token set in setWebhook (X-Telegram-Bot-Api-Secret-Token)."""
-    bot_token_env: str = "PICOBOT_TELEGRAM_BOT_TOKEN"
+    bot_token_env: EnvName = "PICOBOT_TELEGRAM_BOT_TOKEN"
     """Env var with the bot token used to send replies."""
     api_base_url: str = "https://api.telegram.org"
     """Base URL of the Bot API."""
@@ -78,9 +78,9 @@ class SlackSettings(Section):
 
     enabled: bool = False
     """Accept Slack events."""
-    signing_secret_env: str = "PICOBOT_SLACK_SIGNING_SECRET"
+    signing_secret_env: EnvName = "PICOBOT_SLACK_SIGNING_SECRET"
     """Env var with the signing secret (X-Slack-Signature v0)."""
-    bot_token_env: str = "PICOBOT_SLACK_BOT_TOKEN"
+    bot_token_env: EnvName = "PICOBOT_SLACK_BOT_TOKEN"
     """Env var with the bot token used for chat.postMessage."""
     api_base_url: str = "https://slack.com/api"
     """Base URL of the Web API."""
@@ -93,7 +93,7 @@ class GenericWebhookSettings(Section):
 
     enabled: bool = False
     """Accept generic webhooks."""
-    secret_env: str = "PICOBOT_GENERIC_WEBHOOK_SECRET"
+    secret_env: EnvName = "PICOBOT_GENERIC_WEBHOOK_SECRET"
     """Env var with the HMAC-SHA256 secret."""
     signature_header: str = "X-PicoBot-Signature"
     """Header carrying `sha256=<hex HMAC of the raw body>`."""
@@ -136,7 +136,7 @@ class ServerSettings(Section):
     """Address to bind; loopback by default."""
     port: int = Field(default=8080, ge=0, le=65535)
     """Port to bind (0 = any free port)."""
-    admin_api_keys_env: str = "PICOBOT_ADMIN_API_KEYS"
+    admin_api_keys_env: EnvName = "PICOBOT_ADMIN_API_KEYS"
     """Env var with comma-separated operator keys for the admin API."""
     enable_admin_api: bool = True
     """Serve the admin API (/api/v1, /metrics, /healthz) when operator keys are set."""

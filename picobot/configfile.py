@@ -169,7 +169,8 @@ sections joined by "__", e.g. PICOBOT_LLM__BASE_URL or
 PICOBOT_SESSION__MEMORY__CONTEXT_BUDGET_TOKENS. Each key below names its variable.
 
 Secrets never go in this file: keys ending in _env name the environment variable that
-holds the secret (an API key, a token), and PicoBot reads the secret from there.
+holds the secret (an API key, a token), and PicoBot reads the secret from there. A
+value that is not a variable name (a pasted key, say) is refused without being shown.
 
 Check your edits with `picobot check-config`.\
 """
@@ -246,7 +247,9 @@ variable of every key.
 
 Secrets never sit in the file. Keys ending in `_env` (such as `llm.api_key_env`) hold
 the *name* of the environment variable that contains the secret, and PicoBot reads the
-secret from that variable at run time.
+secret from that variable at run time. A value that is not a variable name (letters,
+digits and `_`, not starting with a digit), such as a key pasted there by mistake, is
+a config error that names the key and never shows the value.
 
 ## Checking a file
 

@@ -120,6 +120,25 @@ def test_wrong_type_names_the_key(write_config: WriteConfig) -> None:
     assert "integer" in problem
 
 
+SECRET = "sk-proj-REALSECRET1234567890abcdef"
+
+
+def test_a_secret_pasted_into_an_env_key_is_refused_and_never_repeated(
+    write_config: WriteConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = write_config(f'[llm]\napi_key_env = "{SECRET}"\n')
+    monkeypatch.setenv("PICOBOT_CHANNELS__WEBSOCKET__API_KEYS_ENV", "k3y-for-the-web-app-9f2c1a7e")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    keys = sorted(p.split(":")[0] for p in info.value.problems)
+    assert keys == ["channels.websocket.api_keys_env", "llm.api_key_env"]
+    assert "name of an environment variable" in str(info.value)
+    assert SECRET not in str(info.value) and "k3y-for" not in str(info.value)
+    monkeypatch.delenv("PICOBOT_CHANNELS__WEBSOCKET__API_KEYS_ENV")
+    (problem,) = validate_file(path)
+    assert problem.startswith("llm.api_key_env: ") and SECRET not in problem
+
+
 def test_bad_env_value_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PICOBOT_LLM__MAX_TOKENS", "many")
     with pytest.raises(ConfigError) as info:
