@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -119,7 +120,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     log_file = Path(settings.logging.file) if settings.logging.file else None
-    with logging_to(log_file, settings):
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(logging_to(log_file, settings))
+        except OSError as exc:
+            _fail(f"cannot write the log file {log_file}: {exc.strerror or exc}")
+            return EXIT_ERROR
         return asyncio.run(serve(settings))
 
 

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
 
 from picobot.config_sections import EnvName, Section
+
+
+def _url_path(value: str) -> str:
+    if not re.fullmatch(r"/[^\s?#]*", value):
+        raise ValueError("must be a URL path starting with / (no spaces, ? or #), e.g. /ws")
+    return value
 
 
 class TUISettings(Section):
@@ -23,7 +32,7 @@ class WebSocketSettings(Section):
     """Address to bind."""
     port: int = Field(default=8765, ge=0, le=65535)
     """Port to bind (0 = any free port)."""
-    path: str = "/ws"
+    path: Annotated[str, AfterValidator(_url_path)] = "/ws"
     """URL path of the WebSocket endpoint."""
     api_keys_env: EnvName = "PICOBOT_WS_API_KEYS"
     """Env var with comma-separated client keys; `key:identity` names the identity."""

@@ -139,6 +139,15 @@ def test_a_secret_pasted_into_an_env_key_is_refused_and_never_repeated(
     assert problem.startswith("llm.api_key_env: ") and SECRET not in problem
 
 
+@pytest.mark.parametrize("path", ["chat", "/a b", "/ws?x=1", ""])
+def test_a_websocket_path_must_be_a_url_path(write_config: WriteConfig, path: str) -> None:
+    write_config(f'[channels.websocket]\npath = "{path}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    (problem,) = info.value.problems
+    assert problem.startswith("channels.websocket.path: ") and "starting with /" in problem
+
+
 def test_bad_env_value_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PICOBOT_LLM__MAX_TOKENS", "many")
     with pytest.raises(ConfigError) as info:
