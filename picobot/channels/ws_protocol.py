@@ -304,10 +304,13 @@ def parse_api_keys(raw: str, env_name: str) -> dict[str, str]:
 
     The user id is ``ws:<identity>`` or ``ws:<first 8 chars of the key>``. Keys shorter
     than 16 characters are refused, so that a logged or shown prefix does not make the
-    rest guessable; two unnamed keys sharing a prefix are refused because they would
-    silently share one user's data. Error messages never contain a key.
+    rest guessable; an unnamed key whose prefix is another entry's user (unnamed or
+    named, in either order) is refused because they would silently share one user's
+    data. Several keys named with the same identity share it on purpose. Error
+    messages never contain a key.
     """
     keys: dict[str, str] = {}
+    unnamed: set[str] = set()  # user ids derived from a key's prefix
     for position, entry in enumerate(raw.split(","), start=1):
         entry = entry.strip()
         if not entry:
@@ -322,10 +325,13 @@ def parse_api_keys(raw: str, env_name: str) -> dict[str, str]:
         user_id = f"ws:{name}" if sep else f"ws:{key[:KEY_PREFIX_LENGTH]}"
         if key in keys:
             raise ConfigError(f"{where}: duplicate key")
-        if not sep and user_id in keys.values():
+        clash = user_id in keys.values() if not sep else user_id in unnamed
+        if clash:
             raise ConfigError(
-                f"{where}: two keys share the prefix of {user_id}; name them with key:identity"
+                f"{where}: two keys share the user {user_id}; name them with key:identity"
             )
+        if not sep:
+            unnamed.add(user_id)
         keys[key] = user_id
     return keys
 

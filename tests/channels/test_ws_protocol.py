@@ -240,7 +240,9 @@ def test_two_keys_may_share_a_named_identity() -> None:
         (f"{KEY_A}:bad name", "identity must match"),
         (f"{KEY_A}:" + "x" * 65, "identity must match"),
         (f"{KEY_A},{KEY_A}", "duplicate key"),
-        (f"{KEY_A},aaaaaaaa-another-secret", "share the prefix of ws:aaaaaaaa"),
+        (f"{KEY_A},aaaaaaaa-another-secret", "share the user ws:aaaaaaaa"),
+        (f"{KEY_A},{KEY_B}:aaaaaaaa", "share the user ws:aaaaaaaa"),
+        (f"{KEY_B}:aaaaaaaa,{KEY_A}", "share the user ws:aaaaaaaa"),
     ],
 )
 def test_bad_key_lists_fail_naming_the_env_var_but_never_the_key(raw: str, needle: str) -> None:
