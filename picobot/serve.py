@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from picobot.config import Settings
-from picobot.errors import ConfigError
+from picobot.errors import PicobotError
 from picobot.llm.base import LLMProvider
 from picobot.runtime import Runtime, open_runtime
 
@@ -101,7 +101,8 @@ async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> No
     try:
         await site.start()
     except OSError as exc:
-        raise ConfigError(
+        # As the WebSocket channel does: the file may be fine, the port is taken.
+        raise PicobotError(
             f"cannot listen on {settings.server.host}:{settings.server.port}: {exc.strerror}"
         ) from None
     port = runner.addresses[0][1] if runner.addresses else settings.server.port
