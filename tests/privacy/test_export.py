@@ -62,7 +62,8 @@ async def _build(db: Database) -> World:
     await SummaryRepo(db).save(first, "alice talked about zebras", 2, 6, T0 + 10)
     tools = ToolRecordRepo(db)
     await tools.add(first, ALICE, "memory_search", '{"q": "zebra"}', "1 hit", True, T0 + 3)
-    # A fork copies the parent's transcript; it is a session of its own in the export.
+    # A fork copies the parent's transcript and summary; it is a session of its own in
+    # the export.
     fork = await _session(db, ALICE, "c1", T0 + 100, parent_session_id=first)
     await messages.append(fork, "user", "after the fork", 4, created_at=T0 + 101)
     other = await _session(db, ALICE, "c2", T0 + 200)
@@ -121,9 +122,10 @@ async def test_jsonl_holds_every_record_of_the_user_and_nothing_else(world: Worl
         ("favourite_animal", "zebra"),
         ("city", "Lisbon"),
     }
-    [summary] = by_type["summary"]
-    assert summary["session_id"] == world.alice_sessions[0]
-    assert (summary["summary"], summary["covered_seq"]) == ("alice talked about zebras", 2)
+    summaries = by_type["summary"]
+    assert [s["session_id"] for s in summaries] == world.alice_sessions[:2]  # parent, fork
+    for summary in summaries:
+        assert (summary["summary"], summary["covered_seq"]) == ("alice talked about zebras", 2)
     [tool] = by_type["tool_record"]
     assert (tool["name"], tool["arguments"], tool["result"], tool["ok"]) == (
         "memory_search",
@@ -203,7 +205,7 @@ async def test_markdown_has_memories_and_one_section_per_session(world: World) -
     assert text.count("**user** (") == 5 and text.count("**assistant** (") == 2
     assert "BOBSECRET" not in text
     assert stats == export.ExportStats(
-        sessions=3, messages=7, memories=2, summaries=1, tool_records=1
+        sessions=3, messages=7, memories=2, summaries=2, tool_records=1
     )
 
 
@@ -216,7 +218,7 @@ async def test_progress_counts_reach_the_total(world: World) -> None:
 
 
 async def test_counts_and_an_unknown_user(world: World) -> None:
-    assert await count_user_data(world.db, ALICE) == export.ExportStats(3, 7, 2, 1, 1)
+    assert await count_user_data(world.db, ALICE) == export.ExportStats(3, 7, 2, 2, 1)
     nobody = await count_user_data(world.db, "telegram:404")
     assert nobody.empty
     records = await _jsonl(world.db, "telegram:404")
@@ -262,7 +264,7 @@ def test_cli_writes_markdown_to_a_private_file_with_progress(
     assert stat.S_IMODE(target.stat().st_mode) == 0o600
     out, err = capsys.readouterr()
     assert (
-        out == f"wrote {target}: 3 sessions, 7 messages, 2 memories, 1 summaries, 1 tool records\n"
+        out == f"wrote {target}: 3 sessions, 7 messages, 2 memories, 2 summaries, 1 tool records\n"
     )
     assert "[" + "#" * 30 + "] 100% 7/7 messages" in err
     assert err.endswith("\n")
@@ -323,6 +325,6 @@ def test_main_runs_export(world: World, tmp_path: Path, capsys: pytest.CaptureFi
     target = tmp_path / "out.jsonl"
     assert main(["export", "--user", ALICE, "-o", str(target)]) == 0
     lines = target.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 1 + 3 + 7 + 2 + 1 + 1
+    assert len(lines) == 1 + 3 + 7 + 2 + 2 + 1
     assert main(["export", "--user", "nobody"]) == 1
     assert capsys.readouterr().err.endswith("picobot: error: no data stored for nobody\n")
