@@ -120,6 +120,7 @@ class OpsRoutes:
 
     async def purge(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``POST /api/v1/purge``: plan a purge; its token confirms it (same key only)."""
+        query(request, frozenset())
         body = await read_json(
             request,
             {"scope": str, "session_id": str, "user_id": str, "days": int},
@@ -171,6 +172,7 @@ class OpsRoutes:
 
     async def confirm(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``POST /api/v1/purge/{token}/confirm {answer}``: y/yes executes, else cancels."""
+        query(request, frozenset())
         body = await read_json(request, {"answer": str}, frozenset({"answer"}))
         token = request.match_info["token"]
         issued = self._issued.get(token)
