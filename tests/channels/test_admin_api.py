@@ -438,6 +438,10 @@ async def test_malformed_and_oversized_bodies(chatted: Api) -> None:
     assert bad["error"]["code"] == "invalid_json"
     bad = await chatted.call("POST", path, raw=b"\xff\xfe", expect=400)
     assert bad["error"]["code"] == "invalid_json"
+    # Nesting past Python's recursion limit is refused like any other malformed body.
+    for deep in (b"[" * 50_000, b"[" * 30_000 + b"]" * 30_000, b'{"a":' * 12_000):
+        bad = await chatted.call("POST", path, raw=deep, expect=400)
+        assert bad["error"]["code"] == "invalid_json"
     big = json.dumps({"key": "a", "content": "x" * 70_000}).encode()
     error = await chatted.call("POST", path, raw=big, expect=413)
     assert error["error"]["code"] == "body_too_large"
