@@ -716,6 +716,25 @@ async def test_purge_token_expires(chatted: Api) -> None:
     await chatted.call("POST", f"/api/v1/purge/{token}/confirm", body={"answer": "y"}, expect=404)
 
 
+async def test_another_keys_plan_keeps_an_expired_token_expired(chatted: Api) -> None:
+    planned = await chatted.call(
+        "POST", "/api/v1/purge", key=KEY_B, body={"scope": "user", "user_id": BOB}
+    )
+    chatted.clock.now += 61
+    # Key A planning anything (here: nothing to delete) must not turn B's 410 into a 404.
+    await chatted.call("POST", "/api/v1/purge", body={"scope": "user", "user_id": "nobody:1"})
+    await chatted.call("POST", "/api/v1/purge", body={"scope": "user", "user_id": ALICE})
+    error = await chatted.call(
+        "POST",
+        f"/api/v1/purge/{planned['confirm_token']}/confirm",
+        key=KEY_B,
+        body={"answer": "y"},
+        expect=410,
+    )
+    assert error["error"]["code"] == "expired"
+    assert (await count_user_data(chatted.runtime.db, BOB)).messages == 2
+
+
 async def test_a_new_plan_replaces_the_keys_previous_one(chatted: Api) -> None:
     first = await chatted.call("POST", "/api/v1/purge", body={"scope": "user", "user_id": BOB})
     other = await chatted.call(
