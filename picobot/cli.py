@@ -74,8 +74,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Validate a config file, then the PICOBOT_* environment on top of it."""
-    from picobot.config import validate_file
+    """Validate a config file alone, then the PICOBOT_* environment on top of it."""
+    from picobot.config import validate_environment, validate_file
 
     path = config_path(args.file or args.config)
     if path is None:
@@ -87,13 +87,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
                 print(f"{path}: {problem}")
             return EXIT_CONFIG
         print(f"{path}: ok")
-    try:
-        load_settings(path)
-    except ConfigError as exc:
-        for problem in exc.problems or [str(exc)]:
-            print(f"environment: {problem}")
-        return EXIT_CONFIG
-    return EXIT_OK
+    problems = validate_environment(path)
+    for problem in problems:
+        print(f"environment: {problem}")
+    return EXIT_CONFIG if problems else EXIT_OK
 
 
 # --- tui ------------------------------------------------------------------------------
