@@ -30,6 +30,7 @@ from picobot.config import Settings
 from picobot.errors import UserError
 from picobot.privacy.controller import (
     DAY,
+    MAX_PURGE_DAYS,
     Actor,
     OlderThanScope,
     PrivacyController,
@@ -45,7 +46,6 @@ from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
 
-MAX_PURGE_DAYS = 36_500
 _TARGET = {"session": "session_id", "user": "user_id", "older_than": "days"}
 
 
