@@ -26,7 +26,6 @@ from picobot.config import DEFAULT_CONFIG_FILE, Settings, config_path, load_sett
 from picobot.errors import ConfigError, PicobotError
 
 if TYPE_CHECKING:
-    from picobot.store.db import Database
     from picobot.store.sessions import SessionInfo
 
 EXIT_OK = 0
@@ -145,22 +144,13 @@ def format_sessions(rows: Sequence[SessionInfo]) -> list[str]:
     ]
 
 
-async def _open_db(settings: Settings, *, migrate: bool = True) -> Database:
-    from picobot.store.db import Database
-
-    return await Database.open(
-        settings.db_path, busy_timeout_ms=settings.data.busy_timeout_ms, migrate=migrate
-    )
-
-
 async def _list_sessions(settings: Settings, user_id: str | None, limit: int) -> list[SessionInfo]:
+    from picobot.runtime import open_database
     from picobot.store.sessions import SessionRepo
 
-    db = await _open_db(settings)
-    try:
+    # A listing must not upgrade the schema as a side effect: refused until `migrate`.
+    async with open_database(settings, schema="current") as db:
         return await SessionRepo(db).list_sessions(user_id, limit)
-    finally:
-        await db.close()
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -181,14 +171,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 async def _migrate(settings: Settings) -> tuple[list[tuple[int, str]], list[str], int]:
     """Apply pending migrations; return (all applied versions, applied now, known)."""
+    from picobot.runtime import open_database
     from picobot.store.migrations import MIGRATIONS, applied_versions, apply_migrations
 
-    db = await _open_db(settings, migrate=False)
-    try:
+    async with open_database(settings, schema="as_is") as db:
         applied_now = await apply_migrations(db)
         return await applied_versions(db), applied_now, len(MIGRATIONS)
-    finally:
-        await db.close()
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
