@@ -27,7 +27,6 @@ from picobot.config import DEFAULT_CONFIG_FILE, Settings, config_path, load_sett
 from picobot.errors import ConfigError, PicobotError
 
 if TYPE_CHECKING:
-    from picobot.store.db import Database
     from picobot.store.sessions import SessionInfo
 
 EXIT_OK = 0
@@ -75,8 +74,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Validate a config file, then the PICOBOT_* environment on top of it."""
-    from picobot.config import validate_file
+    """Validate a config file alone, then the PICOBOT_* environment on top of it."""
+    from picobot.config import validate_environment, validate_file
 
     path = config_path(args.file or args.config)
     if path is None:
@@ -88,13 +87,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
                 print(f"{path}: {problem}")
             return EXIT_CONFIG
         print(f"{path}: ok")
-    try:
-        load_settings(path)
-    except ConfigError as exc:
-        for problem in exc.problems or [str(exc)]:
-            print(f"environment: {problem}")
-        return EXIT_CONFIG
-    return EXIT_OK
+    problems = validate_environment(path)
+    for problem in problems:
+        print(f"environment: {problem}")
+    return EXIT_CONFIG if problems else EXIT_OK
 
 
 # --- tui ------------------------------------------------------------------------------
@@ -154,22 +150,13 @@ def format_sessions(rows: Sequence[SessionInfo]) -> list[str]:
     ]
 
 
-async def _open_db(settings: Settings, *, migrate: bool = True) -> Database:
-    from picobot.store.db import Database
-
-    return await Database.open(
-        settings.db_path, busy_timeout_ms=settings.data.busy_timeout_ms, migrate=migrate
-    )
-
-
 async def _list_sessions(settings: Settings, user_id: str | None, limit: int) -> list[SessionInfo]:
+    from picobot.runtime import open_database
     from picobot.store.sessions import SessionRepo
 
-    db = await _open_db(settings)
-    try:
+    # A listing must not upgrade the schema as a side effect: refused until `migrate`.
+    async with open_database(settings, schema="current") as db:
         return await SessionRepo(db).list_sessions(user_id, limit)
-    finally:
-        await db.close()
 
 
 def cmd_sessions(args: argparse.Namespace) -> int:
@@ -190,14 +177,12 @@ def cmd_sessions(args: argparse.Namespace) -> int:
 
 async def _migrate(settings: Settings) -> tuple[list[tuple[int, str]], list[str], int]:
     """Apply pending migrations; return (all applied versions, applied now, known)."""
+    from picobot.runtime import open_database
     from picobot.store.migrations import MIGRATIONS, applied_versions, apply_migrations
 
-    db = await _open_db(settings, migrate=False)
-    try:
+    async with open_database(settings, schema="as_is") as db:
         applied_now = await apply_migrations(db)
         return await applied_versions(db), applied_now, len(MIGRATIONS)
-    finally:
-        await db.close()
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

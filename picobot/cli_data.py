@@ -97,7 +97,8 @@ async def _export(
     from picobot.privacy.export import count_user_data, export_user
     from picobot.runtime import open_database
 
-    async with open_database(settings) as db:
+    # Reading only: an outdated schema is refused, not upgraded as a side effect.
+    async with open_database(settings, schema="current") as db:
         # Checked before any output exists, so an unknown user leaves no empty file.
         if (await count_user_data(db, user_id)).empty:
             return None

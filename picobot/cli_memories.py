@@ -28,18 +28,27 @@ def add_memories_command(
 
 
 def cmd_memories(args: argparse.Namespace) -> int:
-    """The ``memories`` handler."""
+    """The ``memories`` handler.
+
+    Listing only reads: it creates no database and refuses an outdated schema (run
+    ``picobot migrate``). ``--set`` and ``--delete`` write, and like every writing
+    command create the database or apply pending migrations first.
+    """
     settings = load_settings(getattr(args, "config", None))
-    return asyncio.run(_run(args, settings))
+    writes = bool(args.set or args.delete)
+    if not writes and not settings.db_path.is_file():
+        print(f"no database at {settings.db_path}; no memories for {args.user}")
+        return 0
+    return asyncio.run(_run(args, settings, writes=writes))
 
 
-async def _run(args: argparse.Namespace, settings: Settings) -> int:
+async def _run(args: argparse.Namespace, settings: Settings, *, writes: bool) -> int:
     from picobot.privacy.redaction import Redactor
     from picobot.runtime import open_database
     from picobot.store.memories import MemoryRepo, validate_content, validate_key
 
     memory = settings.session.memory
-    async with open_database(settings) as db:
+    async with open_database(settings, schema="migrate" if writes else "current") as db:
         repo = MemoryRepo(db)
         if args.set:
             key = validate_key(args.set[0])

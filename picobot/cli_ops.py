@@ -2,8 +2,8 @@
 
 Registered on the main parser by :func:`add_ops_commands`; each handler loads the
 settings and returns an exit status like the other ``picobot`` subcommands. Neither
-command creates a database that does not exist yet. Store modules are imported inside
-the handlers so ``picobot --help`` stays light.
+command creates a database that does not exist yet, and ``status`` never migrates one.
+Store modules are imported inside the handlers so ``picobot --help`` stays light.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from picobot.config import Settings, load_settings
 
 if TYPE_CHECKING:
+    from picobot.store.migrations import SchemaState
     from picobot.tasks.retention import ErasureState, RetentionReport, TaskRun
 
 EXIT_OK = 0
@@ -134,27 +135,38 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
     wal = path.with_name(path.name + "-wal")
     wal_size = wal.stat().st_size if wal.is_file() else 0
     lines.append(f"size: {human_bytes(path.stat().st_size)} (WAL {human_bytes(wal_size)})")
-    lines += format_status(status, settings.session.retention.cleanup_interval_secs, time.time())
+    if isinstance(status, StoreStatus):
+        interval = settings.session.retention.cleanup_interval_secs
+        lines += format_status(status, interval, time.time())
+    else:
+        lines += format_schema(status)
     for line in lines:
         print(line)
     return EXIT_OK
 
 
-async def _status(settings: Settings) -> StoreStatus:
+async def _status(settings: Settings) -> StoreStatus | SchemaState:
+    """The status, or only the schema state when the schema is not current.
+
+    The file is left as it is (status never migrates), and an older schema may lack
+    the tables that are counted.
+    """
     from picobot.runtime import open_database
-    from picobot.store.migrations import MIGRATIONS, applied_versions
+    from picobot.store.migrations import schema_state
     from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
 
-    async with open_database(settings) as db:
-        versions = await applied_versions(db)
+    async with open_database(settings, schema="as_is") as db:
+        schema = await schema_state(db)
+        if schema.behind or schema.ahead:
+            return schema
         row = await db.fetchone(
             "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages),"
             " (SELECT COUNT(*) FROM user_memories), (SELECT COUNT(*) FROM search_pending)"
         )
         assert row is not None  # a SELECT without FROM always yields one row
         return StoreStatus(
-            schema_version=max((v for v, _ in versions), default=0),
-            known_version=len(MIGRATIONS),
+            schema_version=schema.current,
+            known_version=schema.known,
             sessions=int(row[0]),
             messages=int(row[1]),
             memories=int(row[2]),
@@ -162,6 +174,20 @@ async def _status(settings: Settings) -> StoreStatus:
             retention=await last_run(db, TASK_NAME),
             erasure=await erasure_state(db, settings.session.retention.erase_interval_secs),
         )
+
+
+def format_schema(schema: SchemaState) -> list[str]:
+    """The lines of ``picobot status`` after the path and size for a schema not current."""
+    lines = [f"schema version: {schema.current} of {schema.known}"]
+    if schema.ahead:
+        lines.append("warning: a newer PicoBot has upgraded this database; upgrade PicoBot")
+    else:
+        lines.append(
+            f"warning: {schema.known - schema.current} migration(s) pending; run"
+            " `picobot migrate` to upgrade the database (status does not), then status"
+            " shows its contents"
+        )
+    return lines
 
 
 def format_status(status: StoreStatus, interval_secs: float, now: float) -> list[str]:

@@ -33,8 +33,8 @@ def add_purge_command(add: AddCommand, run: Callable[[argparse.Namespace], int])
 
 
 def scope_from(args: argparse.Namespace) -> PurgeScope:
-    """The purge scope named on the command line."""
-    from picobot.privacy.controller import OlderThanScope, SessionScope, UserScope
+    """The purge scope named on the command line; DAYS in 1..MAX_PURGE_DAYS, as in the API."""
+    from picobot.privacy.controller import MAX_PURGE_DAYS, OlderThanScope, SessionScope, UserScope
 
     if args.scope == "session":
         return SessionScope(args.target)
@@ -43,7 +43,11 @@ def scope_from(args: argparse.Namespace) -> PurgeScope:
     try:
         days = int(args.target)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"DAYS must be a number, not {args.target!r}") from None
+        days = 0
+    if not 1 <= days <= MAX_PURGE_DAYS:
+        raise argparse.ArgumentTypeError(
+            f"DAYS must be a number from 1 to {MAX_PURGE_DAYS}, not {args.target!r}"
+        )
     return OlderThanScope(days)
 
 
@@ -56,12 +60,17 @@ async def purge(
     stdout: TextIO,
 ) -> int:
     """Plan, ask (unless --yes), execute; return the exit status."""
-    from picobot.privacy.controller import Actor, PrivacyController
+    from picobot.privacy.controller import Actor, PrivacyController, SessionScope
     from picobot.runtime import open_database
+    from picobot.store.sessions import SessionRepo
 
     operator = Actor(OPERATOR_ID, operator=True)
 
     async with open_database(settings) as db:
+        # A typo must not read as "nothing to delete" (the admin API answers 404).
+        if isinstance(scope, SessionScope) and await SessionRepo(db).get(scope.session_id) is None:
+            print(f"picobot: error: no session {scope.session_id}", file=sys.stderr)
+            return 1
         controller = PrivacyController(
             db,
             confirmation_timeout_secs=settings.privacy.confirmation_timeout_secs,

@@ -30,6 +30,7 @@ from picobot.errors import ConfigError
 
 CONFIG_ENV = "PICOBOT_CONFIG"
 _FILE_DATA: ContextVar[dict[str, Any] | None] = ContextVar("picobot_config_file", default=None)
+_WITH_ENVIRONMENT: ContextVar[bool] = ContextVar("picobot_config_env", default=True)
 DEFAULT_CONFIG_FILE = "config.toml"
 
 
@@ -208,7 +209,13 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Init values beat the environment, which beats the config file."""
+        """Init values beat the environment, which beats the config file.
+
+        :func:`validate_file` switches the environment off, so a bad PICOBOT_* variable
+        is never reported as a problem of the file.
+        """
+        if not _WITH_ENVIRONMENT.get():
+            return (init_settings, _FileSource(settings_cls))
         return (init_settings, env_settings, _FileSource(settings_cls))
 
     @property
@@ -230,42 +237,97 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     named = explicit if explicit is not None else os.environ.get(CONFIG_ENV)
     if named:
         path = Path(named)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
+        _check_is_file(path)
         return path
     default = Path(DEFAULT_CONFIG_FILE)
-    return default if default.is_file() else None
+    if not default.exists():
+        return None
+    # Optional, but once there it must be readable: a directory is not "no file".
+    _check_is_file(default)
+    return default
+
+
+def _check_is_file(path: Path) -> None:
+    if path.is_dir():
+        raise ConfigError(f"config file {path} is a directory")
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file, turning syntax errors into a ConfigError with the location."""
+    """Parse a TOML file; a syntax error or bytes that are not UTF-8 are a ConfigError.
+
+    The message gives the location: line and column, or the position of the first byte
+    that is not UTF-8 (counting from 1).
+    """
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 (byte {exc.start + 1})") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def describe_errors(exc: ValidationError) -> list[str]:
-    """One line per bad key: dotted location and reason."""
+def describe_errors(exc: ValidationError, *, environment: bool = False) -> list[str]:
+    """One line per bad key: dotted location and reason.
+
+    With ``environment`` the line starts with the PICOBOT_* variable that set the key,
+    when one did: ``PICOBOT_LLM__TEMPERATURE (llm.temperature): ...``.
+    """
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(part) for part in err["loc"]) or "(root)"
+        parts = [str(part) for part in err["loc"]]
+        loc = ".".join(parts) or "(root)"
         reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        lines.append(f"{loc}: {reason}")
+        variable = _variable_of(parts) if environment else None
+        lines.append(f"{variable} ({loc}): {reason}" if variable else f"{loc}: {reason}")
     return lines
+
+
+def _variable_of(loc: list[str]) -> str | None:
+    """The set PICOBOT_* variable whose value holds ``loc``: the key's own, or a section's."""
+    present = {name.upper(): name for name in os.environ}
+    for end in range(len(loc), 0, -1):
+        name = present.get("PICOBOT_" + "__".join(loc[:end]).upper())
+        if name is not None:
+            return name
+    return None
+
+
+def _build(data: dict[str, Any], *, environment: bool = True, **overrides: Any) -> Settings:
+    """``Settings(**overrides)`` over ``data`` as the file, with or without the environment."""
+    file_token = _FILE_DATA.set(data)
+    env_token = _WITH_ENVIRONMENT.set(environment)
+    try:
+        return Settings(**overrides)
+    finally:
+        _WITH_ENVIRONMENT.reset(env_token)
+        _FILE_DATA.reset(file_token)
 
 
 def validate_file(path: Path) -> list[str]:
     """Check a config file alone (no environment); return the problems, empty if fine."""
-    data = read_toml(path)
     try:
-        # Validate the file data by itself: BaseModel-style validation of the root.
-        Settings.model_validate(data)
+        _build(read_toml(path), environment=False)
     except ValidationError as exc:
         return describe_errors(exc)
+    return []
+
+
+def validate_environment(path: Path | None) -> list[str]:
+    """Check the PICOBOT_* variables on top of a valid file (or none); return the problems.
+
+    Each problem names the variable that set the bad key, where one did.
+    """
+    try:
+        _build(read_toml(path) if path else {})
+    except ValidationError as exc:
+        return describe_errors(exc, environment=True)
+    except SettingsError as exc:
+        return [_env_problem(exc)]
     return []
 
 
@@ -274,16 +336,13 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
     file = config_path(path)
     data: dict[str, Any] = read_toml(file) if file else {}
     where = f"{file} and PICOBOT_* environment" if file else "PICOBOT_* environment"
-    token = _FILE_DATA.set(data)
     try:
-        return Settings(**overrides)
+        return _build(data, **overrides)
     except ValidationError as exc:
         raise ConfigError(f"invalid configuration ({where})", describe_errors(exc)) from None
     except SettingsError as exc:
         # e.g. a list-valued env var that is not JSON: name it instead of a traceback.
         raise ConfigError(f"invalid configuration ({where})", [_env_problem(exc)]) from None
-    finally:
-        _FILE_DATA.reset(token)
 
 
 def _env_problem(exc: SettingsError) -> str:

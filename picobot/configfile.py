@@ -229,8 +229,9 @@ Highest priority first:
 The file is, in order: the path given with `picobot --config FILE`, else the path in
 `{CONFIG_ENV}`, else `./config.toml` if it exists. A file named by `--config` or
 `{CONFIG_ENV}` must exist: a missing file is an error, not a silent fallback to the
-defaults. Unknown keys, values of the wrong type and invalid TOML are errors that name
-the offending key (or line and column).
+defaults, and so is a directory in its place (also at `./config.toml`). Unknown keys,
+values of the wrong type, invalid TOML and a file that is not UTF-8 are errors that
+name the offending key (or line and column, or the first bad byte, counted from 1).
 
 `picobot init` writes a commented `config.toml` with every key at its default (the same
 text as [`config.toml.example`](../config.toml.example)); `picobot init --force`
@@ -254,8 +255,11 @@ a config error that names the key and never shows the value.
 ## Checking a file
 
 `picobot check-config [FILE]` validates a file (by default the one PicoBot would load)
-and prints `FILE: ok`, or one line per bad key with the reason, unknown keys included,
-and exits with status 2. It then checks the `PICOBOT_*` variables on top of the file.
+by itself, without the environment, and prints `FILE: ok`, or one line per bad key with
+the reason, unknown keys included, and exits with status 2. It then checks the
+`PICOBOT_*` variables on top of the file; their problems start with `environment:` and
+name the variable, e.g.
+`environment: PICOBOT_LLM__TEMPERATURE (llm.temperature): Input should be less than or equal to 2`.
 
 ## Reference
 """

@@ -11,6 +11,7 @@ import functools
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 from picobot.config import Settings
 from picobot.kernel.kernel import Kernel
@@ -29,6 +30,7 @@ from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
 from picobot.store.memory_cache import MemoryCache
+from picobot.store.migrations import require_current_schema
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks.retention import RetentionTask
@@ -59,15 +61,30 @@ class Runtime:
     summarizer: Summarizer
 
 
+SchemaPolicy = Literal["migrate", "current", "as_is"]
+"""What :func:`open_database` does about the schema version of the file."""
+
+
 @asynccontextmanager
-async def open_database(settings: Settings) -> AsyncIterator[Database]:
-    """Open the configured database (migrated) and close it on exit."""
+async def open_database(
+    settings: Settings, *, schema: SchemaPolicy = "migrate"
+) -> AsyncIterator[Database]:
+    """Open the configured database and close it on exit.
+
+    ``schema``: ``"migrate"`` applies pending migrations first (everything that
+    writes); ``"current"`` changes nothing and refuses a schema that is not current
+    (commands that only read, see :func:`require_current_schema`); ``"as_is"``
+    changes and checks nothing (``picobot status`` and ``migrate`` look for themselves).
+    """
     db = await Database.open(
         settings.db_path,
         busy_timeout_ms=settings.data.busy_timeout_ms,
+        migrate=schema == "migrate",
         readers=settings.data.reader_threads,
     )
     try:
+        if schema == "current":
+            await require_current_schema(db)
         yield db
     finally:
         await db.close()

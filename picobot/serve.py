@@ -65,7 +65,7 @@ async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> No
     platforms = enabled_platforms(hooks)
     keys = load_admin_keys(settings.server) if settings.server.enable_admin_api else []
     if not platforms and not keys:
-        log.info("no webhook platform and no admin API key: the HTTP server is not started")
+        log.info("no webhook platform and %s: the HTTP server is not started", _admin_off(settings))
         return
     app = web.Application(
         client_max_size=hooks.max_body_bytes, middlewares=[webhook_metrics_middleware()]
@@ -87,9 +87,7 @@ async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> No
         AdminAPI(rt, keys, queue_depth=depth).add_routes(app)
         info.admin_api = True
     else:
-        log.warning(
-            "no admin API keys in $%s: the admin API is off", settings.server.admin_api_keys_env
-        )
+        log.warning("%s", _admin_off(settings))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     # Closed last-in-first-out: stop accepting HTTP first, then drain the webhooks.
@@ -109,6 +107,14 @@ async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> No
     info.http_url = f"http://{settings.server.host}:{port}"
     if webhooks is not None:
         await webhooks.start()
+
+
+def _admin_off(settings: Settings) -> str:
+    """Why the admin API is not mounted: switched off, or no operator keys."""
+    if not settings.server.enable_admin_api:
+        # Keys may well be set; saying there are none would send the operator hunting.
+        return "the admin API is disabled ([server] enable_admin_api = false)"
+    return f"the admin API is off: no keys in ${settings.server.admin_api_keys_env}"
 
 
 async def _start_websocket(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> None:

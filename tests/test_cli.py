@@ -127,7 +127,55 @@ def test_check_config_reports_bad_environment(
     assert main(["check-config", str(path)]) == 2
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{path}: ok"
-    assert out[1].startswith("environment: llm.temperature: ")
+    assert out[1].startswith("environment: PICOBOT_LLM__TEMPERATURE (llm.temperature): ")
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "problem"),
+    [
+        ("PICOBOT_LLM__TEMPERATURE", "9", "PICOBOT_LLM__TEMPERATURE (llm.temperature): "),
+        ("picobot_agent__nmae", "x", "picobot_agent__nmae (agent.nmae): unknown key"),
+        (
+            "PICOBOT_PERMISSIONS__GLOBAL_MEMORY_READ",
+            "tui:a",
+            "PICOBOT_PERMISSIONS__GLOBAL_MEMORY_READ: cannot parse the value",
+        ),
+    ],
+)
+def test_check_config_blames_the_environment_not_the_file(
+    write_config: WriteConfig,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    value: str,
+    problem: str,
+) -> None:
+    # The file does not mention the key the variable sets: its pass must not see it.
+    path = write_config("[session.retention]\nmax_age_days = 30\n")
+    monkeypatch.setenv(name, value)
+    assert main(["check-config", str(path)]) == 2
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"{path}: ok"
+    assert len(out) == 2 and out[1].startswith(f"environment: {problem}"), out
+
+
+def test_check_config_a_file_that_is_not_utf8(
+    write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config("")
+    path.write_bytes(b'[agent]\nname = "caf\xe9"\n')  # Latin-1, as an old editor saves
+    assert main(["check-config", str(path)]) == 2
+    assert capsys.readouterr().err == f"picobot: error: {path}: not UTF-8 (byte 20)\n"
+
+
+def test_check_config_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "etc").mkdir()
+    assert main(["check-config", "etc"]) == 2
+    assert capsys.readouterr().err == "picobot: error: config file etc is a directory\n"
+    # ./config.toml, optional as it is, is not skipped silently when it is a directory.
+    (tmp_path / "config.toml").mkdir()
+    assert main(["check-config"]) == 2
+    assert capsys.readouterr().err == "picobot: error: config file config.toml is a directory\n"
 
 
 # --- global options -----------------------------------------------------------------------
@@ -225,22 +273,35 @@ def test_config_error_exits_2_without_traceback(
 # --- the real entry point -----------------------------------------------------------------
 
 
-def test_python_dash_m_picobot_check_config(write_config: WriteConfig, tmp_path: Path) -> None:
-    path = write_config(BAD_CONFIG)
+def run_picobot(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m picobot ARGS`` of this checkout, without the caller's PICOBOT_* vars."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PICOBOT_")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    proc = subprocess.run(  # noqa: S603 - fixed argv, our own interpreter
-        [sys.executable, "-m", "picobot", "check-config", str(path)],
-        cwd=tmp_path,
+    return subprocess.run(  # noqa: S603 - fixed argv, our own interpreter
+        [sys.executable, "-m", "picobot", *args],
+        cwd=cwd,
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
+
+
+def test_python_dash_m_picobot_check_config(write_config: WriteConfig, tmp_path: Path) -> None:
+    path = write_config(BAD_CONFIG)
+    proc = run_picobot("check-config", str(path), cwd=tmp_path)
     assert proc.returncode == 2, proc.stderr
     assert f"{path}: llm.temprature: unknown key" in proc.stdout.splitlines()
     assert "Traceback" not in proc.stderr
+
+
+def test_python_dash_m_picobot_with_a_file_that_is_not_utf8(tmp_path: Path) -> None:
+    # Every command loads the config first; none may end in a traceback.
+    (tmp_path / "config.toml").write_bytes(b"\xff\xfe[agent]\n")
+    proc = run_picobot("status", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr == "picobot: error: config.toml: not UTF-8 (byte 1)\n"
 
 
 # --- sessions / migrate against a real SQLite file ---------------------------------------

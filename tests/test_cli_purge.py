@@ -114,6 +114,35 @@ def test_purge_session_by_id_and_bad_days(
     assert "DAYS must be a number" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("days", ["0", "-3", "36501", "100000000000", "1" + "0" * 400])
+def test_purge_older_days_out_of_range_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], days: str
+) -> None:
+    seed(tmp_path / "data")
+    assert main(["purge", "older", days, "--yes"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"picobot: error: DAYS must be a number from 1 to 36500, not {days!r}\n"
+    assert count_messages(tmp_path / "data") == {"tui:alice": 2, "tui:bob": 2}
+
+
+def test_purge_older_at_the_limit_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    seed(tmp_path / "data")
+    assert main(["purge", "older", "36500", "--yes"]) == 0
+    assert "Nothing is stored" in capsys.readouterr().out
+
+
+def test_purge_unknown_session_is_an_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A typo must not read as "nothing to delete" (the admin API answers 404).
+    seed(tmp_path / "data")
+    assert main(["purge", "session", "no-such-id", "--yes"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err == "picobot: error: no session no-such-id\n"
+    assert "Nothing is stored" not in captured.out
+    assert count_messages(tmp_path / "data") == {"tui:alice": 2, "tui:bob": 2}
+
+
 def test_purge_entry_point_in_a_subprocess(tmp_path: Path) -> None:
     seed(tmp_path / "data")
     proc = subprocess.run(

@@ -189,6 +189,11 @@ def test_validate_file_ignores_the_environment(
     assert validate_file(good) == []
     bad = write_config("[llm]\nmax_tokens = 0\n", name="bad.toml")
     assert [p.split(":")[0] for p in validate_file(bad)] == ["llm.max_tokens"]
+    # Also for keys the file does not set: their variables are not the file's fault.
+    other = write_config("[agent]\nname = 'x'\n", name="other.toml")
+    monkeypatch.setenv("PICOBOT_LLM__TEMPERATURE", "9")
+    monkeypatch.setenv("PICOBOT_PERMISSIONS__GLOBAL_MEMORY_READ", "not json")
+    assert validate_file(other) == []
 
 
 # --- the generated config file -----------------------------------------------------------

@@ -165,3 +165,48 @@ async def test_objects_made_at_start_up_are_frozen_while_serving(tmp_path: Path)
     # The runtime, the settings and every module loaded so far.
     assert frozen_while_serving and frozen_while_serving[0] > 10_000
     assert gc.get_freeze_count() == 0
+
+
+@pytest.mark.parametrize("webhook", [False, True])
+@pytest.mark.parametrize(
+    ("enabled", "keys", "reason"),
+    [
+        (False, ADMIN_KEY, "the admin API is disabled ([server] enable_admin_api = false)"),
+        (True, "", "the admin API is off: no keys in $PICOBOT_ADMIN_API_KEYS"),
+    ],
+)
+async def test_serve_says_why_the_admin_api_is_off(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    webhook: bool,
+    enabled: bool,
+    keys: str,
+    reason: str,
+) -> None:
+    # Keys set but the API switched off is not "no admin API key".
+    monkeypatch.setenv("PICOBOT_ADMIN_API_KEYS", keys)
+    monkeypatch.setenv("PICOBOT_SERVER__ENABLE_ADMIN_API", str(enabled).lower())
+    monkeypatch.setenv("PICOBOT_SERVER__PORT", "0")
+    monkeypatch.setenv("PICOBOT_DATA__DIR", str(tmp_path / "data"))
+    if webhook:
+        monkeypatch.setenv("PICOBOT_CHANNELS__WEBHOOK__GENERIC__ENABLED", "true")
+        monkeypatch.setenv(
+            "PICOBOT_CHANNELS__WEBHOOK__GENERIC__CALLBACK_URL", "http://127.0.0.1:9/"
+        )
+        monkeypatch.setenv("PICOBOT_GENERIC_WEBHOOK_SECRET", SECRET)
+    stop = asyncio.Event()
+    seen: list[ServeInfo] = []
+
+    def ready(info: ServeInfo) -> None:
+        seen.append(info)
+        stop.set()
+
+    with caplog.at_level("INFO", logger="picobot.serve"):
+        assert await serve(Settings(), provider=ScriptedProvider(), stop=stop, ready=ready) == 0
+    assert not seen[0].admin_api
+    messages = [r.getMessage() for r in caplog.records if r.name == "picobot.serve"]
+    assert any(reason in m for m in messages), messages
+    if enabled is False:
+        assert not any("no admin API key" in m for m in messages), messages
+    assert (seen[0].http_url is not None) == webhook

@@ -112,7 +112,8 @@ async def read_json(
     raw = await read_body(request)
     try:
         data = json.loads(raw)
-    except ValueError:  # also UnicodeDecodeError
+    # UnicodeDecodeError is a ValueError; deep nesting ([[[[...) exhausts the decoder.
+    except (ValueError, RecursionError):
         raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_body", "The request body must be a JSON object.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import Any
 
+from picobot.privacy.controller import MAX_PURGE_DAYS
 from picobot.store.purge import PurgeCounts
 
 Schema = dict[str, Any]
@@ -171,7 +172,7 @@ SCHEMAS: dict[str, Schema] = {
                 "scope": SCOPES,
                 "session_id": STR,
                 "user_id": STR,
-                "days": {"type": "integer", "minimum": 1, "maximum": 36500},
+                "days": {"type": "integer", "minimum": 1, "maximum": MAX_PURGE_DAYS},
             },
             optional=("session_id", "user_id", "days"),
         ),

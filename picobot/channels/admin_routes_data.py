@@ -145,6 +145,7 @@ class DataRoutes:
 
     async def create_memory(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``POST /api/v1/users/{user_id}/memories {key, content}``: 201, 409 if it exists."""
+        query(request, frozenset())
         user = user_id_value(request.match_info["user_id"], "user_id")
         body = await read_json(request, {"key": str, "content": str}, frozenset({"key", "content"}))
         key, content = self._validated(body["key"], body["content"])
@@ -158,6 +159,7 @@ class DataRoutes:
 
     async def update_memory(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``PUT /api/v1/users/{user_id}/memories/{key} {content}``: 200, 404 if missing."""
+        query(request, frozenset())
         user = user_id_value(request.match_info["user_id"], "user_id")
         body = await read_json(request, {"content": str}, frozenset({"content"}))
         key, content = self._validated(request.match_info["key"], body["content"])
@@ -169,6 +171,7 @@ class DataRoutes:
 
     async def delete_memory(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``DELETE /api/v1/users/{user_id}/memories/{key}``: 204, 404 if missing."""
+        query(request, frozenset())
         user = user_id_value(request.match_info["user_id"], "user_id")
         key = validate_key(request.match_info["key"])
         if not await self._memories.delete(user, key):

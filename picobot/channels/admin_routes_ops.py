@@ -4,7 +4,8 @@ A purge is planned by ``POST /api/v1/purge`` (exact counts, a confirmation token
 and executed by ``POST /api/v1/purge/{token}/confirm`` with ``{"answer": "y"}``. The
 :class:`PrivacyController` holds the pending plan: single use, expiring, bound to the
 requesting actor, one per actor. This module keeps a small table of the tokens it
-issued only to tell "expired" (410) apart from "unknown, used, or another key's" (404).
+issued (the latest of each key, until used or replaced) only to tell "expired" (410)
+apart from "unknown, used, replaced, or another key's" (404).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from picobot.config import Settings
 from picobot.errors import UserError
 from picobot.privacy.controller import (
     DAY,
+    MAX_PURGE_DAYS,
     Actor,
     OlderThanScope,
     PrivacyController,
@@ -44,7 +46,6 @@ from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
 
-MAX_PURGE_DAYS = 36_500
 _TARGET = {"session": "session_id", "user": "user_id", "older_than": "days"}
 
 
@@ -120,6 +121,7 @@ class OpsRoutes:
 
     async def purge(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``POST /api/v1/purge``: plan a purge; its token confirms it (same key only)."""
+        query(request, frozenset())
         body = await read_json(
             request,
             {"scope": str, "session_id": str, "user_id": str, "days": int},
@@ -128,11 +130,10 @@ class OpsRoutes:
         scope, target = await self._scope(body)
         pending = await self._privacy.request(scope, actor)
         # The controller keeps one pending purge per actor (a new plan replaces the
-        # old); this table follows, and drops expired entries while at it.
-        now = self._clock()
-        self._issued = {
-            t: i for t, i in self._issued.items() if i.actor != actor and now <= i.expires_at
-        }
+        # old); this table follows. Only the caller's entry goes: another key's
+        # expired token must keep answering 410, and the table still holds at most
+        # one entry per key.
+        self._issued = {t: i for t, i in self._issued.items() if i.actor != actor}
         plan = {
             **target,
             "counts": counts_json(pending.plan.counts),
@@ -171,6 +172,7 @@ class OpsRoutes:
 
     async def confirm(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``POST /api/v1/purge/{token}/confirm {answer}``: y/yes executes, else cancels."""
+        query(request, frozenset())
         body = await read_json(request, {"answer": str}, frozenset({"answer"}))
         token = request.match_info["token"]
         issued = self._issued.get(token)

@@ -87,7 +87,8 @@ def _load_object(frame: str | bytes, max_bytes: int | None) -> dict[str, Any]:
         raise ProtocolError("too_large", f"Message too large (limit {max_bytes} bytes).")
     try:
         data = json.loads(frame)
-    except (ValueError, UnicodeDecodeError):
+    # UnicodeDecodeError is a ValueError; deep nesting ([[[[...) exhausts the decoder.
+    except (ValueError, RecursionError):
         raise ProtocolError("bad_json", "Message is not valid JSON.") from None
     if not isinstance(data, dict):
         raise ProtocolError("bad_message", "Message must be a JSON object.")

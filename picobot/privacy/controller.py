@@ -35,6 +35,8 @@ from picobot.tasks.retention import (
 log = logging.getLogger(__name__)
 
 DAY = 86400.0
+MAX_PURGE_DAYS = 36_500
+"""Largest N of an older-than-N-days purge (100 years); larger is a mistake, not a plan."""
 YES = frozenset({"y", "yes"})
 
 
@@ -167,8 +169,8 @@ class PrivacyController:
             return PurgePlan(scope, actor, await self._store.count_session(scope.session_id))
         if isinstance(scope, UserScope):
             return PurgePlan(scope, actor, await self._store.count_user(scope.user_id))
-        if scope.days < 1:
-            raise UserError("The number of days must be at least 1.")
+        if not 1 <= scope.days <= MAX_PURGE_DAYS:
+            raise UserError(f"The number of days must be between 1 and {MAX_PURGE_DAYS}.")
         cutoff = self._clock() - scope.days * DAY
         return PurgePlan(scope, actor, await self._store.count_older(cutoff), cutoff)
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import aiosqlite
 
+from picobot.errors import StoreUnavailable, UserError
 from picobot.store.migrations_search import (
     m002_search_index,
     m005_user_terms,
@@ -289,12 +292,7 @@ async def apply_migrations(db: Database, migrations: list[Migration] | None = No
     todo = MIGRATIONS if migrations is None else migrations
     done = {version for version, _ in await applied_versions(db)}
     if done and max(done) > len(todo):
-        from picobot.errors import StoreUnavailable
-
-        raise StoreUnavailable(
-            f"database {db.path} has schema version {max(done)}, newer than this "
-            f"PicoBot knows ({len(todo)}); upgrade PicoBot"
-        )
+        raise _newer(db.path, max(done), len(todo))
     applied = []
     for version, migration in enumerate(todo, start=1):
         if version in done:
@@ -311,3 +309,58 @@ async def apply_migrations(db: Database, migrations: list[Migration] | None = No
         log.info("applied migration %d %s", version, name)
         applied.append(name)
     return applied
+
+
+def _newer(path: Path, version: int, known: int) -> StoreUnavailable:
+    return StoreUnavailable(
+        f"database {path} has schema version {version}, newer than this "
+        f"PicoBot knows ({known}); upgrade PicoBot"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaState:
+    """A database's schema version against the migrations this PicoBot knows."""
+
+    current: int
+    known: int
+
+    @property
+    def behind(self) -> bool:
+        """Migrations are pending (``picobot migrate`` or any writing command applies them)."""
+        return self.current < self.known
+
+    @property
+    def ahead(self) -> bool:
+        """A newer PicoBot has upgraded the file; this one must not use it."""
+        return self.current > self.known
+
+
+async def schema_state(db: Database) -> SchemaState:
+    """The schema version against the known migrations, read without writing anything.
+
+    Unlike :func:`applied_versions` this never creates the ``_migrations`` table: a
+    file without one is at version 0.
+    """
+    table = await db.fetchone(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'"
+    )
+    row = await db.fetchone("SELECT MAX(version) FROM _migrations") if table else None
+    return SchemaState(int(row[0] or 0) if row is not None else 0, len(MIGRATIONS))
+
+
+async def require_current_schema(db: Database) -> None:
+    """Raise unless the schema is exactly the one this PicoBot knows; change nothing.
+
+    For commands that only read: they must not upgrade the file as a side effect (a
+    migration may be long, and an older PicoBot sharing the file could no longer open
+    it), and an older schema may lack what they query.
+    """
+    state = await schema_state(db)
+    if state.ahead:
+        raise _newer(db.path, state.current, state.known)
+    if state.behind:
+        raise UserError(
+            f"database {db.path} has schema version {state.current} of {state.known};"
+            " run `picobot migrate` to upgrade it (this command only reads, so it does not)"
+        )

@@ -283,6 +283,34 @@ async def test_every_protected_route_refuses_missing_wrong_and_chat_keys(chatted
     assert await MemoryRepo(chatted.runtime.db).get(ALICE, "food") is not None
 
 
+async def test_every_protected_route_refuses_an_unknown_parameter(chatted: Api) -> None:
+    # A typo or an invented flag (?dry_run=true) must never be ignored, least of all
+    # by a route that writes or deletes.
+    protected = [
+        (route.method, route.resource.canonical)
+        for route in chatted.client.app.router.routes()
+        if route.resource is not None and route.resource.canonical != "/healthz"
+    ]
+    body = {"key": "food", "content": "changed", "answer": "y", "scope": "user", "user_id": BOB}
+    for method, path in protected:
+        error = await chatted.call(method, _concrete(path) + "?dry_run=true", body=body, expect=400)
+        assert error["error"]["code"] == "unknown_parameter", (method, path)
+    memory = await MemoryRepo(chatted.runtime.db).get(ALICE, "food")
+    assert memory is not None and memory.content == "pineapple pizza"
+    assert (await count_user_data(chatted.runtime.db, BOB)).messages == 2
+
+
+async def test_a_dry_run_flag_neither_plans_nor_confirms(chatted: Api) -> None:
+    body = {"scope": "user", "user_id": BOB}
+    await chatted.call("POST", "/api/v1/purge?dry_run=true", body=body, expect=400)
+    planned = await chatted.call("POST", "/api/v1/purge", body=body)
+    confirm = f"/api/v1/purge/{planned['confirm_token']}/confirm"
+    await chatted.call("POST", confirm + "?dry_run=true", body={"answer": "y"}, expect=400)
+    assert (await count_user_data(chatted.runtime.db, BOB)).messages == 2
+    # The refused confirm did not consume the token.
+    await chatted.call("POST", confirm, body={"answer": "n"})
+
+
 async def test_bearer_and_x_api_key_both_authenticate(chatted: Api) -> None:
     for headers in (
         {"Authorization": f"Bearer {KEY_A}"},
@@ -410,6 +438,10 @@ async def test_malformed_and_oversized_bodies(chatted: Api) -> None:
     assert bad["error"]["code"] == "invalid_json"
     bad = await chatted.call("POST", path, raw=b"\xff\xfe", expect=400)
     assert bad["error"]["code"] == "invalid_json"
+    # Nesting past Python's recursion limit is refused like any other malformed body.
+    for deep in (b"[" * 50_000, b"[" * 30_000 + b"]" * 30_000, b'{"a":' * 12_000):
+        bad = await chatted.call("POST", path, raw=deep, expect=400)
+        assert bad["error"]["code"] == "invalid_json"
     big = json.dumps({"key": "a", "content": "x" * 70_000}).encode()
     error = await chatted.call("POST", path, raw=big, expect=413)
     assert error["error"]["code"] == "body_too_large"
@@ -682,6 +714,25 @@ async def test_purge_token_expires(chatted: Api) -> None:
     assert error["error"]["code"] == "expired"
     assert (await count_user_data(chatted.runtime.db, BOB)).messages == 2
     await chatted.call("POST", f"/api/v1/purge/{token}/confirm", body={"answer": "y"}, expect=404)
+
+
+async def test_another_keys_plan_keeps_an_expired_token_expired(chatted: Api) -> None:
+    planned = await chatted.call(
+        "POST", "/api/v1/purge", key=KEY_B, body={"scope": "user", "user_id": BOB}
+    )
+    chatted.clock.now += 61
+    # Key A planning anything (here: nothing to delete) must not turn B's 410 into a 404.
+    await chatted.call("POST", "/api/v1/purge", body={"scope": "user", "user_id": "nobody:1"})
+    await chatted.call("POST", "/api/v1/purge", body={"scope": "user", "user_id": ALICE})
+    error = await chatted.call(
+        "POST",
+        f"/api/v1/purge/{planned['confirm_token']}/confirm",
+        key=KEY_B,
+        body={"answer": "y"},
+        expect=410,
+    )
+    assert error["error"]["code"] == "expired"
+    assert (await count_user_data(chatted.runtime.db, BOB)).messages == 2
 
 
 async def test_a_new_plan_replaces_the_keys_previous_one(chatted: Api) -> None:

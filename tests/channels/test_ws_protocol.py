@@ -90,6 +90,24 @@ def test_malformed_client_messages_raise_protocol_errors(
     assert needle in caught.value.message
 
 
+@pytest.mark.parametrize(
+    "frame",
+    [
+        "[" * 50_000,
+        "[" * 30_000 + "]" * 30_000,
+        '{"type":"chat","text":' + '{"a":' * 12_000,
+        b"[" * 50_000,
+    ],
+)
+def test_nesting_past_the_recursion_limit_is_bad_json(frame: str | bytes) -> None:
+    # Within the default max_message_bytes, yet deep enough to exhaust the recursion
+    # of the JSON decoder: a documented bad_json, never a RecursionError.
+    with pytest.raises(ProtocolError) as caught:
+        parse_client_message(frame, 65_536)
+    assert caught.value.code == "bad_json"
+    assert "not valid JSON" in caught.value.message
+
+
 def test_oversize_frames_are_refused_by_utf8_size_before_parsing() -> None:
     text = "é" * 30  # 60 bytes in UTF-8, 30 characters
     frame = json.dumps({"type": "chat", "text": text}, ensure_ascii=False)

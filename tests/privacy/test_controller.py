@@ -15,6 +15,7 @@ from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.privacy.controller import (
     DAY,
+    MAX_PURGE_DAYS,
     Actor,
     OlderThanScope,
     PrivacyController,
@@ -182,6 +183,13 @@ async def test_older_than_plan_matches_result(rt: Runtime) -> None:
     result = await controller.confirm(pending.token, OPERATOR, "yes")
     assert result is not None and result.counts == pending.plan.counts
     assert await count(rt, "messages") == 0
+
+
+@pytest.mark.parametrize("days", [0, MAX_PURGE_DAYS + 1, 10**400])
+async def test_older_than_days_out_of_range_are_refused(rt: Runtime, days: int) -> None:
+    # 10**400 days cannot even become a float cutoff: refused before any arithmetic.
+    with pytest.raises(UserError, match=f"between 1 and {MAX_PURGE_DAYS}"):
+        await PrivacyController(rt.db).plan(OlderThanScope(days), OPERATOR)
 
 
 async def test_purge_is_logged_without_content(
