@@ -1,7 +1,8 @@
 """Logging set-up shared by every entry point: one handler, secrets redacted.
 
 Every record passes a :class:`RedactingFilter` on the handler, so an API key pasted into
-a chat or an exception message never reaches a log file or the terminal.
+a chat or an exception message never reaches a log file or the terminal. aiohttp's
+report of a malformed request (:class:`MalformedRequestFilter`) is cut to one line.
 """
 
 from __future__ import annotations
@@ -12,10 +13,37 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from aiohttp.http_exceptions import HttpProcessingError
+
 from picobot.config import Settings
 from picobot.privacy.redaction import RedactingFilter, Redactor
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class MalformedRequestFilter(logging.Filter):
+    """aiohttp logs a request it cannot parse (a URL over 8 KB, a broken header) as an
+    ERROR with a traceback that quotes the request's first bytes: any client, without
+    a key, could fill the log with its own text (user ids, search words). Such a
+    record becomes one WARNING line naming the error, without the request."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg, record.args = (
+                "%s: rejected a malformed request (%s, HTTP %s)",
+                (
+                    record.getMessage(),
+                    type(exc).__name__,
+                    exc.code,
+                ),
+            )
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_AIOHTTP_SERVER = logging.getLogger("aiohttp.server")
 
 
 @contextmanager
@@ -44,9 +72,12 @@ def logging_to(path: Path | None, settings: Settings) -> Iterator[logging.Handle
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(settings.logging.level)
+    malformed = MalformedRequestFilter()
+    _AIOHTTP_SERVER.addFilter(malformed)
     try:
         yield handler
     finally:
+        _AIOHTTP_SERVER.removeFilter(malformed)
         root.removeHandler(handler)
         handler.close()
         for h in terminal:

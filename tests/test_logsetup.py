@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from pathlib import Path
+
+from aiohttp import web
 
 from picobot.config import Settings
 from picobot.logsetup import logging_to
@@ -17,3 +20,27 @@ def test_log_file_gets_redacted_records(tmp_path: Path) -> None:
     text = path.read_text()
     assert "user pasted [REDACTED:github_token] into chat" in text
     assert key not in text
+
+
+async def test_a_malformed_request_is_one_line_without_its_content(tmp_path: Path) -> None:
+    app = web.Application()
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    path = tmp_path / "picobot.log"
+    try:
+        with logging_to(path, Settings()):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"GET /api?user=SOMEUSER&q=" + b"a" * 9000 + b" HTTP/1.1\r\n\r\n")
+            await writer.drain()
+            assert (await reader.read(64)).startswith(b"HTTP/1.")
+            writer.close()
+    finally:
+        await runner.cleanup()
+    lines = path.read_text().splitlines()
+    assert len(lines) == 1, lines
+    assert " WARNING aiohttp.server: " in lines[0]
+    assert "rejected a malformed request (LineTooLong, HTTP 400)" in lines[0]
+    assert "SOMEUSER" not in lines[0]
