@@ -9,7 +9,6 @@ a test fails when they drift. Regenerate both with ``python -m picobot.configfil
 
 from __future__ import annotations
 
-import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -322,5 +321,12 @@ def write_generated(root: Path) -> list[Path]:
 
 
 if __name__ == "__main__":  # pragma: no cover - developer helper
-    for written_path in write_generated(Path(sys.argv[1] if len(sys.argv) > 1 else ".")):
+    import argparse
+
+    cli = argparse.ArgumentParser(
+        prog="python -m picobot.configfile",
+        description=f"Regenerate {EXAMPLE_FILE} and {MARKDOWN_FILE} from the settings.",
+    )
+    cli.add_argument("root", nargs="?", default=".", help="the repository root (default: .)")
+    for written_path in write_generated(Path(cli.parse_args().root)):
         print(f"wrote {written_path}")
