@@ -23,7 +23,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.protocol import State
 
-from picobot.channels.tui.app import PicoBotApp
+from picobot.channels.tui.app import run_chat
 from picobot.channels.tui.backend import HistoryLines
 from picobot.channels.ws_protocol import (
     ClientChat,
@@ -227,7 +227,7 @@ async def run_remote_app(url: str, api_key: str, key_env: str) -> int:
             print(f"picobot tui: {exc}", file=sys.stderr)
         return 1
     try:
-        await PicoBotApp(backend).run_async()
+        await run_chat(backend)
     finally:
         await backend.aclose()
     return 0
