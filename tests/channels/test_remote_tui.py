@@ -26,6 +26,7 @@ from picobot.channels.tui.remote import (
 )
 from picobot.channels.tui.widgets import ConfirmScreen, StatusLine
 from picobot.channels.websocket import WebSocketChannel
+from picobot.cli import main
 from picobot.config import DataSettings, Settings
 from picobot.config_channels import WebSocketSettings
 from picobot.llm.scripted import ScriptedProvider
@@ -159,7 +160,7 @@ async def test_connect_failures_are_one_clear_error(stack: AsyncExitStack, tmp_p
         await RemoteBackend(channel.url, "wrong-key-0123456789").connect()
     assert refused.value.status == 401
     assert "refused the API key" in str(refused.value)
-    with pytest.raises(RemoteUnavailable, match="not a WebSocket URL"):
+    with pytest.raises(RemoteUnavailable, match="not a valid WebSocket URL"):
         await RemoteBackend("http://example.invalid/ws", KEY_A).connect()
 
 
@@ -241,6 +242,17 @@ def test_an_unreachable_server_exits_1(
     assert err.count("\n") == 1
     assert err.startswith(f"picobot tui: cannot reach ws://127.0.0.1:{port}/ws")
     assert KEY_A not in err
+
+
+@pytest.mark.parametrize(
+    "url", ["ws://127.0.0.1:99999/ws", "ws://[::1", "ws://127.0.0.1:port/ws", "http://h/ws"]
+)
+def test_a_malformed_url_is_one_line_and_exit_1(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PICOBOT_WS_KEY", KEY_A)
+    assert main(["tui", "--connect", url]) == 1
+    assert capsys.readouterr().err == f"picobot tui: not a valid WebSocket URL: {url}\n"
 
 
 async def test_a_refused_key_exits_1_naming_the_env_var(

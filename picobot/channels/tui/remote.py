@@ -22,6 +22,7 @@ from types import TracebackType
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.protocol import State
+from websockets.uri import parse_uri
 
 from picobot.channels.tui.app import run_chat
 from picobot.channels.tui.backend import HistoryLines
@@ -81,6 +82,11 @@ class RemoteBackend:
         """Open the connection and read ``hello``; raise RemoteUnavailable on failure."""
         await self.aclose()
         try:
+            # Checked first: a bad port or bracket raises ValueError from deep in urllib.
+            parse_uri(self.url)
+        except (InvalidURI, ValueError):
+            raise RemoteUnavailable(f"not a valid WebSocket URL: {self.url}") from None
+        try:
             async with asyncio.timeout(self._open_timeout):
                 ws = await connect(
                     self.url,
@@ -98,8 +104,6 @@ class RemoteBackend:
             if status == 401:
                 raise RemoteUnavailable(f"{self.url} refused the API key", status) from None
             raise RemoteUnavailable(f"{self.url} refused the connection", status) from None
-        except InvalidURI:
-            raise RemoteUnavailable(f"not a WebSocket URL: {self.url}") from None
         except TimeoutError:
             raise RemoteUnavailable(f"timed out connecting to {self.url}") from None
         except OSError as exc:
