@@ -6,6 +6,7 @@ pilot where the UI is involved.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -162,6 +163,18 @@ async def test_connect_failures_are_one_clear_error(stack: AsyncExitStack, tmp_p
     assert "refused the API key" in str(refused.value)
     with pytest.raises(RemoteUnavailable, match="not a valid WebSocket URL"):
         await RemoteBackend("http://example.invalid/ws", KEY_A).connect()
+
+
+async def test_wss_to_a_plain_server_names_a_reason(
+    stack: AsyncExitStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The server resets the TLS handshake: ConnectionResetError, which has no strerror.
+    _, channel = await start(stack, tmp_path)
+    url = channel.url.replace("ws://", "wss://")
+    assert await run_remote_app(url, KEY_A, "PICOBOT_WS_KEY") == 1
+    err = capsys.readouterr().err
+    assert re.fullmatch(rf"picobot tui: cannot reach {re.escape(url)}: \S[^\n]*\n", err), err
+    assert "TLS" in err
 
 
 # --- the app over the network ---------------------------------------------------------------

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import logging
 import os
+import ssl
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import ExitStack, aclosing, contextmanager
@@ -107,7 +108,7 @@ class RemoteBackend:
         except TimeoutError:
             raise RemoteUnavailable(f"timed out connecting to {self.url}") from None
         except OSError as exc:
-            raise RemoteUnavailable(f"cannot reach {self.url}: {exc.strerror or exc}") from None
+            raise RemoteUnavailable(f"cannot reach {self.url}: {self._reason(exc)}") from None
         except InvalidHandshake:
             raise RemoteUnavailable(f"the WebSocket handshake with {self.url} failed") from None
         if hello.type != "hello":
@@ -118,6 +119,13 @@ class RemoteBackend:
         self._model_name = hello.model
         self._max_bytes = hello.max_message_bytes
         log.info("connected to %s as %s", self.url, self._user_id)
+
+    def _reason(self, exc: OSError) -> str:
+        """Why connecting failed, never empty: a reset has neither strerror nor text."""
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        if self.url.startswith("wss:") and isinstance(exc, ConnectionResetError | ssl.SSLError):
+            reason += " (is the server serving TLS? a plain server needs ws://)"
+        return reason
 
     async def aclose(self) -> None:
         """Close the connection (idempotent)."""
