@@ -230,6 +230,8 @@ async def test_a_purge_is_confirmed_in_the_dialog_over_the_wire(
         role, text = shown(app)[-1]
         assert role == "notice"
         assert text.startswith("Deleted")
+        line = app.query_one("#status", StatusLine).text
+        assert session_id not in line and "session (new)" in line
     assert await runtime.kernel.sessions.get(session_id) is None
 
 

@@ -157,6 +157,8 @@ class PicoBotApp(App[None]):
     async def _answer(self, token: str, answer: str) -> None:
         await self.chat_log.add("notice", f"You answered: {'yes' if answer == 'y' else 'no'}")
         await self._render_events(self.backend.confirm(token, answer))
+        if answer == "y":
+            await self._resync_session()
 
     async def _show_history(self, *, switched: bool = False) -> None:
         session_id, lines = await self.backend.history(HISTORY_LIMIT)
@@ -285,6 +287,13 @@ class PicoBotApp(App[None]):
     def _set_session(self, session_id: str | None) -> None:
         if session_id and session_id != self.session_id:
             self.session_id = session_id
+            self._refresh_status()
+
+    async def _resync_session(self) -> None:
+        """Ask which session is current: a purge may have deleted the one shown."""
+        session_id, _ = await self.backend.history(1)
+        if session_id != self.session_id:
+            self.session_id = session_id  # None: gone; the next message starts a new one
             self._refresh_status()
 
     def _refresh_status(self) -> None:
