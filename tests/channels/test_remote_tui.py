@@ -6,6 +6,7 @@ pilot where the UI is involved.
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -26,6 +27,7 @@ from picobot.channels.tui.remote import (
 )
 from picobot.channels.tui.widgets import ConfirmScreen, StatusLine
 from picobot.channels.websocket import WebSocketChannel
+from picobot.cli import main
 from picobot.config import DataSettings, Settings
 from picobot.config_channels import WebSocketSettings
 from picobot.llm.scripted import ScriptedProvider
@@ -159,8 +161,20 @@ async def test_connect_failures_are_one_clear_error(stack: AsyncExitStack, tmp_p
         await RemoteBackend(channel.url, "wrong-key-0123456789").connect()
     assert refused.value.status == 401
     assert "refused the API key" in str(refused.value)
-    with pytest.raises(RemoteUnavailable, match="not a WebSocket URL"):
+    with pytest.raises(RemoteUnavailable, match="not a valid WebSocket URL"):
         await RemoteBackend("http://example.invalid/ws", KEY_A).connect()
+
+
+async def test_wss_to_a_plain_server_names_a_reason(
+    stack: AsyncExitStack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The server resets the TLS handshake: ConnectionResetError, which has no strerror.
+    _, channel = await start(stack, tmp_path)
+    url = channel.url.replace("ws://", "wss://")
+    assert await run_remote_app(url, KEY_A, "PICOBOT_WS_KEY") == 1
+    err = capsys.readouterr().err
+    assert re.fullmatch(rf"picobot tui: cannot reach {re.escape(url)}: \S[^\n]*\n", err), err
+    assert "TLS" in err
 
 
 # --- the app over the network ---------------------------------------------------------------
@@ -216,6 +230,8 @@ async def test_a_purge_is_confirmed_in_the_dialog_over_the_wire(
         role, text = shown(app)[-1]
         assert role == "notice"
         assert text.startswith("Deleted")
+        line = app.query_one("#status", StatusLine).text
+        assert session_id not in line and "session (new)" in line
     assert await runtime.kernel.sessions.get(session_id) is None
 
 
@@ -241,6 +257,17 @@ def test_an_unreachable_server_exits_1(
     assert err.count("\n") == 1
     assert err.startswith(f"picobot tui: cannot reach ws://127.0.0.1:{port}/ws")
     assert KEY_A not in err
+
+
+@pytest.mark.parametrize(
+    "url", ["ws://127.0.0.1:99999/ws", "ws://[::1", "ws://127.0.0.1:port/ws", "http://h/ws"]
+)
+def test_a_malformed_url_is_one_line_and_exit_1(
+    url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PICOBOT_WS_KEY", KEY_A)
+    assert main(["tui", "--connect", url]) == 1
+    assert capsys.readouterr().err == f"picobot tui: not a valid WebSocket URL: {url}\n"
 
 
 async def test_a_refused_key_exits_1_naming_the_env_var(

@@ -198,11 +198,21 @@ async def test_messages_typed_during_a_turn_are_queued_in_order() -> None:
         await pilot.pause()
         assert backend.sent == ["one"]
         assert "1 queued" in status(app)
+        # The queued message is shown at once, marked, below the turn under way.
+        assert shown(app)[-2:] == [("user", "one"), ("user", "two")]
+        waiting = app.chat_log.messages()[-1]
+        assert waiting.pending and "[queued]" in str(waiting.visual)
         backend.gate.set()
         await settle(pilot)
         assert backend.sent == ["one", "two"]
-        replies = [text for role, text in shown(app) if role == "assistant"]
-        assert replies == ["You said: one", "You said: two"]
+        # Each reply lands under its own message, and nothing is marked queued any more.
+        assert shown(app)[-4:] == [
+            ("user", "one"),
+            ("assistant", "You said: one"),
+            ("user", "two"),
+            ("assistant", "You said: two"),
+        ]
+        assert not waiting.pending and "[queued]" not in str(waiting.visual)
         assert "queued" not in status(app)
 
 

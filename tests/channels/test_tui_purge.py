@@ -12,7 +12,7 @@ from picobot.channels.tui.widgets import ConfirmScreen
 from picobot.config import Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import open_runtime
-from tests.channels.test_tui import say, settle, shown
+from tests.channels.test_tui import say, settle, shown, status
 
 
 @pytest.mark.parametrize(("key", "deleted"), [("y", True), ("n", False), ("escape", False)])
@@ -40,4 +40,13 @@ async def test_purge_session_dialog_shows_counts_and_obeys_the_answer(
             last = shown(app)[-1]
             assert last[0] == "notice"
             assert last[1].startswith("Deleted" if deleted else "Purge cancelled")
+            # The status line no longer names a deleted session.
+            assert (f"session {sid}" in status(app)) is not deleted
+            assert ("session (new)" in status(app)) is deleted
+            assert app.session_id == (None if deleted else sid)
+            if deleted:
+                await say(pilot, "a fresh start")
+                await settle(pilot)
+                assert app.session_id not in (None, sid)
+                assert f"session {app.session_id}" in status(app)
         assert (await rt.kernel.sessions.get(sid or "") is None) is deleted

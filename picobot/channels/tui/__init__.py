@@ -8,7 +8,7 @@ import sys
 from contextlib import AsyncExitStack
 from pathlib import Path
 
-from picobot.channels.tui.app import PicoBotApp
+from picobot.channels.tui.app import PicoBotApp, run_chat
 from picobot.channels.tui.backend import ChatBackend, LocalBackend, tui_identity
 from picobot.config import Settings
 from picobot.errors import PicobotError
@@ -36,7 +36,7 @@ async def _run(settings: Settings) -> int:
             print(f"picobot tui: {exc}", file=sys.stderr)
             return 1
         backend = LocalBackend(rt.kernel, tui_identity(settings), rt.provider.model_name)
-        await PicoBotApp(backend).run_async()
+        await run_chat(backend)
     return 0
 
 

@@ -14,6 +14,7 @@ import asyncio
 import itertools
 import logging
 import os
+import ssl
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import ExitStack, aclosing, contextmanager
@@ -22,8 +23,9 @@ from types import TracebackType
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 from websockets.protocol import State
+from websockets.uri import parse_uri
 
-from picobot.channels.tui.app import PicoBotApp
+from picobot.channels.tui.app import run_chat
 from picobot.channels.tui.backend import HistoryLines
 from picobot.channels.ws_protocol import (
     ClientChat,
@@ -81,6 +83,11 @@ class RemoteBackend:
         """Open the connection and read ``hello``; raise RemoteUnavailable on failure."""
         await self.aclose()
         try:
+            # Checked first: a bad port or bracket raises ValueError from deep in urllib.
+            parse_uri(self.url)
+        except (InvalidURI, ValueError):
+            raise RemoteUnavailable(f"not a valid WebSocket URL: {self.url}") from None
+        try:
             async with asyncio.timeout(self._open_timeout):
                 ws = await connect(
                     self.url,
@@ -98,12 +105,10 @@ class RemoteBackend:
             if status == 401:
                 raise RemoteUnavailable(f"{self.url} refused the API key", status) from None
             raise RemoteUnavailable(f"{self.url} refused the connection", status) from None
-        except InvalidURI:
-            raise RemoteUnavailable(f"not a WebSocket URL: {self.url}") from None
         except TimeoutError:
             raise RemoteUnavailable(f"timed out connecting to {self.url}") from None
         except OSError as exc:
-            raise RemoteUnavailable(f"cannot reach {self.url}: {exc.strerror or exc}") from None
+            raise RemoteUnavailable(f"cannot reach {self.url}: {self._reason(exc)}") from None
         except InvalidHandshake:
             raise RemoteUnavailable(f"the WebSocket handshake with {self.url} failed") from None
         if hello.type != "hello":
@@ -114,6 +119,13 @@ class RemoteBackend:
         self._model_name = hello.model
         self._max_bytes = hello.max_message_bytes
         log.info("connected to %s as %s", self.url, self._user_id)
+
+    def _reason(self, exc: OSError) -> str:
+        """Why connecting failed, never empty: a reset has neither strerror nor text."""
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        if self.url.startswith("wss:") and isinstance(exc, ConnectionResetError | ssl.SSLError):
+            reason += " (is the server serving TLS? a plain server needs ws://)"
+        return reason
 
     async def aclose(self) -> None:
         """Close the connection (idempotent)."""
@@ -227,7 +239,7 @@ async def run_remote_app(url: str, api_key: str, key_env: str) -> int:
             print(f"picobot tui: {exc}", file=sys.stderr)
         return 1
     try:
-        await PicoBotApp(backend).run_async()
+        await run_chat(backend)
     finally:
         await backend.aclose()
     return 0

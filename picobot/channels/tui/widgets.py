@@ -21,24 +21,51 @@ Role = Literal["user", "assistant", "notice", "error"]
 _LABELS: dict[Role, str] = {"user": "you", "assistant": "bot", "notice": "", "error": "error"}
 _CURSOR = "▌"
 
+Mark = Literal["queued", "not sent", "interrupted"]
+_MARK_CLASSES: dict[Mark, str] = {
+    "queued": "pending",
+    "not sent": "unsent",
+    "interrupted": "interrupted",
+}
+
 
 class ChatMessage(Static):
     """One line of the chat log: a user or bot message, a notice or an error.
 
     Text is shown literally (never parsed as markup): it comes from users and models.
+    A user's message typed while a reply streams waits ``[queued]`` at the bottom of the
+    log until it is sent, or says ``[not sent]`` if quitting dropped it.
     """
 
-    def __init__(self, role: Role, text: str = "", *, streaming: bool = False) -> None:
+    def __init__(
+        self, role: Role, text: str = "", *, streaming: bool = False, pending: bool = False
+    ) -> None:
         self.role: Role = role
         self._text = text
         self.streaming = streaming
-        self.interrupted = False
+        self._mark: Mark | None = "queued" if pending else None
         super().__init__(self._compose_content(), markup=False, classes=f"message {role}")
+        self._style_mark()
 
     @property
     def text(self) -> str:
         """The message text so far (without label or cursor)."""
         return self._text
+
+    @property
+    def interrupted(self) -> bool:
+        """True if the stream ended before the reply was complete."""
+        return self._mark == "interrupted"
+
+    @property
+    def pending(self) -> bool:
+        """True while the message waits in the queue, not yet sent."""
+        return self._mark == "queued"
+
+    @property
+    def unsent(self) -> bool:
+        """True if the message was dropped from the queue (the user quit) and never sent."""
+        return self._mark == "not sent"
 
     def append(self, chunk: str) -> None:
         """Add a streamed piece of the text."""
@@ -51,41 +78,74 @@ class ChatMessage(Static):
             self._text = text
         self.streaming = False
         if interrupted:
-            self.interrupted = True
-            self.add_class("interrupted")
+            self._set_mark("interrupted")
         self.update(self._compose_content())
+
+    def mark_sent(self) -> None:
+        """The queued message goes out now: drop the ``[queued]`` mark."""
+        if self.pending:
+            self._set_mark(None)
+
+    def mark_unsent(self) -> None:
+        """The queued message was dropped and will never be sent."""
+        self._set_mark("not sent")
+
+    def _set_mark(self, mark: Mark | None) -> None:
+        self._mark = mark
+        self._style_mark()
+        self.update(self._compose_content())
+
+    def _style_mark(self) -> None:
+        for mark, css_class in _MARK_CLASSES.items():
+            self.set_class(self._mark == mark, css_class)
 
     def _compose_content(self) -> Content:
         label = _LABELS[self.role]
         head: tuple[str, str] = (f"{label}: ", "bold") if label else ("", "")
         tail = _CURSOR if self.streaming else ""
-        if self.interrupted:
-            tail = " [interrupted]"
+        if self._mark is not None:
+            tail = f" [{self._mark}]"
         return Content.assemble(head, self._text, tail)
 
 
 class ChatLog(VerticalScroll):
-    """The scrollable conversation; stays pinned to the newest line unless scrolled up."""
+    """The scrollable conversation; stays pinned to the newest line unless scrolled up.
+
+    Queued user messages (and those quitting dropped) stay below everything else until
+    they are sent, so a reply or notice is shown right under the message it answers.
+    """
 
     def on_mount(self) -> None:
         """Keep the newest message in view."""
         self.anchor()
 
-    async def add(self, role: Role, text: str = "", *, streaming: bool = False) -> ChatMessage:
-        """Append one message and return its widget (to stream into)."""
+    async def add(
+        self, role: Role, text: str = "", *, streaming: bool = False, last: bool = False
+    ) -> ChatMessage:
+        """Append one message above the queued ones (``last``: below them); return its
+        widget (to stream into)."""
         message = ChatMessage(role, text, streaming=streaming)
-        await self.mount(message)
+        await self.mount(message, before=None if last else self._first_waiting())
         return message
 
     async def add_all(self, messages: Iterable[tuple[Role, str]]) -> None:
-        """Append several finished messages at once."""
+        """Append several finished messages at once, above the queued ones."""
         widgets = [ChatMessage(role, text) for role, text in messages]
         if widgets:
-            await self.mount_all(widgets)
+            await self.mount_all(widgets, before=self._first_waiting())
+
+    async def add_pending(self, text: str) -> ChatMessage:
+        """Append a user's message that waits in the queue, marked ``[queued]``."""
+        message = ChatMessage("user", text, pending=True)
+        await self.mount(message)
+        return message
 
     def messages(self) -> list[ChatMessage]:
         """The messages shown, oldest first."""
         return list(self.query(ChatMessage))
+
+    def _first_waiting(self) -> ChatMessage | None:
+        return next((m for m in self.query(ChatMessage) if m.pending or m.unsent), None)
 
 
 class StatusLine(Static):
