@@ -2,8 +2,8 @@
 
 Every backend call runs in a worker, one job at a time, so the UI stays responsive and
 events land in the order asked. Messages typed while a reply streams are queued (and
-shown at once, marked ``[queued]``); an answer to a confirmation jumps the queue,
-because the kernel reads the next message of this user as that answer.
+shown at once, marked ``[queued]``); an answer to a confirmation (sent with its token)
+jumps the queue, so queued messages cannot make the confirmation expire.
 
 Quitting while a reply streams waits up to :attr:`PicoBotApp.QUIT_GRACE_SECS` for it to
 finish, so it is stored; a second Ctrl+Q quits at once. Queued messages are not sent;
