@@ -20,6 +20,7 @@ from picobot.runtime import Runtime
 from tests.webhook.conftest import (
     SECRET,
     PlatformAPI,
+    Running,
     Webhooks,
     message,
     post_generic,
@@ -164,6 +165,38 @@ async def test_user_id_is_namespaced_and_only_a_valid_signature_can_name_it(
     await bot.server.wait_for(lambda s: s.delivered == 1)
     owners = await rows(bot.runtime, "SELECT channel, user_id FROM sessions")
     assert owners == [("generic", "generic:telegram:42")]
+
+
+@pytest.fixture
+async def answering(
+    webhooks: Webhooks, generic: GenericPlatform, provider: GatedProvider
+) -> Running:
+    """The generic webhook served, with the model answering at once."""
+    provider.gate.set()
+    return await webhooks.start(generic)
+
+
+async def test_a_message_id_is_a_redelivery_only_from_the_same_user_in_the_same_chat(
+    answering: Running, client: aiohttp.ClientSession, platform_api: PlatformAPI
+) -> None:
+    bot, url = answering, answering.url("generic")
+    firsts = [
+        message("from ana", "m-1", user="ana", chat="c1"),
+        message("from bob", "m-1", user="bob", chat="c2"),
+        message("bob in ana's chat", "m-1", user="bob", chat="c1"),
+        # Separators inside the names cannot make two messages one.
+        message("colon in the user", "m-1", user="x:y", chat="z"),
+        message("colon in the chat", "m-1", user="x", chat="y:z"),
+    ]
+    for body in [*firsts, message("from ana", "m-1", user="ana", chat="c1")]:
+        assert (await post_generic(client, url, body))[0] == 200
+    # Bounded: a message taken for a duplicate would leave this waiting forever.
+    await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivered == len(firsts)), 10)
+    assert (bot.server.stats.accepted, bot.server.stats.duplicates) == (len(firsts), 1)
+    answers = sorted(tuple(r.json().values()) for r in platform_api.requests)
+    assert answers == sorted(
+        (m["chat"], m["user"], f"You said: {m['text']}", "m-1") for m in firsts
+    )
 
 
 async def test_get_without_a_handshake_is_405(

@@ -2,9 +2,12 @@
 
 Inbound: ``POST`` a JSON object ``{"user", "chat", "text", "message_id"}`` (all
 non-empty strings) with the header ``X-PicoBot-Signature: sha256=<hex>``, the
-HMAC-SHA256 of the raw body under the shared secret. Outbound: each reply is POSTed to
-``callback_url`` as ``{"chat", "user", "text", "in_reply_to"}``, signed the same way
-in the same header, so the receiver can check that it came from PicoBot.
+HMAC-SHA256 of the raw body under the shared secret. A message with the same
+``message_id``, ``user`` and ``chat`` as an earlier one is a redelivery and is not
+answered again (:func:`inbox_key`). Outbound: each reply is POSTed to ``callback_url``
+as ``{"chat", "user", "text", "in_reply_to"}`` (``in_reply_to`` is the message_id as
+sent), signed the same way in the same header, so the receiver can check that it came
+from PicoBot.
 
 Trust model: this webhook trusts its signer. Whoever holds the secret (your
 integration) vouches for ``user``, and may speak as any user of this channel; without
@@ -59,6 +62,17 @@ def _id_field(data: dict[str, Any], name: str) -> str:
     return value
 
 
+def inbox_key(user: str, chat: str, message_id: str) -> str:
+    """The de-duplication key of a message: its ``message_id`` within its user and chat.
+
+    The signer picks message ids, and nothing makes them unique beyond one user's chat
+    (two systems behind one secret may both count from 1), so only the same id from the
+    same user in the same chat is a redelivery. JSON keeps the three apart even when
+    they contain separators: ``("a:b", "c")`` and ``("a", "b:c")`` are two keys.
+    """
+    return json.dumps([user, chat, message_id], ensure_ascii=False, separators=(",", ":"))
+
+
 class GenericPlatform:
     """The generic webhook: HMAC-signed JSON in, HMAC-signed JSON callbacks out."""
 
@@ -111,7 +125,7 @@ class GenericPlatform:
         text = _field(data, "text", MAX_TEXT_CHARS)
         return [
             PlatformMessage(
-                message_id=message_id,
+                message_id=inbox_key(user, chat, message_id),
                 user_id=f"generic:{user}",
                 chat_id=chat,
                 sender=user,
