@@ -69,6 +69,8 @@ class TelegramSettings(Section):
     """Env var with the bot token used to send replies."""
     api_base_url: str = "https://api.telegram.org"
     """Base URL of the Bot API."""
+    bot_username: str = Field(default="", pattern=r"^([A-Za-z0-9_]{5,32})?$")
+    """The bot's username, without @: group commands for other bots are then ignored."""
     allowed_senders: list[str] = Field(default_factory=list)
     """If set, only these Telegram user ids may chat."""
 
