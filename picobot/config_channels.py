@@ -100,7 +100,8 @@ class GenericWebhookSettings(Section):
     signature_header: str = "X-PicoBot-Signature"
     """Header carrying `sha256=<hex HMAC of the raw body>`."""
     callback_url: str = ""
-    """Where replies are POSTed as JSON {chat, user, text, in_reply_to}."""
+    """Where replies are POSTed as JSON {chat, user, text, in_reply_to}: an absolute http(s)
+    URL, required when enabled (start-up fails without it)."""
     allowed_senders: list[str] = Field(default_factory=list)
     """If set, only these user names may chat."""
 

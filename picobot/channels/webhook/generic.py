@@ -25,8 +25,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
-from picobot.channels.webhook.common import retry_after_secs
+from picobot.channels.webhook.base import PlatformMessage, WebhookError
+from picobot.channels.webhook.common import ReplyApi, http_url
 from picobot.channels.webhook.signing import hmac_sha256_hex, same, secret_from_env
 from picobot.config_channels import GenericWebhookSettings
 from picobot.errors import ConfigError
@@ -37,7 +37,7 @@ MAX_ID_CHARS = 256
 """Longest user, chat or message id accepted."""
 MAX_TEXT_CHARS = 32_000
 """Longest message text accepted."""
-SEND_TIMEOUT = aiohttp.ClientTimeout(total=30)
+CALLBACK_URL_KEY = "channels.webhook.generic.callback_url"
 
 
 def sign(secret: bytes, body: bytes) -> str:
@@ -79,9 +79,12 @@ class GenericPlatform:
     def __init__(self, settings: GenericWebhookSettings, secret: str) -> None:
         if not secret:
             raise ConfigError(f"the generic webhook secret ({settings.secret_env}) is empty")
+        # Checked now: without a usable URL every reply would fail after its retries.
+        self._callback_url = http_url(settings.callback_url, CALLBACK_URL_KEY)
         self._settings = settings
         self._secret = secret.encode()
         self._allowed = frozenset(settings.allowed_senders)
+        self._api = ReplyApi("callback")
 
     @classmethod
     def from_settings(cls, settings: GenericWebhookSettings) -> GenericPlatform:
@@ -137,10 +140,7 @@ class GenericPlatform:
     async def send(
         self, session: aiohttp.ClientSession, reply_to: dict[str, Any], text: str
     ) -> None:
-        """POST one signed reply to the callback URL."""
-        url = self._settings.callback_url
-        if not url:
-            raise DeliveryError("no callback_url configured", retry=False)
+        """POST one signed reply to the callback URL (retry on 429, 5xx, network errors)."""
         body = json.dumps(
             {
                 "chat": reply_to.get("chat"),
@@ -150,21 +150,7 @@ class GenericPlatform:
             },
             ensure_ascii=False,
         ).encode()
-        headers = {
-            "Content-Type": "application/json",
-            self._settings.signature_header: sign(self._secret, body),
-        }
-        try:
-            # No redirects: a signed reply goes where it was configured to, or nowhere.
-            async with session.post(
-                url, data=body, headers=headers, allow_redirects=False, timeout=SEND_TIMEOUT
-            ) as resp:
-                if 200 <= resp.status < 300:
-                    return
-                reason = f"callback answered HTTP {resp.status}"
-                if resp.status == 429 or resp.status >= 500:
-                    wait = retry_after_secs(resp.headers.get("Retry-After"))
-                    raise DeliveryError(reason, retry=True, retry_after_secs=wait)
-                raise DeliveryError(reason, retry=False)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise DeliveryError(f"callback unreachable: {type(exc).__name__}", retry=True) from None
+        signature = {self._settings.signature_header: sign(self._secret, body)}
+        answer = await self._api.post_body(session, self._callback_url, body, signature)
+        if not answer.ok:
+            raise self._api.failure(answer)
