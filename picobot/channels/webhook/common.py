@@ -34,6 +34,8 @@ MAX_ID_CHARS = 256
 """Longest message id accepted."""
 MAX_DETAIL_CHARS = 200
 """Longest piece of a platform's error text kept in a DeliveryError."""
+MALFORMED_JSON = (UnicodeDecodeError, ValueError, RecursionError)
+"""What ``json.loads`` raises for bytes that are not JSON it can read."""
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
@@ -42,10 +44,14 @@ _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
 def load_object(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or WebhookError(400)."""
+    """The body as a JSON object, or WebhookError(400).
+
+    Too deep a nesting (``[[[[...``) is malformed too: the JSON decoder gives up with
+    a RecursionError, which must not reach the log as a crash of ours.
+    """
     try:
         data = json.loads(body)
-    except (UnicodeDecodeError, ValueError):
+    except MALFORMED_JSON:
         raise WebhookError(400, "body is not valid JSON") from None
     if not isinstance(data, dict):
         raise WebhookError(400, "body must be a JSON object")
@@ -302,5 +308,5 @@ class ReplyApi:
 def _json_or_none(raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
+    except MALFORMED_JSON:
         return None

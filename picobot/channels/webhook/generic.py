@@ -26,7 +26,7 @@ import aiohttp
 from aiohttp import web
 
 from picobot.channels.webhook.base import PlatformMessage, WebhookError
-from picobot.channels.webhook.common import ReplyApi, http_url
+from picobot.channels.webhook.common import ReplyApi, http_url, load_object
 from picobot.channels.webhook.signing import hmac_sha256_hex, same, secret_from_env
 from picobot.config_channels import GenericWebhookSettings
 from picobot.errors import ConfigError
@@ -116,12 +116,7 @@ class GenericPlatform:
 
     def parse(self, body: bytes) -> list[PlatformMessage]:
         """The one message of a verified body."""
-        try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, ValueError):
-            raise WebhookError(400, "body is not valid JSON") from None
-        if not isinstance(data, dict):
-            raise WebhookError(400, "body must be a JSON object")
+        data = load_object(body)
         user = _id_field(data, "user")
         chat = _id_field(data, "chat")
         message_id = _id_field(data, "message_id")

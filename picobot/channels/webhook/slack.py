@@ -109,18 +109,21 @@ class SlackPlatform:
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """Answer a signed ``url_verification`` with its challenge.
 
-        The signature is checked here too, whatever order the core calls the
-        platform in: an unsigned challenge must not prove our URL to anyone.
+        The core asks before it checks the signature, so the signature is checked
+        here first, before a byte of the body is parsed: an unsigned challenge must not
+        prove our URL to anyone, and an unsigned body gets no parser's attention. A
+        request that fails the check is not a handshake; the core's own check refuses
+        it (and counts it).
         """
         if request.method != "POST":
             return None
         try:
+            self.verify(request, body)
             data = load_object(body)
         except WebhookError:
             return None  # not a handshake; verify and parse refuse it
         if data.get("type") != "url_verification":
             return None
-        self.verify(request, body)
         challenge = data.get("challenge")
         if not isinstance(challenge, str) or not 0 < len(challenge) <= MAX_CHALLENGE_CHARS:
             raise WebhookError(400, "missing or oversized challenge")
