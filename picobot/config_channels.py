@@ -78,6 +78,8 @@ class TelegramSettings(Section):
     """Env var with the bot token used to send replies."""
     api_base_url: str = "https://api.telegram.org"
     """Base URL of the Bot API."""
+    bot_username: str = Field(default="", pattern=r"^([A-Za-z0-9_]{5,32})?$")
+    """The bot's username, without @: group commands for other bots are then ignored."""
     allowed_senders: list[str] = Field(default_factory=list)
     """If set, only these Telegram user ids may chat."""
 
@@ -107,7 +109,8 @@ class GenericWebhookSettings(Section):
     signature_header: str = "X-PicoBot-Signature"
     """Header carrying `sha256=<hex HMAC of the raw body>`."""
     callback_url: str = ""
-    """Where replies are POSTed as JSON {chat, user, text, in_reply_to}."""
+    """Where replies are POSTed as JSON {chat, user, text, in_reply_to}: an absolute http(s)
+    URL, required when enabled (start-up fails without it)."""
     allowed_senders: list[str] = Field(default_factory=list)
     """If set, only these user names may chat."""
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -235,10 +235,28 @@ class WebhookStore:
         )
         return [_outbound(r) for r in rows]
 
-    async def outbound_heads(self, limit: int) -> list[OutboundItem]:
-        """The head of each chat's pending replies, soonest first (due or not)."""
-        rows = await self._db.fetchall(_HEADS.format(extra=""), (limit,))
+    async def outbound_heads(self, limit: int, platforms: Collection[str]) -> list[OutboundItem]:
+        """The head of each chat's pending replies of ``platforms``, soonest first (due or not).
+
+        Replies of any other platform (one no longer enabled) stay queued but are left
+        out here, so they can never take up the places of replies that can be sent.
+        """
+        names = sorted(platforms)
+        if not names:
+            return []
+        marks = ", ".join("?" * len(names))
+        rows = await self._db.fetchall(
+            _HEADS.format(extra=f"AND o.platform IN ({marks})"), (*names, limit)
+        )
         return [_outbound(r) for r in rows]
+
+    async def pending_replies_by_platform(self) -> dict[str, int]:
+        """How many replies wait to be delivered, per platform."""
+        rows = await self._db.fetchall(
+            "SELECT platform, COUNT(*) AS n FROM outbound_queue WHERE status = 'pending'"
+            " GROUP BY platform"
+        )
+        return {str(r["platform"]): int(r["n"]) for r in rows}
 
     async def due_item(self, outbound_id: int, now: float) -> OutboundItem | None:
         """The reply as stored now, if it is still pending and due (else None)."""

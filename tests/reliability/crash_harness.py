@@ -272,14 +272,20 @@ class Snapshot:
 
 def snapshot(db_path: Path) -> Snapshot:
     outbound = query(db_path, "SELECT reply_to_json FROM outbound_queue WHERE status = 'pending'")
-    inbox = query(db_path, "SELECT message_id, status, attempts FROM webhook_inbox")
+    # The inbox keys a generic message by user, chat and id; the id as sent is in_reply_to.
+    inbox = query(db_path, "SELECT reply_to_json, status, attempts FROM webhook_inbox")
     return Snapshot(
         integrity=integrity(db_path),
         user_texts=user_texts(db_path),
-        inbox={str(r[0]) for r in inbox},
-        interrupted={str(r[0]) for r in inbox if r[1] == "pending" and r[2] > 0},
-        pending_replies={str(json.loads(r[0])["in_reply_to"]) for r in outbound},
+        inbox={_sent_id(r[0]) for r in inbox},
+        interrupted={_sent_id(r[0]) for r in inbox if r[1] == "pending" and r[2] > 0},
+        pending_replies={_sent_id(r[0]) for r in outbound},
     )
+
+
+def _sent_id(reply_to_json: str) -> str:
+    """The message_id a generic webhook was POSTed with, from a row's reply_to_json."""
+    return str(json.loads(reply_to_json)["in_reply_to"])
 
 
 def pending_replies(db_path: Path) -> int:

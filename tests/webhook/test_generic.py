@@ -5,13 +5,18 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import aiohttp
 import pytest
 
 from picobot.channels.webhook.base import DeliveryError, WebhookError
-from picobot.channels.webhook.generic import GenericPlatform, retry_after_secs, sign
+from picobot.channels.webhook.common import ReplyApi, retry_after_secs
+from picobot.channels.webhook.generic import GenericPlatform, sign
 from picobot.config_channels import GenericWebhookSettings
 from picobot.errors import ConfigError
 from picobot.llm.base import ChatMessage, StreamEvent, ToolSpec
@@ -20,10 +25,13 @@ from picobot.runtime import Runtime
 from tests.webhook.conftest import (
     SECRET,
     PlatformAPI,
+    Running,
     Webhooks,
     message,
     post_generic,
 )
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 async def rows(runtime: Runtime, sql: str, *params: object) -> list[tuple[object, ...]]:
@@ -166,6 +174,38 @@ async def test_user_id_is_namespaced_and_only_a_valid_signature_can_name_it(
     assert owners == [("generic", "generic:telegram:42")]
 
 
+@pytest.fixture
+async def answering(
+    webhooks: Webhooks, generic: GenericPlatform, provider: GatedProvider
+) -> Running:
+    """The generic webhook served, with the model answering at once."""
+    provider.gate.set()
+    return await webhooks.start(generic)
+
+
+async def test_a_message_id_is_a_redelivery_only_from_the_same_user_in_the_same_chat(
+    answering: Running, client: aiohttp.ClientSession, platform_api: PlatformAPI
+) -> None:
+    bot, url = answering, answering.url("generic")
+    firsts = [
+        message("from ana", "m-1", user="ana", chat="c1"),
+        message("from bob", "m-1", user="bob", chat="c2"),
+        message("bob in ana's chat", "m-1", user="bob", chat="c1"),
+        # Separators inside the names cannot make two messages one.
+        message("colon in the user", "m-1", user="x:y", chat="z"),
+        message("colon in the chat", "m-1", user="x", chat="y:z"),
+    ]
+    for body in [*firsts, message("from ana", "m-1", user="ana", chat="c1")]:
+        assert (await post_generic(client, url, body))[0] == 200
+    # Bounded: a message taken for a duplicate would leave this waiting forever.
+    await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivered == len(firsts)), 10)
+    assert (bot.server.stats.accepted, bot.server.stats.duplicates) == (len(firsts), 1)
+    answers = sorted(tuple(r.json().values()) for r in platform_api.requests)
+    assert answers == sorted(
+        (m["chat"], m["user"], f"You said: {m['text']}", "m-1") for m in firsts
+    )
+
+
 async def test_get_without_a_handshake_is_405(
     webhooks: Webhooks, generic: GenericPlatform, client: aiohttp.ClientSession
 ) -> None:
@@ -177,7 +217,9 @@ async def test_get_without_a_handshake_is_405(
 def test_from_settings_reads_the_secret_from_the_named_env_var(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    settings = GenericWebhookSettings(enabled=True, secret_env="MY_HOOK_SECRET")
+    settings = GenericWebhookSettings(
+        enabled=True, secret_env="MY_HOOK_SECRET", callback_url="https://example.com/cb"
+    )
     with pytest.raises(ConfigError, match="MY_HOOK_SECRET"):
         GenericPlatform.from_settings(settings)
     monkeypatch.setenv("MY_HOOK_SECRET", "  ")
@@ -220,10 +262,68 @@ async def test_send_to_an_unreachable_callback_is_retryable(client: aiohttp.Clie
     with pytest.raises(DeliveryError) as info:
         await GenericPlatform(settings, SECRET).send(client, {"chat": "c"}, "hi")
     assert info.value.retry
-    no_url = GenericPlatform(GenericWebhookSettings(enabled=True), SECRET)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "  ",
+        "example.com/picobot-replies",
+        "htps://example.com/cb",
+        "ftp://example.com/cb",
+        "http://",
+        "http:///cb",
+        "http://example.com:99999/cb",
+        "http://[::1/cb",
+        "https://example.com/c b?token=s3cr3t",
+        "https://example.com/\ncb?token=s3cr3t",
+    ],
+)
+def test_a_callback_url_that_cannot_work_is_a_config_error(url: str) -> None:
+    settings = GenericWebhookSettings(enabled=True, callback_url=url)
+    with pytest.raises(ConfigError, match=r"channels\.webhook\.generic\.callback_url") as info:
+        GenericPlatform(settings, SECRET)
+    assert "s3cr3t" not in str(info.value)  # a URL may carry a token: never echoed
+
+
+def test_serve_refuses_to_start_without_a_usable_callback_url(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        # The code under test, also where an installed copy would come first.
+        "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        "PICOBOT_DATA__DIR": str(tmp_path / "data"),
+        "PICOBOT_LLM__PROVIDER": "scripted",
+        "PICOBOT_SERVER__PORT": "0",
+        "PICOBOT_CHANNELS__WEBHOOK__GENERIC__ENABLED": "true",
+        "PICOBOT_GENERIC_WEBHOOK_SECRET": SECRET,
+    }
+    env.pop("PICOBOT_CONFIG", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "picobot", "serve"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,  # a server that started anyway would run until this kills it
+        check=False,
+    )
+    assert done.returncode == 2
+    # The log lines of the start-up come first; the last line says what to fix.
+    assert done.stderr.splitlines()[-1] == (
+        "picobot: error: channels.webhook.generic.callback_url is not set: replies are"
+        " POSTed there, so it must be an absolute http:// or https:// URL such as"
+        " https://host/path"
+    )
+
+
+@pytest.mark.parametrize("url", ["example.com/cb", "ftp://example.com/cb"])
+async def test_a_url_aiohttp_cannot_use_is_not_retried(
+    client: aiohttp.ClientSession, url: str
+) -> None:
     with pytest.raises(DeliveryError) as info:
-        await no_url.send(client, {"chat": "c"}, "hi")
-    assert not info.value.retry
+        await ReplyApi("callback").post_body(client, url, b"{}")
+    assert (str(info.value), info.value.retry) == ("callback: the configured URL is invalid", False)
 
 
 def test_retry_after_accepts_seconds_and_http_dates() -> None:
@@ -237,7 +337,8 @@ def test_retry_after_accepts_seconds_and_http_dates() -> None:
 
 
 def test_verify_errors_are_webhook_errors() -> None:
-    platform = GenericPlatform(GenericWebhookSettings(enabled=True), SECRET)
+    settings = GenericWebhookSettings(enabled=True, callback_url="https://example.com/cb")
+    platform = GenericPlatform(settings, SECRET)
     with pytest.raises(WebhookError) as info:
         platform.parse(b"null")
     assert info.value.status == 400

@@ -165,8 +165,10 @@ async def test_url_verification_is_answered_only_when_signed() -> None:
         headers(body, stamp=now, sig="v0=" + "0" * 64),
         headers(body, stamp=str(int(clock.now) - 600)),
     ):
+        # Not answered; left to verify, which refuses it (the core counts that).
+        assert await slack.handshake(request(head), body) is None
         with pytest.raises(WebhookError) as info:
-            await slack.handshake(request(head), body)
+            slack.verify(request(head), body)
         assert info.value.status == 401
     # Not handshakes: left to verify and parse.
     signed = encode(event())
@@ -186,6 +188,12 @@ def test_parse_message_builds_ids_from_team_and_user() -> None:
     assert msg.reply_to == {"channel": "D024BE91L"}
     (threaded,) = platform().parse(encode(event("in thread", thread_ts="1355517000.000001")))
     assert threaded.reply_to == {"channel": "D024BE91L", "thread_ts": "1355517000.000001"}
+
+
+def test_parse_decodes_what_slack_escapes_and_keeps_its_syntax() -> None:
+    typed = "is 1 &lt; 2 &amp;&amp; 3 &gt; 2? &amp;lt; stays typed, <@U0LAN0Z89> a mention"
+    (msg,) = platform().parse(encode(event(typed)))
+    assert msg.text == "is 1 < 2 && 3 > 2? &lt; stays typed, <@U0LAN0Z89> a mention"
 
 
 def test_parse_skips_bots_edits_and_other_events() -> None:
@@ -242,6 +250,17 @@ async def test_send_posts_to_chat_post_message_with_the_bot_token(
     assert req.headers["Authorization"] == f"Bearer {BOT_TOKEN}"
     assert req.headers["Content-Type"] == "application/json; charset=utf-8"
     assert req.json() == {"channel": "C1", "text": "Hi there", "thread_ts": "1.2"}
+
+
+async def test_send_escapes_what_slack_would_read_as_syntax(
+    platform_api: PlatformAPI, client: aiohttp.ClientSession
+) -> None:
+    slack = platform(platform_api.url(""))
+    await slack.send(client, {"channel": "C1"}, "<!channel> <@U1> a&b <https://x.example|y>")
+    (req,) = platform_api.requests
+    assert req.json()["text"] == (
+        "&lt;!channel&gt; &lt;@U1&gt; a&amp;b &lt;https://x.example|y&gt;"
+    )
 
 
 async def test_send_splits_long_replies_at_line_breaks(
@@ -318,6 +337,19 @@ async def test_signed_event_is_acknowledged_then_answered_once(
     assert req.path == "/api/chat.postMessage"
     assert req.headers["Authorization"] == f"Bearer {BOT_TOKEN}"
     assert req.json() == {"channel": "D024BE91L", "text": "You said: hello", "thread_ts": "9.1"}
+
+
+async def test_escaped_text_round_trips_through_a_turn(
+    webhooks: Webhooks, platform_api: PlatformAPI, client: aiohttp.ClientSession, runtime: Runtime
+) -> None:
+    bot = await webhooks.start(platform(platform_api.url("")))
+    status, _ = await post(client, bot.url("slack"), event("is 1 &lt; 2 &amp;&amp; 3 &gt; 2?"))
+    assert status == 200
+    await bot.server.wait_for(lambda s: s.delivered == 1)
+    stored = await runtime.db.fetchall("SELECT content FROM messages WHERE role = 'user'", ())
+    assert [r[0] for r in stored] == ["is 1 < 2 && 3 > 2?"]
+    (req,) = platform_api.requests
+    assert req.json()["text"] == "You said: is 1 &lt; 2 &amp;&amp; 3 &gt; 2?"
 
 
 async def test_url_verification_through_the_server(

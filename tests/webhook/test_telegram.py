@@ -125,6 +125,23 @@ def test_parse_skips_what_is_not_a_persons_new_text_message() -> None:
     assert tg.parse(encode(callback)) == []
 
 
+def test_parse_makes_telegrams_command_forms_the_kernels() -> None:
+    def parsed(text: str, **overrides: Any) -> list[str]:
+        return [m.text for m in platform(**overrides).parse(encode(update(text)))]
+
+    assert parsed("/start") == ["/help"]
+    assert parsed("/start deep-link-payload") == ["/help deep-link-payload"]
+    assert parsed("/new@AnyBot") == ["/new"]
+    assert parsed("/resume@AnyBot abc123") == ["/resume abc123"]
+    assert parsed("hi @AnyBot /new@AnyBot") == ["hi @AnyBot /new@AnyBot"]  # not a command
+    assert parsed("/new@AnyBot!") == ["/new@AnyBot!"]  # the kernel says it is unknown
+    named = {"bot_username": "PicoBot"}
+    assert parsed("/new@picobot", **named) == ["/new"]  # usernames ignore case
+    assert parsed("/start@PicoBot", **named) == ["/help"]
+    assert parsed("/new@OtherBot", **named) == []  # for another bot in the group
+    assert parsed("/new", **named) == ["/new"]
+
+
 def with_message(**fields: Any) -> bytes:
     payload = update("hi")
     payload["message"] |= fields
@@ -274,6 +291,21 @@ async def test_wrong_token_spoofing_and_redelivery(
     assert bot.server.stats.duplicates == 1
     assert len(platform_api.requests) == 1
     assert await user_ids(runtime) == [f"telegram:{USER}"]
+
+
+async def test_start_and_group_commands_are_answered(
+    webhooks: Webhooks, platform_api: PlatformAPI, client: aiohttp.ClientSession
+) -> None:
+    bot = await webhooks.start(platform(platform_api.url(""), bot_username="PicoBot"))
+    url = bot.url("telegram")
+    assert await post(client, url, update("/start", 1, chat=USER)) == 200
+    assert await post(client, url, update("/new@PicoBot", 2)) == 200
+    assert await post(client, url, update("/new@OtherBot", 3)) == 200
+    await bot.server.wait_for(lambda s: s.delivered == 2)
+    start, new = (r.json() for r in platform_api.requests)
+    assert start["chat_id"] == USER and start["text"].startswith("Commands:\n")
+    assert new["chat_id"] == CHAT and new["text"].startswith("Started a new session")
+    assert await bot.store.inbox_depth() == 0 and bot.server.stats.accepted == 2
 
 
 async def test_allow_list_and_oversize_body(

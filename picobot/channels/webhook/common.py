@@ -7,7 +7,8 @@ keeps ids that become part of a user id free of separators and control character
 Replying: :class:`ReplyApi` makes one JSON POST to a platform's API and classifies a
 failure as :class:`DeliveryError` (retry on 429, 5xx and network errors), with the
 platform's secrets (a Telegram bot token sits in the URL) scrubbed from every error
-text; :func:`split_text` cuts a long reply into parts the platform accepts.
+text; :func:`split_text` cuts a long reply into parts the platform accepts;
+:func:`http_url` refuses, at start-up, a configured reply URL that could never work.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from picobot.channels.webhook.base import DeliveryError, WebhookError
+from picobot.errors import ConfigError
 
 T = TypeVar("T")
 
@@ -31,6 +34,8 @@ MAX_ID_CHARS = 256
 """Longest message id accepted."""
 MAX_DETAIL_CHARS = 200
 """Longest piece of a platform's error text kept in a DeliveryError."""
+MALFORMED_JSON = (UnicodeDecodeError, ValueError, RecursionError)
+"""What ``json.loads`` raises for bytes that are not JSON it can read."""
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
@@ -39,10 +44,14 @@ _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
 def load_object(body: bytes) -> dict[str, Any]:
-    """The body as a JSON object, or WebhookError(400)."""
+    """The body as a JSON object, or WebhookError(400).
+
+    Too deep a nesting (``[[[[...``) is malformed too: the JSON decoder gives up with
+    a RecursionError, which must not reach the log as a crash of ours.
+    """
     try:
         data = json.loads(body)
-    except (UnicodeDecodeError, ValueError):
+    except MALFORMED_JSON:
         raise WebhookError(400, "body is not valid JSON") from None
     if not isinstance(data, dict):
         raise WebhookError(400, "body must be a JSON object")
@@ -92,6 +101,32 @@ def message_id(value: str, where: str) -> str:
     """A platform message id: 1-256 characters, no whitespace or control characters."""
     if not value or len(value) > MAX_ID_CHARS or _CONTROL.search(value):
         raise WebhookError(400, f"{where} is not a valid message id")
+    return value
+
+
+def http_url(value: str, config_key: str) -> str:
+    """``value`` if it is an absolute http(s) URL with a host, else a ConfigError.
+
+    For a configured URL that replies are sent to: one that can never be reached
+    would otherwise be found out only as every reply failed after its retries. The
+    error names ``config_key`` but not the value, which may carry a token.
+    """
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        parts = None
+    if (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or _CONTROL.search(value)
+    ):
+        problem = "is not set" if not value.strip() else "is not a usable URL"
+        raise ConfigError(
+            f"{config_key} {problem}: replies are POSTed there, so it must be an absolute"
+            " http:// or https:// URL such as https://host/path"
+        )
     return value
 
 
@@ -206,17 +241,31 @@ class ReplyApi:
     ) -> ApiAnswer:
         """POST ``payload`` as JSON; network failures raise a retryable DeliveryError."""
         data = json.dumps(payload, ensure_ascii=False).encode()
+        return await self.post_body(session, url, data, headers)
+
+    async def post_body(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        body: bytes,
+        headers: Mapping[str, str] | None = None,
+    ) -> ApiAnswer:
+        """POST ``body``, JSON already encoded (so a signature covers the bytes sent).
+
+        Network failures raise a retryable DeliveryError; a URL that aiohttp cannot
+        use (not absolute, not http or https) a final one.
+        """
         all_headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
         try:
             # No redirects: a bearer token or a token in the path goes where it was
             # configured to go, or nowhere.
             async with session.post(
-                url, data=data, headers=all_headers, allow_redirects=False, timeout=SEND_TIMEOUT
+                url, data=body, headers=all_headers, allow_redirects=False, timeout=SEND_TIMEOUT
             ) as resp:
                 raw = await resp.read()
                 wait = retry_after_secs(resp.headers.get("Retry-After"))
                 return ApiAnswer(resp.status, _json_or_none(raw), wait)
-        except aiohttp.InvalidURL:
+        except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError):
             # A broken base URL will not heal by retrying. The URL itself is not
             # quoted: for Telegram it contains the bot token.
             raise self.error(
@@ -259,5 +308,5 @@ class ReplyApi:
 def _json_or_none(raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except (UnicodeDecodeError, ValueError):
+    except MALFORMED_JSON:
         return None

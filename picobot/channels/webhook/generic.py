@@ -2,9 +2,12 @@
 
 Inbound: ``POST`` a JSON object ``{"user", "chat", "text", "message_id"}`` (all
 non-empty strings) with the header ``X-PicoBot-Signature: sha256=<hex>``, the
-HMAC-SHA256 of the raw body under the shared secret. Outbound: each reply is POSTed to
-``callback_url`` as ``{"chat", "user", "text", "in_reply_to"}``, signed the same way
-in the same header, so the receiver can check that it came from PicoBot.
+HMAC-SHA256 of the raw body under the shared secret. A message with the same
+``message_id``, ``user`` and ``chat`` as an earlier one is a redelivery and is not
+answered again (:func:`inbox_key`). Outbound: each reply is POSTed to ``callback_url``
+as ``{"chat", "user", "text", "in_reply_to"}`` (``in_reply_to`` is the message_id as
+sent), signed the same way in the same header, so the receiver can check that it came
+from PicoBot.
 
 Trust model: this webhook trusts its signer. Whoever holds the secret (your
 integration) vouches for ``user``, and may speak as any user of this channel; without
@@ -22,8 +25,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
-from picobot.channels.webhook.common import retry_after_secs
+from picobot.channels.webhook.base import PlatformMessage, WebhookError
+from picobot.channels.webhook.common import ReplyApi, http_url, load_object
 from picobot.channels.webhook.signing import hmac_sha256_hex, same, secret_from_env
 from picobot.config_channels import GenericWebhookSettings
 from picobot.errors import ConfigError
@@ -34,7 +37,7 @@ MAX_ID_CHARS = 256
 """Longest user, chat or message id accepted."""
 MAX_TEXT_CHARS = 32_000
 """Longest message text accepted."""
-SEND_TIMEOUT = aiohttp.ClientTimeout(total=30)
+CALLBACK_URL_KEY = "channels.webhook.generic.callback_url"
 
 
 def sign(secret: bytes, body: bytes) -> str:
@@ -59,15 +62,29 @@ def _id_field(data: dict[str, Any], name: str) -> str:
     return value
 
 
+def inbox_key(user: str, chat: str, message_id: str) -> str:
+    """The de-duplication key of a message: its ``message_id`` within its user and chat.
+
+    The signer picks message ids, and nothing makes them unique beyond one user's chat
+    (two systems behind one secret may both count from 1), so only the same id from the
+    same user in the same chat is a redelivery. JSON keeps the three apart even when
+    they contain separators: ``("a:b", "c")`` and ``("a", "b:c")`` are two keys.
+    """
+    return json.dumps([user, chat, message_id], ensure_ascii=False, separators=(",", ":"))
+
+
 class GenericPlatform:
     """The generic webhook: HMAC-signed JSON in, HMAC-signed JSON callbacks out."""
 
     def __init__(self, settings: GenericWebhookSettings, secret: str) -> None:
         if not secret:
             raise ConfigError(f"the generic webhook secret ({settings.secret_env}) is empty")
+        # Checked now: without a usable URL every reply would fail after its retries.
+        self._callback_url = http_url(settings.callback_url, CALLBACK_URL_KEY)
         self._settings = settings
         self._secret = secret.encode()
         self._allowed = frozenset(settings.allowed_senders)
+        self._api = ReplyApi("callback")
 
     @classmethod
     def from_settings(cls, settings: GenericWebhookSettings) -> GenericPlatform:
@@ -99,19 +116,14 @@ class GenericPlatform:
 
     def parse(self, body: bytes) -> list[PlatformMessage]:
         """The one message of a verified body."""
-        try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, ValueError):
-            raise WebhookError(400, "body is not valid JSON") from None
-        if not isinstance(data, dict):
-            raise WebhookError(400, "body must be a JSON object")
+        data = load_object(body)
         user = _id_field(data, "user")
         chat = _id_field(data, "chat")
         message_id = _id_field(data, "message_id")
         text = _field(data, "text", MAX_TEXT_CHARS)
         return [
             PlatformMessage(
-                message_id=message_id,
+                message_id=inbox_key(user, chat, message_id),
                 user_id=f"generic:{user}",
                 chat_id=chat,
                 sender=user,
@@ -123,10 +135,7 @@ class GenericPlatform:
     async def send(
         self, session: aiohttp.ClientSession, reply_to: dict[str, Any], text: str
     ) -> None:
-        """POST one signed reply to the callback URL."""
-        url = self._settings.callback_url
-        if not url:
-            raise DeliveryError("no callback_url configured", retry=False)
+        """POST one signed reply to the callback URL (retry on 429, 5xx, network errors)."""
         body = json.dumps(
             {
                 "chat": reply_to.get("chat"),
@@ -136,21 +145,7 @@ class GenericPlatform:
             },
             ensure_ascii=False,
         ).encode()
-        headers = {
-            "Content-Type": "application/json",
-            self._settings.signature_header: sign(self._secret, body),
-        }
-        try:
-            # No redirects: a signed reply goes where it was configured to, or nowhere.
-            async with session.post(
-                url, data=body, headers=headers, allow_redirects=False, timeout=SEND_TIMEOUT
-            ) as resp:
-                if 200 <= resp.status < 300:
-                    return
-                reason = f"callback answered HTTP {resp.status}"
-                if resp.status == 429 or resp.status >= 500:
-                    wait = retry_after_secs(resp.headers.get("Retry-After"))
-                    raise DeliveryError(reason, retry=True, retry_after_secs=wait)
-                raise DeliveryError(reason, retry=False)
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise DeliveryError(f"callback unreachable: {type(exc).__name__}", retry=True) from None
+        signature = {self._settings.signature_header: sign(self._secret, body)}
+        answer = await self._api.post_body(session, self._callback_url, body, signature)
+        if not answer.ok:
+            raise self._api.failure(answer)

@@ -8,7 +8,9 @@ when the Request URL is set is answered only after that check.
 
 Only ``event_callback`` events of ``type: "message"`` with a ``user`` and ``text`` and
 no ``subtype`` or ``bot_id`` are chat messages: edits, deletions, joins and every
-bot's messages (our own replies included) are skipped. The user id is
+bot's messages (our own replies included) are skipped. Slack escapes ``&``, ``<``
+and ``>`` in message text both ways: they are decoded in what the kernel gets and
+encoded in what we post, so a reply cannot mention ``<!channel>`` or anyone else. The user id is
 ``slack:<team_id>:<user>``, the chat id the channel, and the message id the
 ``event_id``, which Slack keeps when it retries a delivery. A reply goes to
 ``POST {api_base_url}/chat.postMessage`` in the same channel, in the thread if the
@@ -18,6 +20,7 @@ replies are sent as several messages, in order.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,6 +52,8 @@ MAX_SKEW_SECS = 300
 """How far a request's timestamp may be from our clock, as Slack recommends."""
 MAX_TEXT_CHARS = 4000
 MAX_CHALLENGE_CHARS = 256
+_ENTITY = re.compile(r"&(amp|lt|gt);")
+_DECODED = {"amp": "&", "lt": "<", "gt": ">"}
 TRANSIENT_ERRORS = frozenset(
     {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
@@ -104,18 +109,21 @@ class SlackPlatform:
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """Answer a signed ``url_verification`` with its challenge.
 
-        The signature is checked here too, whatever order the core calls the
-        platform in: an unsigned challenge must not prove our URL to anyone.
+        The core asks before it checks the signature, so the signature is checked
+        here first, before a byte of the body is parsed: an unsigned challenge must not
+        prove our URL to anyone, and an unsigned body gets no parser's attention. A
+        request that fails the check is not a handshake; the core's own check refuses
+        it (and counts it).
         """
         if request.method != "POST":
             return None
         try:
+            self.verify(request, body)
             data = load_object(body)
         except WebhookError:
             return None  # not a handshake; verify and parse refuse it
         if data.get("type") != "url_verification":
             return None
-        self.verify(request, body)
         challenge = data.get("challenge")
         if not isinstance(challenge, str) or not 0 < len(challenge) <= MAX_CHALLENGE_CHARS:
             raise WebhookError(400, "missing or oversized challenge")
@@ -163,7 +171,7 @@ class SlackPlatform:
                 user_id=f"slack:{team}:{user}",
                 chat_id=channel,
                 sender=f"{team}:{user}",
-                text=text,
+                text=unescape(text),
                 reply_to=reply_to,
             )
         ]
@@ -181,8 +189,10 @@ class SlackPlatform:
         if not isinstance(channel, str) or not channel:
             raise DeliveryError("Slack reply without a channel", retry=False)
         url = f"{self._settings.api_base_url.rstrip('/')}/chat.postMessage"
+        # Cut before escaping, so no entity is cut in two; an escaped part may pass the
+        # recommended 4000 characters, far below the 40000 where Slack truncates.
         for part in split_text(text, MAX_TEXT_CHARS):
-            payload = {"channel": channel, "text": part}
+            payload = {"channel": channel, "text": escape(part)}
             if reply_to.get("thread_ts"):
                 payload["thread_ts"] = str(reply_to["thread_ts"])
             answer = await self._api.post(session, url, payload, self._auth)
@@ -197,3 +207,22 @@ class SlackPlatform:
                     retry=retry,
                     retry_after=answer.retry_after if retry else None,
                 )
+
+
+def unescape(text: str) -> str:
+    """Slack's message text as typed: ``&amp;``, ``&lt;``, ``&gt;`` decoded, in one pass.
+
+    Slack escapes these three characters in the text it sends, because ``<`` and
+    ``>`` mark its own syntax (``<@U123>``, ``<!channel>``, ``<https://...|label>``),
+    which stays as it is. One pass: ``&amp;lt;`` is the typed ``&lt;``, not ``<``.
+    """
+    return _ENTITY.sub(lambda m: _DECODED[m.group(1)], text)
+
+
+def escape(text: str) -> str:
+    """``text`` with ``&``, ``<`` and ``>`` escaped, as Slack asks of the text we post.
+
+    So a reply shows exactly what the model wrote and can never form Slack syntax: a
+    model that writes ``<!channel>`` must not notify a whole channel.
+    """
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -12,7 +12,10 @@ The user id is ``telegram:<from.id>``, the chat id ``<chat.id>`` (a private chat
 group or supergroup), and the message id ``<chat.id>:<message_id>``: Telegram
 redelivers an unacknowledged update with the same message, and unlike ``update_id``
 (which restarts at a random value after a quiet week) it never repeats for another
-message. Replies go to ``POST {api_base_url}/bot<token>/sendMessage``, 4096
+message. Commands come as Telegram writes them and are made the kernel's: ``/start``
+(the first message of every private chat) is ``/help``, and the ``@BotUsername`` that
+groups append is dropped (a command for another bot is skipped when ``bot_username``
+is set). Replies go to ``POST {api_base_url}/bot<token>/sendMessage``, 4096
 characters per message (longer replies are sent as several messages, in order).
 The bot token is part of that URL, so it is scrubbed from every delivery error.
 """
@@ -42,6 +45,8 @@ MAX_TEXT_CHARS = 4096
 """Longest text of one sendMessage (Telegram counts UTF-16 code units)."""
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 """What setWebhook accepts as secret_token."""
+_COMMAND = re.compile(r"/([A-Za-z0-9_]+)(?:@([A-Za-z0-9_]+))?(?=\s|$)")
+"""A command as Telegram writes it: ``/name``, or ``/name@BotUsername`` in groups."""
 
 
 class TelegramPlatform:
@@ -62,6 +67,7 @@ class TelegramPlatform:
         bot_token = require_secret(bot_token, settings.bot_token_env, "Telegram bot token")
         self._send_url = f"{settings.api_base_url.rstrip('/')}/bot{bot_token}/sendMessage"
         self._allowed = frozenset(settings.allowed_senders)
+        self._username = settings.bot_username.lower()  # Telegram ignores its case
         self._api = ReplyApi("Telegram sendMessage", secrets=(bot_token,))
 
     @classmethod
@@ -111,6 +117,9 @@ class TelegramPlatform:
         user = required(sender, "id", int, "message.from")
         chat = required(required(msg, "chat", dict, "message"), "id", int, "message.chat")
         number = required(msg, "message_id", int, "message")
+        text = self._as_command(text)
+        if text is None:
+            return []  # a command for another bot in the same group
         reply_to: dict[str, Any] = {"chat_id": chat}
         if msg.get("is_topic_message") is True:
             # Without it the reply would land in the forum's General topic.
@@ -125,6 +134,25 @@ class TelegramPlatform:
                 reply_to=reply_to,
             )
         ]
+
+    def _as_command(self, text: str) -> str | None:
+        """``text`` with a Telegram command made one the kernel knows, or None.
+
+        In groups Telegram appends the bot's username (``/new@PicoBot``): it is dropped
+        when it names this bot, or any bot if ``bot_username`` is not configured; a
+        command naming another bot is None. ``/start``, the message Telegram sends when
+        someone opens a chat with the bot, is ``/help``.
+        """
+        stripped = text.lstrip()
+        match = _COMMAND.match(stripped)
+        if match is None:
+            return text
+        name, bot = match.groups()
+        if bot and self._username and bot.lower() != self._username:
+            return None
+        if name.lower() == "start":
+            name = "help"
+        return f"/{name}{stripped[match.end() :]}"
 
     async def send(
         self, session: aiohttp.ClientSession, reply_to: dict[str, Any], text: str

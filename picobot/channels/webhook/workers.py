@@ -6,7 +6,8 @@ are enqueued in the same transaction that marks its message done.
 
 :class:`DeliveryWorker` sends queued replies through the platform API with exponential
 backoff. Only the oldest pending reply of a chat is ever due, so replies go out in
-order even when one of them waits for a retry.
+order even when one of them waits for a retry. Replies of a platform that is not
+enabled are left in the queue, out of the way of the others, with one warning.
 
 Both sleep on an :class:`asyncio.Event` (plus, for deliveries, a timer until the next
 retry is due); neither polls.
@@ -251,6 +252,7 @@ class DeliveryWorker(_Worker):
         self.backoff = backoff
         self.clock = clock
         self.session: aiohttp.ClientSession | None = None
+        self._checked_disabled = False
 
     async def run(self) -> None:
         """Send what is due whenever woken, or when the next retry comes due."""
@@ -263,14 +265,16 @@ class DeliveryWorker(_Worker):
     async def _dispatch(self) -> float | None:
         """Start sending every due chat head; return seconds until the next one is due."""
         try:
-            heads = await self.ctx.store.outbound_heads(BATCH)
+            if not self._checked_disabled:
+                await self._warn_disabled()
+            heads = await self.ctx.store.outbound_heads(BATCH, self.ctx.platforms.keys())
         except StoreUnavailable:
             log.exception("webhook outbound queue unavailable")
             return self.ctx.store_retry_secs
         now = self.clock()
         next_in: float | None = None
         for item in heads:
-            if item.id in self.inflight or item.platform not in self.ctx.platforms:
+            if item.id in self.inflight:
                 continue
             if item.next_attempt_at > now:
                 wait = item.next_attempt_at - now
@@ -279,6 +283,26 @@ class DeliveryWorker(_Worker):
             self.inflight.add(item.id)
             self.ctx.spawn("webhook-send", self._deliver(item))
         return next_in
+
+    async def _warn_disabled(self) -> None:
+        """Say once if replies wait for platforms that are not enabled.
+
+        They are kept (enabling the platform again sends them) but never sent while it
+        is off, so the operator should know; the log names platforms and a count only.
+        """
+        waiting = {
+            name: count
+            for name, count in (await self.ctx.store.pending_replies_by_platform()).items()
+            if name not in self.ctx.platforms
+        }
+        self._checked_disabled = True
+        if waiting:
+            log.warning(
+                "%d webhook replies wait for platforms that are not enabled (%s); they are"
+                " kept and sent once the platform is enabled again",
+                sum(waiting.values()),
+                ", ".join(sorted(waiting)),
+            )
 
     async def _deliver(self, stale: OutboundItem) -> None:
         parked = False
