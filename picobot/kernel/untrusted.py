@@ -17,7 +17,8 @@ _TAG = re.compile(r"<(\s*/?\s*data\b)", re.IGNORECASE)
 
 def escape_data(text: str) -> str:
     """``text`` with every opening or closing ``data`` tag neutralized."""
-    return _TAG.sub(r"&lt;\1", text)
+    # Most texts hold no '<' at all; the test is ten times cheaper than the search.
+    return _TAG.sub(r"&lt;\1", text) if "<" in text else text
 
 
 def one_line(text: str) -> str:
