@@ -169,7 +169,9 @@ class MemoryRetriever:
         return parts
 
     def _capped(self, message: StoredMessage, cap: int) -> StoredMessage:
-        if self._est.estimate(message.content) <= cap:
+        # The estimate stored with the message spares a tokenizer call (the local
+        # model's) for the many far below the cap; the margin covers another estimator.
+        if message.token_estimate <= cap // 2 or self._est.estimate(message.content) <= cap:
             return message
         return replace(message, content=truncate_to_tokens(self._est, message.content, cap))
 
