@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from picobot.kernel.tokens import TokenEstimator, prompt_cost, truncate_to_tokens
+from picobot.kernel.tokens import TokenEstimator, message_cost, prompt_cost, truncate_to_tokens
 from picobot.llm.base import ChatMessage, ToolCall
 from picobot.tools.base import wrap_untrusted
 
@@ -57,7 +57,7 @@ class ToolBudget:
         """Add a tool's output (untrusted data), cut to what the share has left."""
         text = wrap_untrusted(call.name, output)
         if self._share is not None:
-            room = self._share - self.used - prompt_cost(self._est, (ChatMessage("tool", ""),))
+            room = self._share - self.used - message_cost(self._est, "")
             if self._est.estimate(text) > room:
                 frame = self._est.estimate(wrap_untrusted(call.name, ""))
                 cut = truncate_to_tokens(self._est, output, max(0, room - frame))
