@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from picobot import __version__
+from picobot.cli_common import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PROG, fail
 from picobot.cli_data import add_export_command
 from picobot.cli_memories import add_memories_command
 from picobot.cli_ops import add_ops_commands
@@ -29,17 +30,8 @@ from picobot.errors import ConfigError, PicobotError
 if TYPE_CHECKING:
     from picobot.store.sessions import SessionInfo
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_CONFIG = 2
-EXIT_INTERRUPTED = 130
-PROG = "picobot"
 
 Handler = Callable[[argparse.Namespace], int]
-
-
-def _fail(message: str) -> None:
-    print(f"{PROG}: error: {message}", file=sys.stderr)
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -61,10 +53,10 @@ def cmd_init(args: argparse.Namespace) -> int:
         with target.open("w" if args.force else "x", encoding="utf-8") as fh:
             fh.write(text)
     except FileExistsError:
-        _fail(f"{target} already exists; use --force to overwrite it")
+        fail(f"{target} already exists; use --force to overwrite it")
         return EXIT_ERROR
     except OSError as exc:
-        _fail(f"cannot write {target}: {exc.strerror}")
+        fail(f"cannot write {target}: {exc.strerror}")
         return EXIT_ERROR
     print(f"wrote {target}; edit it, then run `{PROG} check-config {target}`")
     return EXIT_OK
@@ -120,7 +112,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         try:
             stack.enter_context(logging_to(log_file, settings))
         except OSError as exc:
-            _fail(f"cannot write the log file {log_file}: {exc.strerror or exc}")
+            fail(f"cannot write the log file {log_file}: {exc.strerror or exc}")
             return EXIT_ERROR
         return asyncio.run(serve(settings))
 
@@ -305,10 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handler(args)
     except ConfigError as exc:
-        _fail(str(exc))
+        fail(str(exc))
         return EXIT_CONFIG
     except PicobotError as exc:
-        _fail(str(exc) or type(exc).__name__)
+        fail(str(exc) or type(exc).__name__)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print(file=sys.stderr)

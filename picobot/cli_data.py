@@ -19,18 +19,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, TextIO
 
+from picobot.cli_common import EXIT_ERROR, EXIT_OK, fail
 from picobot.config import Settings, load_settings
 
 if TYPE_CHECKING:
     from picobot.privacy.export import ExportFormat, ExportStats
-
-EXIT_OK = 0
-EXIT_ERROR = 1
-
-
-def _fail(message: str) -> None:
-    # Same shape as picobot.cli's errors; not imported from there to avoid a cycle.
-    print(f"picobot: error: {message}", file=sys.stderr)
 
 
 class ProgressBar:
@@ -120,7 +113,7 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     user_id: str = args.user
     if not settings.db_path.is_file():
         # Exporting must not create an empty database as a side effect.
-        _fail(f"no data stored for {user_id}")
+        fail(f"no data stored for {user_id}")
         return EXIT_ERROR
     target = None if args.output in (None, "-") else Path(args.output)
     # Automatic only when the bar would not scribble over an export printed to the
@@ -130,13 +123,13 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     try:
         stats = asyncio.run(_export(settings, user_id, args.format, target, bar))
     except OSError as exc:
-        _fail(f"cannot write {target or 'to standard output'}: {exc.strerror or exc}")
+        fail(f"cannot write {target or 'to standard output'}: {exc.strerror or exc}")
         return EXIT_ERROR
     finally:
         if bar is not None:
             bar.finish()
     if stats is None:
-        _fail(f"no data stored for {user_id}")
+        fail(f"no data stored for {user_id}")
         return EXIT_ERROR
     if target is not None:
         print(f"wrote {target}: {_describe(stats)}")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 from collections.abc import Sequence
 
+from picobot.cli_common import EXIT_ERROR, EXIT_OK, fail
 from picobot.config import Settings, load_settings
 
 
@@ -36,9 +36,13 @@ def cmd_memories(args: argparse.Namespace) -> int:
     """
     settings = load_settings(getattr(args, "config", None))
     writes = bool(args.set or args.delete)
-    if not writes and not settings.db_path.is_file():
+    if not args.set and not settings.db_path.is_file():
+        # Neither a listing nor a delete creates an empty database as a side effect.
+        if args.delete:
+            fail(f"{args.user} has no memory {args.delete} (no database at {settings.db_path})")
+            return EXIT_ERROR
         print(f"no database at {settings.db_path}; no memories for {args.user}")
-        return 0
+        return EXIT_OK
     return asyncio.run(_run(args, settings, writes=writes))
 
 
@@ -56,16 +60,16 @@ async def _run(args: argparse.Namespace, settings: Settings, *, writes: bool) ->
             content = Redactor.from_settings(settings.privacy).redact(content)
             await repo.save(args.user, key, content, max_count=memory.max_user_memories)
             print(f"saved {key} for {args.user}")
-            return 0
+            return EXIT_OK
         if args.delete:
             if not await repo.delete(args.user, validate_key(args.delete)):
-                print(f"picobot: error: {args.user} has no memory {args.delete}", file=sys.stderr)
-                return 1
+                fail(f"{args.user} has no memory {args.delete}")
+                return EXIT_ERROR
             print(f"deleted {args.delete} of {args.user}")
-            return 0
+            return EXIT_OK
         memories = await repo.list(args.user)
         if not memories:
             print(f"no memories for {args.user}")
         for m in memories:
             print(f"{m.key}: {m.content}")
-        return 0
+        return EXIT_OK

@@ -15,13 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from picobot.cli_common import EXIT_OK
 from picobot.config import Settings, load_settings
 
 if TYPE_CHECKING:
     from picobot.store.migrations import SchemaState
     from picobot.tasks.retention import ErasureState, RetentionReport, TaskRun
-
-EXIT_OK = 0
 
 
 def add_ops_commands(

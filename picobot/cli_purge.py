@@ -13,6 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
+from picobot.cli_common import EXIT_CONFIG, EXIT_ERROR, EXIT_OK, fail
 from picobot.config import Settings
 from picobot.errors import StoreUnavailable
 
@@ -66,11 +67,18 @@ async def purge(
 
     operator = Actor(OPERATOR_ID, operator=True)
 
+    if not settings.db_path.is_file():
+        # Nothing to purge, and a purge must not create an empty database either.
+        if isinstance(scope, SessionScope):
+            fail(f"no session {scope.session_id} (no database at {settings.db_path})")
+            return EXIT_ERROR
+        print(f"no database at {settings.db_path}; nothing to purge", file=stdout)
+        return EXIT_OK
     async with open_database(settings) as db:
         # A typo must not read as "nothing to delete" (the admin API answers 404).
         if isinstance(scope, SessionScope) and await SessionRepo(db).get(scope.session_id) is None:
-            print(f"picobot: error: no session {scope.session_id}", file=sys.stderr)
-            return 1
+            fail(f"no session {scope.session_id}")
+            return EXIT_ERROR
         controller = PrivacyController(
             db,
             confirmation_timeout_secs=settings.privacy.confirmation_timeout_secs,
@@ -79,34 +87,32 @@ async def purge(
         pending = await controller.request(scope, operator)
         print(pending.plan.prompt().replace(" Answer y or n.", ""), file=stdout)
         if pending.plan.counts.total == 0:
-            return 0
+            return EXIT_OK
         if assume_yes:
             answer = "y"
         elif not stdin.isatty():
-            print(
-                "picobot: error: refusing to purge without confirmation: stdin is not a "
-                "terminal; pass --yes to purge non-interactively",
-                file=sys.stderr,
+            fail(
+                "refusing to purge without confirmation: stdin is not a terminal; pass"
+                " --yes to purge non-interactively"
             )
-            return 1
+            return EXIT_ERROR
         else:
             print("Proceed? [y/N] ", end="", file=stdout, flush=True)
             answer = stdin.readline().strip()
         try:
             result: PurgeResult | None = await controller.confirm(pending.token, operator, answer)
         except StoreUnavailable as exc:
-            print(
-                f"picobot: error: the purge failed: {exc}\nWhat it deleted before the failure"
-                " stays deleted; the bytes it left on disk are erased by the next retention"
-                " run (the server's, or `picobot retention run`).",
-                file=sys.stderr,
+            fail(
+                f"the purge failed: {exc}\nWhat it deleted before the failure stays deleted;"
+                " the bytes it left on disk are erased by the next retention run (the"
+                " server's, or `picobot retention run`)."
             )
-            return 1
+            return EXIT_ERROR
         if result is None:
             print("Cancelled; nothing was deleted.", file=stdout)
-            return 1
+            return EXIT_ERROR
         print(f"{result.summary()} ({result.duration_secs:.2f}s)", file=stdout)
-        return 0
+        return EXIT_OK
 
 
 def run_purge(args: argparse.Namespace, settings: Settings) -> int:
@@ -114,8 +120,8 @@ def run_purge(args: argparse.Namespace, settings: Settings) -> int:
     try:
         scope = scope_from(args)
     except argparse.ArgumentTypeError as exc:
-        print(f"picobot: error: {exc}", file=sys.stderr)
-        return 2
+        fail(str(exc))
+        return EXIT_CONFIG
     return asyncio.run(
         purge(settings, scope, assume_yes=args.yes, stdin=sys.stdin, stdout=sys.stdout)
     )

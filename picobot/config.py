@@ -25,7 +25,7 @@ from pydantic_settings import (
 )
 
 from picobot.config_channels import ChannelsSettings, ServerSettings
-from picobot.config_sections import EnvName, Section
+from picobot.config_sections import EnvName, HttpUrl, Section
 from picobot.errors import ConfigError
 
 CONFIG_ENV = "PICOBOT_CONFIG"
@@ -55,7 +55,7 @@ class LLMSettings(Section):
     anthropic, or scripted (deterministic echo, for tests)."""
     model: str = ""
     """Model name sent to the server (openai/anthropic); empty = the provider's default."""
-    base_url: str = "https://api.openai.com/v1"
+    base_url: HttpUrl = "https://api.openai.com/v1"
     """Base URL of the OpenAI-compatible API, e.g. http://127.0.0.1:11434/v1 for Ollama."""
     api_key_env: EnvName = "OPENAI_API_KEY"
     """Name of the environment variable that holds the API key (never the key itself)."""

@@ -7,7 +7,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, Field
 
-from picobot.config_sections import EnvName, Section
+from picobot.config_sections import EnvName, HttpUrl, Section
 
 
 def _url_path(value: str) -> str:
@@ -61,8 +61,8 @@ class WhatsAppSettings(Section):
     """Env var with the access token used to send replies."""
     phone_number_id: str = ""
     """The business phone number id replies are sent from."""
-    graph_base_url: str = "https://graph.facebook.com/v21.0"
-    """Base URL of the Graph API."""
+    graph_base_url: HttpUrl = "https://graph.facebook.com/v21.0"
+    """Base URL of the Graph API (an absolute http(s) URL, checked at load)."""
     allowed_senders: list[str] = Field(default_factory=list)
     """If set, only these wa_ids may chat (deny by default once configured)."""
 
@@ -76,8 +76,8 @@ class TelegramSettings(Section):
     """Env var with the secret_token set in setWebhook (X-Telegram-Bot-Api-Secret-Token)."""
     bot_token_env: EnvName = "PICOBOT_TELEGRAM_BOT_TOKEN"
     """Env var with the bot token used to send replies."""
-    api_base_url: str = "https://api.telegram.org"
-    """Base URL of the Bot API."""
+    api_base_url: HttpUrl = "https://api.telegram.org"
+    """Base URL of the Bot API (an absolute http(s) URL, checked at load)."""
     bot_username: str = Field(default="", pattern=r"^([A-Za-z0-9_]{5,32})?$")
     """The bot's username, without @: group commands for other bots are then ignored."""
     allowed_senders: list[str] = Field(default_factory=list)
@@ -93,8 +93,8 @@ class SlackSettings(Section):
     """Env var with the signing secret (X-Slack-Signature v0)."""
     bot_token_env: EnvName = "PICOBOT_SLACK_BOT_TOKEN"
     """Env var with the bot token used for chat.postMessage."""
-    api_base_url: str = "https://slack.com/api"
-    """Base URL of the Web API."""
+    api_base_url: HttpUrl = "https://slack.com/api"
+    """Base URL of the Web API (an absolute http(s) URL, checked at load)."""
     allowed_senders: list[str] = Field(default_factory=list)
     """If set, only these `team:user` ids may chat."""
 

@@ -1,9 +1,10 @@
-"""The base class of every config section, and the type of ``*_env`` keys."""
+"""The base class of every config section, and the types of ``*_env`` and URL keys."""
 
 from __future__ import annotations
 
 import re
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
 
@@ -22,6 +23,39 @@ def _env_name(value: str) -> str:
 
 EnvName = Annotated[str, AfterValidator(_env_name)]
 """A ``*_env`` key: the name of the environment variable that holds a secret."""
+
+
+_URL_BREAKERS = re.compile(r"[\x00-\x20\x7f]")
+
+
+def http_url_problem(value: str) -> str | None:
+    """Why ``value`` is not an absolute http(s) URL with a host, or None if it is one.
+
+    For URLs that PicoBot sends requests to: one that can never be reached would
+    otherwise be found out only when the first request failed. Never names the value,
+    which may carry a token.
+    """
+    if not value.strip():
+        return "is not set"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return "is not a usable URL"
+    if parts.scheme not in ("http", "https") or not parts.hostname or _URL_BREAKERS.search(value):
+        return "is not a usable URL"
+    return None
+
+
+def _http_url(value: str) -> str:
+    problem = http_url_problem(value)
+    if problem is not None:
+        raise ValueError(f"{problem}: must be an absolute http:// or https:// URL")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+"""A base URL that PicoBot sends requests to (an LLM server, a platform's API)."""
 
 
 class Section(BaseModel):

@@ -143,6 +143,30 @@ def test_purge_unknown_session_is_an_error(
     assert count_messages(tmp_path / "data") == {"tui:alice": 2, "tui:bob": 2}
 
 
+@pytest.mark.parametrize(
+    ("argv", "status", "out", "err"),
+    [
+        (["user", "tui:alice"], 0, "no database at {db}; nothing to purge\n", ""),
+        (["older", "30"], 0, "no database at {db}; nothing to purge\n", ""),
+        (["session", "s1"], 1, "", "picobot: error: no session s1 (no database at {db})\n"),
+    ],
+)
+def test_purge_without_a_database_creates_none(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    status: int,
+    out: str,
+    err: str,
+) -> None:
+    # A wrong working directory or config must not leave an empty database behind.
+    db = Path("data") / "conversations.db"
+    assert main(["purge", *argv, "--yes"]) == status
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (out.format(db=db), err.format(db=db))
+    assert not (tmp_path / "data").exists()
+
+
 def test_purge_entry_point_in_a_subprocess(tmp_path: Path) -> None:
     seed(tmp_path / "data")
     proc = subprocess.run(

@@ -101,6 +101,16 @@ def test_memories_listing_creates_no_database(
     assert not (tmp_path / "data").exists()
 
 
+def test_a_memory_delete_creates_no_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["memories", "--user", "tui:alice", "--delete", "city"]) == 1
+    assert capsys.readouterr().err == (
+        f"picobot: error: tui:alice has no memory city (no database at {DB})\n"
+    )
+    assert not (tmp_path / "data").exists()
+
+
 def test_a_newer_schema_is_refused_and_reported(
     old_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

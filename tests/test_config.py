@@ -148,6 +148,37 @@ def test_a_websocket_path_must_be_a_url_path(write_config: WriteConfig, path: st
     assert problem.startswith("channels.websocket.path: ") and "starting with /" in problem
 
 
+URL_KEYS = [
+    ("llm", "base_url"),
+    ("channels.webhook.whatsapp", "graph_base_url"),
+    ("channels.webhook.telegram", "api_base_url"),
+    ("channels.webhook.slack", "api_base_url"),
+]
+
+
+@pytest.mark.parametrize(("table", "key"), URL_KEYS)
+@pytest.mark.parametrize(
+    "url", ["api.telegram.org", "localhost:8080/v1", "ftp://host/x", "https://", "http://h:x/", ""]
+)
+def test_a_base_url_must_be_an_absolute_http_url(
+    write_config: WriteConfig, table: str, key: str, url: str
+) -> None:
+    # Found at start-up (and by check-config), not when the first reply or model call fails.
+    write_config(f'[{table}]\n{key} = "{url}"\n')
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{table}.{key}: ") and "http:// or https://" in problem
+    assert ("is not set" in problem) == (url == "")
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:9/v1", "https://api.example.com/"])
+def test_a_base_url_that_is_a_url_loads(write_config: WriteConfig, url: str) -> None:
+    write_config(f'[llm]\nbase_url = "{url}"\n[channels.webhook.slack]\napi_base_url = "{url}"\n')
+    settings = load_settings()
+    assert settings.llm.base_url == url == settings.channels.webhook.slack.api_base_url
+
+
 def test_bad_env_value_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PICOBOT_LLM__MAX_TOKENS", "many")
     with pytest.raises(ConfigError) as info:

@@ -117,6 +117,24 @@ _HEADS = """
 """
 
 
+_PENDING_INBOX = """
+    SELECT * FROM webhook_inbox
+    WHERE status = 'pending' AND id > ? AND platform IN ({marks})
+    ORDER BY id LIMIT ?
+"""
+_BY_PLATFORM = (
+    "SELECT platform, COUNT(*) AS n FROM {table} WHERE status = 'pending' GROUP BY platform"
+)
+_PENDING_MESSAGES_BY_PLATFORM = _BY_PLATFORM.format(table="webhook_inbox")
+_PENDING_REPLIES_BY_PLATFORM = _BY_PLATFORM.format(table="outbound_queue")
+
+
+def _names(platforms: Collection[str]) -> tuple[list[str], str]:
+    """The platform names in a stable order, and the ``?`` marks of an IN list for them."""
+    names = sorted(platforms)
+    return names, ", ".join("?" * len(names))
+
+
 class WebhookStore:
     """Repository of ``webhook_inbox`` and ``outbound_queue``."""
 
@@ -148,11 +166,19 @@ class WebhookStore:
         # One trip to the writer, group-committed with concurrent webhooks and turns.
         return await self._db.write(insert)
 
-    async def pending_inbox(self, limit: int, *, after_id: int = 0) -> list[InboxItem]:
-        """Unprocessed messages with an id above ``after_id``, oldest first."""
+    async def pending_inbox(
+        self, limit: int, platforms: Collection[str], *, after_id: int = 0
+    ) -> list[InboxItem]:
+        """Unprocessed messages of ``platforms`` with an id above ``after_id``, oldest first.
+
+        Messages of any other platform (one no longer enabled) stay pending but are
+        left out, so a dispatcher never pages through them.
+        """
+        names, marks = _names(platforms)
+        if not names:
+            return []
         rows = await self._db.fetchall(
-            "SELECT * FROM webhook_inbox WHERE status = 'pending' AND id > ? ORDER BY id LIMIT ?",
-            (after_id, limit),
+            _PENDING_INBOX.format(marks=marks), (after_id, *names, limit)
         )
         return [_inbox(r) for r in rows]
 
@@ -241,10 +267,9 @@ class WebhookStore:
         Replies of any other platform (one no longer enabled) stay queued but are left
         out here, so they can never take up the places of replies that can be sent.
         """
-        names = sorted(platforms)
+        names, marks = _names(platforms)
         if not names:
             return []
-        marks = ", ".join("?" * len(names))
         rows = await self._db.fetchall(
             _HEADS.format(extra=f"AND o.platform IN ({marks})"), (*names, limit)
         )
@@ -252,10 +277,14 @@ class WebhookStore:
 
     async def pending_replies_by_platform(self) -> dict[str, int]:
         """How many replies wait to be delivered, per platform."""
-        rows = await self._db.fetchall(
-            "SELECT platform, COUNT(*) AS n FROM outbound_queue WHERE status = 'pending'"
-            " GROUP BY platform"
-        )
+        return await self._pending_by_platform(_PENDING_REPLIES_BY_PLATFORM)
+
+    async def pending_messages_by_platform(self) -> dict[str, int]:
+        """How many accepted messages wait for their turn, per platform."""
+        return await self._pending_by_platform(_PENDING_MESSAGES_BY_PLATFORM)
+
+    async def _pending_by_platform(self, query: str) -> dict[str, int]:
+        rows = await self._db.fetchall(query)
         return {str(r["platform"]): int(r["n"]) for r in rows}
 
     async def due_item(self, outbound_id: int, now: float) -> OutboundItem | None:

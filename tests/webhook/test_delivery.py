@@ -1,4 +1,4 @@
-"""The delivery worker with replies it cannot send: those of a platform not enabled."""
+"""The webhook workers with work they cannot do: that of a platform not enabled."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from picobot.channels.webhook.generic import GenericPlatform
 from picobot.channels.webhook.workers import BATCH
 from picobot.runtime import Runtime
 from picobot.store.webhooks import WebhookStore
-from tests.webhook.conftest import PlatformAPI, Webhooks, message, post_generic
+from tests.webhook.conftest import PlatformAPI, Running, Webhooks, message, post_generic
 
 WAIT_SECS = 10.0
 """Long enough for a reply on a loaded machine; a starved one would wait forever."""
@@ -35,33 +35,58 @@ async def leave_pending_replies(store: WebhookStore, platform: str, chats: int) 
         )
 
 
-async def test_replies_waiting_for_a_disabled_platform_hold_up_no_other_reply(
+async def two_generic_turns_answered(
+    bot: Running, client: aiohttp.ClientSession, platform_api: PlatformAPI
+) -> None:
+    """Two generic-webhook messages, each answered and delivered in turn."""
+    for n, text in enumerate(("hello", "again"), start=1):
+        await post_generic(client, bot.url("generic"), message(text, f"m{n}"))
+        await asyncio.wait_for(bot.server.wait_for(lambda s, n=n: s.delivered == n), WAIT_SECS)
+    assert [r.json()["text"] for r in platform_api.requests] == [
+        "You said: hello",
+        "You said: again",
+    ]
+
+
+async def leave_pending_messages(store: WebhookStore, platform: str, chats: int) -> None:
+    """What a run with ``platform`` enabled left behind: one unanswered message per chat."""
+    for chat in range(chats):
+        msg = PlatformMessage(f"{chat}:1", f"{platform}:{chat}", str(chat), str(chat), "secret q")
+        assert await store.accept(platform, msg) is not None
+
+
+@pytest.mark.parametrize(("what", "done"), [("replies", "sent"), ("messages", "answered")])
+async def test_work_left_for_a_disabled_platform_holds_up_nothing_and_is_named_once(
     runtime: Runtime,
     webhooks: Webhooks,
     generic: GenericPlatform,
     client: aiohttp.ClientSession,
     platform_api: PlatformAPI,
     caplog: pytest.LogCaptureFixture,
+    what: str,
+    done: str,
 ) -> None:
     caplog.set_level(logging.INFO, logger="picobot")
     store = WebhookStore(runtime.db)
-    # More chats than one batch of heads: before, they filled every batch.
-    await leave_pending_replies(store, "telegram", BATCH + 20)
+    # More chats than one batch: before, they filled every batch of replies, and every
+    # dispatch of the inbox paged through all the messages.
+    leave = leave_pending_replies if what == "replies" else leave_pending_messages
+    await leave(store, "telegram", BATCH + 20)
     bot = await webhooks.start(generic, store=store)
-    await post_generic(client, bot.url("generic"), message("hello", "m1"))
-    await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivered == 1), WAIT_SECS)
-    await post_generic(client, bot.url("generic"), message("again", "m2"))
-    await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivered == 2), WAIT_SECS)
-    assert [r.json()["text"] for r in platform_api.requests] == [
-        "You said: hello",
-        "You said: again",
-    ]
+    await two_generic_turns_answered(bot, client, platform_api)
+    assert bot.server.stats.processed == 2
     # Kept for when the platform is enabled again, not dropped.
-    assert await store.pending_replies_by_platform() == {"telegram": BATCH + 20}
-    # Said once, with the count and the platform, never the replies' text.
-    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    assert [r.getMessage() for r in warnings] == [
-        f"{BATCH + 20} webhook replies wait for platforms that are not enabled (telegram);"
-        " they are kept and sent once the platform is enabled again"
+    assert await store.pending_replies_by_platform() == (
+        {"telegram": BATCH + 20} if what == "replies" else {}
+    )
+    assert await store.pending_messages_by_platform() == (
+        {"telegram": BATCH + 20} if what == "messages" else {}
+    )
+    assert await store.pending_inbox(BATCH, ["generic"]) == []
+    # Said once, with the count and the platform, never the text.
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        f"{BATCH + 20} webhook {what} wait for platforms that are not enabled (telegram);"
+        f" they are kept and {done} once the platform is enabled again"
     ]
-    assert not any("old secret" in r.getMessage() for r in caplog.records)
+    assert not any("secret" in r.getMessage() for r in caplog.records)

@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 import aiohttp
 
 from picobot.channels.webhook.base import DeliveryError, WebhookError
+from picobot.config_sections import http_url_problem
 from picobot.errors import ConfigError
 
 T = TypeVar("T")
@@ -111,18 +111,8 @@ def http_url(value: str, config_key: str) -> str:
     would otherwise be found out only as every reply failed after its retries. The
     error names ``config_key`` but not the value, which may carry a token.
     """
-    try:
-        parts = urlsplit(value)
-        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
-    except ValueError:
-        parts = None
-    if (
-        parts is None
-        or parts.scheme not in ("http", "https")
-        or not parts.hostname
-        or _CONTROL.search(value)
-    ):
-        problem = "is not set" if not value.strip() else "is not a usable URL"
+    problem = http_url_problem(value)
+    if problem is not None:
         raise ConfigError(
             f"{config_key} {problem}: replies are POSTed there, so it must be an absolute"
             " http:// or https:// URL such as https://host/path"

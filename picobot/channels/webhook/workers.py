@@ -6,8 +6,10 @@ are enqueued in the same transaction that marks its message done.
 
 :class:`DeliveryWorker` sends queued replies through the platform API with exponential
 backoff. Only the oldest pending reply of a chat is ever due, so replies go out in
-order even when one of them waits for a retry. Replies of a platform that is not
-enabled are left in the queue, out of the way of the others, with one warning.
+order even when one of them waits for a retry.
+
+Messages and replies of a platform that is not enabled are left in their queues, out of
+the way of the others, with one warning from each worker at start.
 
 Both sleep on an :class:`asyncio.Event` (plus, for deliveries, a timer until the next
 retry is due); neither polls.
@@ -19,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,6 +104,32 @@ class _Worker:
         self.inflight: set[int] = set()
         self._retry_pending = False
         self._timers: set[asyncio.TimerHandle] = set()
+        self._checked_disabled = False
+
+    async def warn_disabled_once(
+        self, what: str, done: str, counts: Callable[[], Awaitable[dict[str, int]]]
+    ) -> None:
+        """Say, once, if ``what`` wait for platforms that are not enabled.
+
+        They are kept (enabling the platform again handles them) but left alone while it
+        is off, so the operator should know; the log names platforms and a count only.
+        ``counts`` gives the pending ``what`` per platform.
+        """
+        if self._checked_disabled:
+            return
+        waiting = {
+            name: n for name, n in (await counts()).items() if name not in self.ctx.platforms
+        }
+        self._checked_disabled = True
+        if waiting:
+            log.warning(
+                "%d webhook %s wait for platforms that are not enabled (%s); they are kept"
+                " and %s once the platform is enabled again",
+                sum(waiting.values()),
+                what,
+                ", ".join(sorted(waiting)),
+                done,
+            )
 
     def wake(self) -> None:
         """Look for work now."""
@@ -159,13 +187,18 @@ class InboxWorker(_Worker):
         after = 0
         while True:
             try:
-                items = await self.ctx.store.pending_inbox(BATCH, after_id=after)
+                await self.warn_disabled_once(
+                    "messages", "answered", self.ctx.store.pending_messages_by_platform
+                )
+                items = await self.ctx.store.pending_inbox(
+                    BATCH, self.ctx.platforms.keys(), after_id=after
+                )
             except StoreUnavailable:
                 log.exception("webhook inbox unavailable")
                 self.retry_later()
                 return
             for item in items:
-                if item.id in self.inflight or item.platform not in self.ctx.platforms:
+                if item.id in self.inflight:
                     continue
                 self.inflight.add(item.id)
                 key = (item.platform, item.chat_id)
@@ -252,7 +285,6 @@ class DeliveryWorker(_Worker):
         self.backoff = backoff
         self.clock = clock
         self.session: aiohttp.ClientSession | None = None
-        self._checked_disabled = False
 
     async def run(self) -> None:
         """Send what is due whenever woken, or when the next retry comes due."""
@@ -265,8 +297,9 @@ class DeliveryWorker(_Worker):
     async def _dispatch(self) -> float | None:
         """Start sending every due chat head; return seconds until the next one is due."""
         try:
-            if not self._checked_disabled:
-                await self._warn_disabled()
+            await self.warn_disabled_once(
+                "replies", "sent", self.ctx.store.pending_replies_by_platform
+            )
             heads = await self.ctx.store.outbound_heads(BATCH, self.ctx.platforms.keys())
         except StoreUnavailable:
             log.exception("webhook outbound queue unavailable")
@@ -283,26 +316,6 @@ class DeliveryWorker(_Worker):
             self.inflight.add(item.id)
             self.ctx.spawn("webhook-send", self._deliver(item))
         return next_in
-
-    async def _warn_disabled(self) -> None:
-        """Say once if replies wait for platforms that are not enabled.
-
-        They are kept (enabling the platform again sends them) but never sent while it
-        is off, so the operator should know; the log names platforms and a count only.
-        """
-        waiting = {
-            name: count
-            for name, count in (await self.ctx.store.pending_replies_by_platform()).items()
-            if name not in self.ctx.platforms
-        }
-        self._checked_disabled = True
-        if waiting:
-            log.warning(
-                "%d webhook replies wait for platforms that are not enabled (%s); they are"
-                " kept and sent once the platform is enabled again",
-                sum(waiting.values()),
-                ", ".join(sorted(waiting)),
-            )
 
     async def _deliver(self, stale: OutboundItem) -> None:
         parked = False
