@@ -81,6 +81,23 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
         return None
 
 
+def error_text(raw: str | bytes) -> str:
+    """The explanation in an error body: its JSON ``message`` when it has one, else the text.
+
+    Understands OpenAI's ``{"error": {"message"}}``, Anthropic's ``{"type": "error",
+    "error": {...}}`` and llama.cpp's bare ``{"code", "message"}``.
+    """
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(data, dict):
+        return text
+    err = data.get("error", data)
+    return str(err.get("message", err) if isinstance(err, dict) else err)
+
+
 def is_local_url(url: str) -> bool:
     """True for loopback hosts (localhost, 127.0.0.0/8, ::1), where keys are optional."""
     host = urlsplit(url).hostname or ""
@@ -198,6 +215,7 @@ class HTTPTransport:
                         url, headers=headers, json=body, timeout=timeout
                     ) as resp:
                         await self._check_status(resp)
+                        await self._check_event_stream(resp)
                         # Closed explicitly so an abandoned stream releases the socket now.
                         async with (
                             aclosing(iter_sse(resp.content.iter_any())) as events,
@@ -247,7 +265,9 @@ class HTTPTransport:
         """Turn aiohttp and timeout exceptions into LLMError / RetryableError."""
         try:
             yield
-        except LLMError:
+        except LLMError as exc:
+            # Also raised by the stream decoders, from what the server said in the stream.
+            exc.args = (self.scrub(str(exc)),)
             raise
         # Timeouts are not retried: the user has already sat through the whole timeout.
         # (Checked first: aiohttp's ServerTimeoutError is also a connection error.)
@@ -270,21 +290,23 @@ class HTTPTransport:
             raise RetryableError(message, parse_retry_after(resp.headers))
         raise LLMError(message)
 
+    async def _check_event_stream(self, resp: aiohttp.ClientResponse) -> None:
+        # A 200 carrying JSON (an error, or a server ignoring "stream") or an HTML page (a
+        # proxy's login page, a web UI at the wrong URL) would read as an empty stream.
+        kind = resp.content_type
+        if kind in ("application/json", "text/html") or kind.endswith("+json"):
+            detail = await self._error_detail(resp)
+            raise LLMError(
+                f"{self._name}: expected an event stream, the server sent {kind}"
+                + (f": {detail}" if detail else "")
+            )
+
     async def _error_detail(self, resp: aiohttp.ClientResponse) -> str:
         try:
             raw = await resp.content.read(_DETAIL_BYTES)
         except (aiohttp.ClientError, TimeoutError):
             return ""
-        text = raw.decode("utf-8", errors="replace")
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            # OpenAI: {"error": {"message"}}, Anthropic: {"type": "error", "error": {...}}.
-            err = data.get("error", data)
-            text = str(err.get("message", err) if isinstance(err, dict) else err)
-        return self.scrub(" ".join(text.split())[:_DETAIL_CHARS])
+        return self.scrub(" ".join(error_text(raw).split())[:_DETAIL_CHARS])
 
     def _decode_json(self, raw: bytes) -> Any:
         try:
