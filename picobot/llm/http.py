@@ -8,10 +8,20 @@ the server's explanation with any secret scrubbed, never request headers.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import logging
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+import re
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -33,6 +43,9 @@ SSEDecoder = Callable[[AsyncIterator[SSEEvent]], AsyncGenerator[T, None]]
 
 _DETAIL_BYTES = 2048
 _DETAIL_CHARS = 200
+_SNIFF_BYTES = 16
+# How an event stream begins: blank lines, then a field ("data:", ...) or a comment (":").
+_SSE_START = re.compile(rb"\s*(?:data|event|id|retry|error)?:")
 
 
 class RetryableError(LLMError):
@@ -79,6 +92,13 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time())
     except (TypeError, ValueError):
         return None
+
+
+async def _prepend(head: bytes, chunks: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:
+    if head:
+        yield head
+    async for chunk in chunks:
+        yield chunk
 
 
 def error_text(raw: str | bytes) -> str:
@@ -215,10 +235,11 @@ class HTTPTransport:
                         url, headers=headers, json=body, timeout=timeout
                     ) as resp:
                         await self._check_status(resp)
-                        await self._check_event_stream(resp)
+                        head = await self._stream_head(resp)
+                        chunks = _prepend(head, resp.content.iter_any())
                         # Closed explicitly so an abandoned stream releases the socket now.
                         async with (
-                            aclosing(iter_sse(resp.content.iter_any())) as events,
+                            aclosing(iter_sse(chunks)) as events,
                             aclosing(decode(events)) as items,
                         ):
                             async for item in items:
@@ -290,22 +311,41 @@ class HTTPTransport:
             raise RetryableError(message, parse_retry_after(resp.headers))
         raise LLMError(message)
 
-    async def _check_event_stream(self, resp: aiohttp.ClientResponse) -> None:
-        # A 200 carrying JSON (an error, or a server ignoring "stream") or an HTML page (a
-        # proxy's login page, a web UI at the wrong URL) would read as an empty stream.
-        kind = resp.content_type
-        if kind in ("application/json", "text/html") or kind.endswith("+json"):
-            detail = await self._error_detail(resp)
-            raise LLMError(
-                f"{self._name}: expected an event stream, the server sent {kind}"
-                + (f": {detail}" if detail else "")
-            )
+    async def _stream_head(self, resp: aiohttp.ClientResponse) -> bytes:
+        """The bytes read to check that a reply not labelled an event stream is one.
+
+        Some servers label their stream ``application/json``, so the label alone
+        decides nothing; but a 200 that really is JSON (an error, a server ignoring
+        ``stream``) or an HTML page (a proxy's login page) would read as an empty
+        stream, be retried as a cut one, and hide what the server said.
+        """
+        if resp.content_type == "text/event-stream":
+            return b""
+        head = await self._read_head(resp, _SNIFF_BYTES)
+        if _SSE_START.match(head.removeprefix(codecs.BOM_UTF8)):
+            return head
+        head += await self._read_head(resp, _DETAIL_BYTES - len(head))
+        detail = self._detail(head)
+        raise LLMError(
+            f"{self._name}: expected an event stream, the server sent {resp.content_type}"
+            + (f": {detail}" if detail else "")
+        )
+
+    @staticmethod
+    async def _read_head(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+        head = b""
+        while len(head) < limit and (chunk := await resp.content.read(limit - len(head))):
+            head += chunk
+        return head
 
     async def _error_detail(self, resp: aiohttp.ClientResponse) -> str:
         try:
             raw = await resp.content.read(_DETAIL_BYTES)
         except (aiohttp.ClientError, TimeoutError):
             return ""
+        return self._detail(raw)
+
+    def _detail(self, raw: bytes) -> str:
         return self.scrub(" ".join(error_text(raw).split())[:_DETAIL_CHARS])
 
     def _decode_json(self, raw: bytes) -> Any:

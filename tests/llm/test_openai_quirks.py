@@ -13,9 +13,12 @@ from picobot.llm.base import Finish, TextDelta, ToolCall, ToolCalls
 from picobot.llm.sse import SSEEvent, SSEParser
 
 from .conftest import HELLO, WEATHER, FakeLLMServer
-from .test_openai import KEY, MakeProvider, chunk, events_of, make_provider
+from .test_openai import KEY, MakeProvider, chunk, events_of, make_provider, text_stream
 
 __all__ = ["make_provider"]  # the fixture, shared with test_openai
+
+
+STREAM = text_stream("ok")
 
 
 def sse_bytes(*lines: str) -> bytes:
@@ -87,6 +90,16 @@ async def test_a_200_that_is_not_an_event_stream_says_so_and_is_not_retried(
     assert f"expected an event stream, the server sent {content_type}" in message
     assert shown in message
     assert len(llm_server.requests) == 1
+
+
+async def test_an_event_stream_labelled_json_is_still_read(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    # Some servers send their SSE as application/json; only the body tells.
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in STREAM[:-1])
+    llm_server.reply(llm_server.raw(body + b"data: [DONE]\n\n", content_type="application/json"))
+
+    assert await events_of(make_provider(), HELLO) == [TextDelta("ok"), Finish("stop")]
 
 
 async def test_error_inside_the_stream_never_shows_the_key(
