@@ -54,6 +54,13 @@ STORE_FAILED = (
 
 MAX_SESSION_HINTS = 10_000
 """Chats whose current session the kernel remembers (the oldest is forgotten first)."""
+ROUND_BREAK = "\n\n"
+"""Put between the text of two model calls of one turn (before and after a tool ran)."""
+
+
+def _runs_on(parts: list[str], text: str) -> bool:
+    """True when ``text`` would run straight on from what ``parts`` already said."""
+    return bool(parts) and not parts[-1][-1:].isspace() and not text[:1].isspace()
 
 
 Interceptor = Callable[[Identity, str], Awaitable[list[Outbound] | None]]
@@ -332,6 +339,11 @@ class Kernel:
             round_text: list[str] = []
             async for event in self.provider.stream([*prompt, *exchange.messages], offer):
                 if isinstance(event, TextDelta):
+                    if not round_text and _runs_on(parts, event.text):
+                        # Text written before a tool ran ("Let me check.") and the answer
+                        # after it are two paragraphs, not one run-together sentence.
+                        parts.append(ROUND_BREAK)
+                        yield ROUND_BREAK
                     round_text.append(event.text)
                     parts.append(event.text)
                     yield event.text

@@ -191,7 +191,7 @@ def to_wire_messages(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[st
         role = "assistant" if message.role == "assistant" else "user"
         blocks = _blocks(message)
         if not blocks:
-            continue  # the API rejects empty text blocks and empty messages
+            continue  # the API rejects blank text blocks and empty messages
         if wire and wire[-1]["role"] == role:
             # Several tool results (or a result then a user line) share one user turn.
             wire[-1]["content"].extend(blocks)
@@ -212,7 +212,9 @@ def _blocks(message: ChatMessage) -> list[dict[str, Any]]:
             }
         ]
     blocks: list[dict[str, Any]] = []
-    if message.content:
+    # The API refuses a text block that is empty or only whitespace (a model may stream
+    # a bare "\n\n" before its tool_use); such text carries nothing anyway.
+    if message.content.strip():
         blocks.append({"type": "text", "text": message.content})
     for call in message.tool_calls:
         blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": _input(call)})

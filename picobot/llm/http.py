@@ -8,10 +8,20 @@ the server's explanation with any secret scrubbed, never request headers.
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import logging
 import random
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator, Mapping, Sequence
+import re
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
@@ -33,6 +43,9 @@ SSEDecoder = Callable[[AsyncIterator[SSEEvent]], AsyncGenerator[T, None]]
 
 _DETAIL_BYTES = 2048
 _DETAIL_CHARS = 200
+_SNIFF_BYTES = 16
+# How an event stream begins: blank lines, then a field ("data:", ...) or a comment (":").
+_SSE_START = re.compile(rb"\s*(?:data|event|id|retry|error)?:")
 
 
 class RetryableError(LLMError):
@@ -79,6 +92,30 @@ def parse_retry_after(headers: Mapping[str, str]) -> float | None:
         return max(0.0, parsedate_to_datetime(value).timestamp() - time())
     except (TypeError, ValueError):
         return None
+
+
+async def _prepend(head: bytes, chunks: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:
+    if head:
+        yield head
+    async for chunk in chunks:
+        yield chunk
+
+
+def error_text(raw: str | bytes) -> str:
+    """The explanation in an error body: its JSON ``message`` when it has one, else the text.
+
+    Understands OpenAI's ``{"error": {"message"}}``, Anthropic's ``{"type": "error",
+    "error": {...}}`` and llama.cpp's bare ``{"code", "message"}``.
+    """
+    text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(data, dict):
+        return text
+    err = data.get("error", data)
+    return str(err.get("message", err) if isinstance(err, dict) else err)
 
 
 def is_local_url(url: str) -> bool:
@@ -198,9 +235,11 @@ class HTTPTransport:
                         url, headers=headers, json=body, timeout=timeout
                     ) as resp:
                         await self._check_status(resp)
+                        head = await self._stream_head(resp)
+                        chunks = _prepend(head, resp.content.iter_any())
                         # Closed explicitly so an abandoned stream releases the socket now.
                         async with (
-                            aclosing(iter_sse(resp.content.iter_any())) as events,
+                            aclosing(iter_sse(chunks)) as events,
                             aclosing(decode(events)) as items,
                         ):
                             async for item in items:
@@ -247,7 +286,9 @@ class HTTPTransport:
         """Turn aiohttp and timeout exceptions into LLMError / RetryableError."""
         try:
             yield
-        except LLMError:
+        except LLMError as exc:
+            # Also raised by the stream decoders, from what the server said in the stream.
+            exc.args = (self.scrub(str(exc)),)
             raise
         # Timeouts are not retried: the user has already sat through the whole timeout.
         # (Checked first: aiohttp's ServerTimeoutError is also a connection error.)
@@ -270,21 +311,42 @@ class HTTPTransport:
             raise RetryableError(message, parse_retry_after(resp.headers))
         raise LLMError(message)
 
+    async def _stream_head(self, resp: aiohttp.ClientResponse) -> bytes:
+        """The bytes read to check that a reply not labelled an event stream is one.
+
+        Some servers label their stream ``application/json``, so the label alone
+        decides nothing; but a 200 that really is JSON (an error, a server ignoring
+        ``stream``) or an HTML page (a proxy's login page) would read as an empty
+        stream, be retried as a cut one, and hide what the server said.
+        """
+        if resp.content_type == "text/event-stream":
+            return b""
+        head = await self._read_head(resp, _SNIFF_BYTES)
+        if _SSE_START.match(head.removeprefix(codecs.BOM_UTF8)):
+            return head
+        head += await self._read_head(resp, _DETAIL_BYTES - len(head))
+        detail = self._detail(head)
+        raise LLMError(
+            f"{self._name}: expected an event stream, the server sent {resp.content_type}"
+            + (f": {detail}" if detail else "")
+        )
+
+    @staticmethod
+    async def _read_head(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+        head = b""
+        while len(head) < limit and (chunk := await resp.content.read(limit - len(head))):
+            head += chunk
+        return head
+
     async def _error_detail(self, resp: aiohttp.ClientResponse) -> str:
         try:
             raw = await resp.content.read(_DETAIL_BYTES)
         except (aiohttp.ClientError, TimeoutError):
             return ""
-        text = raw.decode("utf-8", errors="replace")
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            # OpenAI: {"error": {"message"}}, Anthropic: {"type": "error", "error": {...}}.
-            err = data.get("error", data)
-            text = str(err.get("message", err) if isinstance(err, dict) else err)
-        return self.scrub(" ".join(text.split())[:_DETAIL_CHARS])
+        return self._detail(raw)
+
+    def _detail(self, raw: bytes) -> str:
+        return self.scrub(" ".join(error_text(raw).split())[:_DETAIL_CHARS])
 
     def _decode_json(self, raw: bytes) -> Any:
         try:

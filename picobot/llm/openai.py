@@ -34,7 +34,7 @@ from picobot.llm.base import (
     ToolCalls,
     ToolSpec,
 )
-from picobot.llm.http import HTTPTransport, RetryableError, url_host
+from picobot.llm.http import HTTPTransport, RetryableError, error_text, url_host
 from picobot.llm.sse import SSEEvent
 
 log = logging.getLogger(__name__)
@@ -230,12 +230,58 @@ class _PartialCall:
     arguments: str = ""
 
 
+class _CallAssembler:
+    """Tool calls reassembled from the fragments of a stream, in order of appearance.
+
+    The index ties fragments of one call together. Servers that omit it send whole
+    calls; Ollama sends every call of a reply with index 0, so a fragment whose id
+    differs from the call at its index starts a new call rather than joining it.
+    """
+
+    def __init__(self) -> None:
+        self._calls: list[_PartialCall] = []
+        self._at: dict[int, _PartialCall] = {}  # the call each server index points at
+
+    def __bool__(self) -> bool:
+        return bool(self._calls)
+
+    def merge(self, fragment: Any) -> None:
+        """Add one ``delta.tool_calls`` entry."""
+        if not isinstance(fragment, dict):
+            return
+        index = fragment.get("index")
+        new_id = str(fragment.get("id") or "")
+        call = self._at.get(index) if isinstance(index, int) else None
+        if call is None or (new_id and call.id and new_id != call.id):
+            call = _PartialCall()
+            self._calls.append(call)
+            if isinstance(index, int):
+                self._at[index] = call
+        if new_id and not call.id:
+            call.id = new_id
+        function = fragment.get("function") or {}
+        # Concatenated like the official SDK does: the name arrives once, arguments in pieces.
+        if name := function.get("name"):
+            call.name += str(name)
+        if arguments := function.get("arguments"):
+            call.arguments += str(arguments)
+
+    def calls(self) -> tuple[ToolCall, ...]:
+        """The finished calls; a missing id is made up, missing arguments are ``{}``."""
+        return tuple(
+            ToolCall(p.id or _new_call_id(), p.name, p.arguments or "{}") for p in self._calls
+        )
+
+
 async def _decode(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[StreamEvent, None]:
     """Turn Chat Completions SSE chunks into StreamEvents."""
-    partial: dict[int, _PartialCall] = {}
+    partial = _CallAssembler()
     reason: str | None = None
     done = False
     async for event in events:
+        if event.event == "error":
+            # ``event: error`` (OpenAI) or llama-server's ``error:`` line.
+            raise LLMError(f"openai: error in stream: {error_text(event.data)[:200]}")
         if event.data.strip() == "[DONE]":
             done = True
             break
@@ -247,17 +293,13 @@ async def _decode(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[StreamEvent
         if text := delta.get("content"):
             yield TextDelta(str(text))
         for fragment in delta.get("tool_calls") or ():
-            _merge_fragment(partial, fragment)
+            partial.merge(fragment)
         reason = choice.get("finish_reason") or reason
     if not done and reason is None:
         # Neither [DONE] nor a finish_reason: the connection was cut mid-reply.
         raise RetryableError("openai: the stream ended before the reply was finished")
     if partial:
-        calls = tuple(
-            ToolCall(p.id or _new_call_id(), p.name, p.arguments or "{}")
-            for _, p in sorted(partial.items())
-        )
-        yield ToolCalls(calls)
+        yield ToolCalls(partial.calls())
     yield Finish(reason or ("tool_calls" if partial else "stop"))
 
 
@@ -268,9 +310,7 @@ def _parse_chunk(data: str) -> Any:
         raise LLMError("openai: the stream carried a chunk that is not JSON") from None
     if isinstance(chunk, dict) and chunk.get("error"):
         # Servers report failures that happen after the 200 inside the stream.
-        err = chunk["error"]
-        detail = err.get("message", err) if isinstance(err, dict) else err
-        raise LLMError(f"openai: error in stream: {str(detail)[:200]}")
+        raise LLMError(f"openai: error in stream: {error_text(data)[:200]}")
     return chunk
 
 
@@ -282,23 +322,6 @@ def _first_choice(data: Any) -> dict[str, Any] | None:
         return None
     choice: dict[str, Any] = choices[0]
     return choice
-
-
-def _merge_fragment(partial: dict[int, _PartialCall], fragment: Any) -> None:
-    if not isinstance(fragment, dict):
-        return
-    # The index ties fragments of one call together; servers that omit it send whole calls.
-    index = fragment.get("index")
-    key = index if isinstance(index, int) else max(partial, default=-1) + 1
-    call = partial.setdefault(key, _PartialCall())
-    if fragment.get("id") and not call.id:
-        call.id = str(fragment["id"])
-    function = fragment.get("function") or {}
-    # Concatenated like the official SDK does: the name arrives once, arguments in pieces.
-    if name := function.get("name"):
-        call.name += str(name)
-    if arguments := function.get("arguments"):
-        call.arguments += str(arguments)
 
 
 def _new_call_id() -> str:

@@ -26,11 +26,17 @@ class SSEParser:
     Handles ``event:`` and ``data:`` fields (several data lines join with ``\\n``),
     comments (lines starting with ``:``), and ``\\n``, ``\\r\\n`` or ``\\r`` line ends.
     Other fields (``id:``, ``retry:``) are ignored: the providers never reconnect.
+
+    One non-standard field is understood: llama.cpp's ``llama-server`` reports a failure
+    after the 200 as an ``error: {json}`` line (then ``data: [DONE]``). Ignoring it, as
+    the standard says, would turn the failure into an empty answer, so it is read as
+    ``event: error`` with that line as the data.
     """
 
     def __init__(self) -> None:
-        # An incremental decoder keeps a split multi-byte character for the next chunk.
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # An incremental decoder keeps a split multi-byte character for the next chunk;
+        # "utf-8-sig" drops a leading byte order mark, as the standard asks.
+        self._decoder = codecs.getincrementaldecoder("utf-8-sig")(errors="replace")
         self._buf = ""
         self._event = ""
         self._data: list[str] = []
@@ -92,6 +98,9 @@ class SSEParser:
             self._data.append(value)
         elif name == "event":
             self._event = value
+        elif name == "error":
+            self._event = "error"
+            self._data.append(value)
         return None
 
     def _dispatch(self) -> SSEEvent:

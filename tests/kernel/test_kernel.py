@@ -153,6 +153,20 @@ async def test_tool_call_round_runs_with_context_and_wraps_output(
     assert rec == [("tui:alice", "echo", 1)]
 
 
+async def test_text_of_rounds_either_side_of_a_tool_is_not_run_together(
+    make_kernel: KernelFactory, db: Database
+) -> None:
+    # Claude often says what it is about to do before its tool_use.
+    preamble = ScriptedTurn("Let me check.", call("echo", {"text": "x"}).tool_calls)
+    provider = ScriptedProvider([preamble, "It is sunny."])
+
+    events = await run(make_kernel(provider, tools=[EchoTool()]), ALICE, "weather?")
+
+    streamed = "".join(e.text for e in events if e.kind == OutboundKind.TOKEN)
+    assert streamed == events[-1].text == "Let me check.\n\nIt is sunny."
+    assert stored(db)[-1] == ("assistant", "Let me check.\n\nIt is sunny.")
+
+
 @pytest.mark.parametrize(
     ("turn", "expected"),
     [

@@ -102,6 +102,17 @@ class FakeLLMServer:
 
         return respond
 
+    @staticmethod
+    def raw(
+        body: bytes, *, content_type: str = "text/event-stream", status: int = 200
+    ) -> Responder:
+        """Reply with these exact bytes, for wire formats ``sse`` cannot write."""
+
+        async def respond(request: web.Request) -> web.StreamResponse:
+            return web.Response(body=body, status=status, headers={"Content-Type": content_type})
+
+        return respond
+
     def stall(self, secs: float) -> Responder:
         """Say nothing for ``secs`` seconds (or until teardown), then reply 200 {}."""
 

@@ -13,6 +13,7 @@ from picobot.llm.anthropic import (
     ANTHROPIC_VERSION,
     DEFAULT_ANTHROPIC_MODEL,
     AnthropicProvider,
+    to_wire_messages,
 )
 from picobot.llm.base import (
     ChatMessage,
@@ -414,3 +415,16 @@ async def test_from_settings_sends_the_key_from_the_environment(
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     keyless = AnthropicProvider.from_settings(settings)  # a local gateway may need none
     await keyless.aclose()
+
+
+def test_whitespace_only_text_is_not_sent_as_a_block() -> None:
+    # The API refuses text blocks without non-whitespace text; a model may stream a
+    # bare "\n\n" before its tool_use, which comes back in the next round's prompt.
+    call = ToolCall("toolu_a", "get_weather", '{"city": "Paris"}')
+    prompt = [*HELLO, ChatMessage("assistant", "\n\n", tool_calls=(call,))]
+
+    _, wire = to_wire_messages(prompt)
+
+    assert wire[1]["content"] == [
+        {"type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {"city": "Paris"}}
+    ]

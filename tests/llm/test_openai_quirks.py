@@ -1,0 +1,128 @@
+"""OpenAIProvider against what real OpenAI-compatible servers send besides the happy path:
+llama-server's error lines, Ollama's reused tool-call index, replies that are not a stream."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from picobot.errors import LLMError
+from picobot.llm.base import Finish, TextDelta, ToolCall, ToolCalls
+from picobot.llm.sse import SSEEvent, SSEParser
+
+from .conftest import HELLO, WEATHER, FakeLLMServer
+from .test_openai import KEY, MakeProvider, chunk, events_of, make_provider, text_stream
+
+__all__ = ["make_provider"]  # the fixture, shared with test_openai
+
+
+STREAM = text_stream("ok")
+
+
+def sse_bytes(*lines: str) -> bytes:
+    return "".join(f"{line}\n" for line in lines).encode()
+
+
+LLAMA_ERROR = {"code": 500, "message": "the request exceeds the context size", "type": "server"}
+
+
+@pytest.mark.parametrize(
+    ("body", "shown"),
+    [
+        # llama-server reports a failure after the 200 as an "error:" line, then [DONE].
+        (sse_bytes(f"error: {json.dumps(LLAMA_ERROR)}", "", "data: [DONE]", ""), "context size"),
+        (sse_bytes("event: error", 'data: {"error": {"message": "backend died"}}', ""), "died"),
+    ],
+)
+async def test_error_reported_in_the_stream_is_an_llm_error_not_an_empty_answer(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, body: bytes, shown: str
+) -> None:
+    llm_server.reply(llm_server.raw(body))
+
+    with pytest.raises(LLMError, match=f"error in stream: .*{shown}"):
+        await events_of(make_provider(), HELLO)
+    # A failure the server explained is not retried.
+    assert [r.path for r in llm_server.requests] == ["/v1/chat/completions"]
+
+
+async def test_ollama_tool_calls_all_at_index_0_stay_separate(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    # Ollama streams each call of a reply whole, every one with index 0.
+    def whole(call_id: str, city: str) -> dict[str, Any]:
+        arguments = json.dumps({"city": city})
+        function = {"name": "get_weather", "arguments": arguments}
+        return chunk({"tool_calls": [{"id": call_id, "index": 0, "function": function}]})
+
+    llm_server.reply(
+        llm_server.sse([whole("call_1", "Paris"), whole("call_2", "Oslo"), chunk({}, "tool_calls")])
+    )
+
+    events = await events_of(make_provider(), HELLO, [WEATHER])
+
+    paris = ToolCall("call_1", "get_weather", '{"city": "Paris"}')
+    oslo = ToolCall("call_2", "get_weather", '{"city": "Oslo"}')
+    assert events == [ToolCalls((paris, oslo)), Finish("tool_calls")]
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "shown"),
+    [
+        (b'{"error": {"message": "model llama9 not found"}}', "application/json", "not found"),
+        (b"<html><body>Sign in to the proxy</body></html>", "text/html", "Sign in"),
+    ],
+)
+async def test_a_200_that_is_not_an_event_stream_says_so_and_is_not_retried(
+    llm_server: FakeLLMServer,
+    make_provider: MakeProvider,
+    body: bytes,
+    content_type: str,
+    shown: str,
+) -> None:
+    llm_server.reply(llm_server.raw(body, content_type=content_type))
+
+    with pytest.raises(LLMError) as info:
+        await events_of(make_provider(), HELLO)
+
+    message = str(info.value)
+    assert f"expected an event stream, the server sent {content_type}" in message
+    assert shown in message
+    assert len(llm_server.requests) == 1
+
+
+async def test_an_event_stream_labelled_json_is_still_read(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    # Some servers send their SSE as application/json; only the body tells.
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in STREAM[:-1])
+    llm_server.reply(llm_server.raw(body + b"data: [DONE]\n\n", content_type="application/json"))
+
+    assert await events_of(make_provider(), HELLO) == [TextDelta("ok"), Finish("stop")]
+
+
+async def test_error_inside_the_stream_never_shows_the_key(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    llm_server.reply(llm_server.sse([{"error": {"message": f"key {KEY} is revoked"}}]))
+
+    with pytest.raises(LLMError) as info:
+        await events_of(make_provider(), HELLO)
+
+    assert str(info.value) == "openai: error in stream: key *** is revoked"
+
+
+async def test_a_leading_byte_order_mark_is_skipped(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    first = json.dumps(chunk({"content": "hi"}, "stop")).encode()
+    llm_server.reply(llm_server.raw(b"\xef\xbb\xbfdata: " + first + b"\n\ndata: [DONE]\n\n"))
+
+    assert await events_of(make_provider(), HELLO) == [TextDelta("hi"), Finish("stop")]
+
+
+def test_sse_parser_reads_an_error_field_as_an_error_event() -> None:
+    parser = SSEParser()
+    events = parser.feed(b'error: {"message": "x"}\n\ndata: [DONE]\n\n')
+    assert events == [SSEEvent("error", '{"message": "x"}'), SSEEvent("message", "[DONE]")]
