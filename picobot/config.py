@@ -68,7 +68,7 @@ class LLMSettings(Section):
     timeout_secs: float = Field(default=60.0, gt=0)
     """Timeout of one model request, in seconds."""
     max_retries: int = Field(default=3, ge=0, le=10)
-    """Retries on HTTP 429/5xx and connection errors, with exponential backoff."""
+    """Retries on HTTP 408/409/429/5xx and connection errors, with exponential backoff."""
     context_tokens: int = Field(default=8192, ge=512)
     """Context window of the local model (n_ctx)."""
     max_tool_rounds: int = Field(default=4, ge=0, le=20)

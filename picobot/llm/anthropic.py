@@ -15,6 +15,7 @@ import os
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 
@@ -30,7 +31,7 @@ from picobot.llm.base import (
     ToolCalls,
     ToolSpec,
 )
-from picobot.llm.http import HTTPTransport, RetryableError, url_host
+from picobot.llm.http import HTTPTransport, RetryableError, reply_shape, url_host
 from picobot.llm.sse import SSEEvent
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
@@ -42,6 +43,7 @@ DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 """Env var read when ``[llm] api_key_env`` is left at its OpenAI default."""
 
 _OPENAI_HOST = "api.openai.com"
+_ANTHROPIC_HOST = "api.anthropic.com"
 _OPENAI_KEY_ENV = "OPENAI_API_KEY"
 _REASONS = {
     "end_turn": "stop",
@@ -125,7 +127,9 @@ class AnthropicProvider:
     ) -> Completion:
         """Ask for one whole reply (no streaming)."""
         body = self._body(messages, tools, stream=False)
-        return parse_message(await self._http.post_json(self.endpoint, self._headers(), body))
+        data = await self._http.post_json(self.endpoint, self._headers(), body)
+        with reply_shape("anthropic"):
+            return parse_message(data)
 
     def count_tokens(self, text: str) -> int | None:
         """No local tokenizer: the kernel's estimate applies."""
@@ -173,10 +177,17 @@ class AnthropicProvider:
 def anthropic_base_url(base_url: str) -> str:
     """``base_url`` without a trailing slash; OpenAI's default URL becomes Anthropic's.
 
-    The shared ``[llm]`` section defaults to api.openai.com, which is never right here.
+    The shared ``[llm]`` section defaults to api.openai.com, which is never right here;
+    ``https://api.anthropic.com``, as Anthropic's SDKs write it, gets its ``/v1``.
     """
     base = base_url.rstrip("/")
-    return ANTHROPIC_BASE_URL if url_host(base) == _OPENAI_HOST else base
+    host = url_host(base)
+    if host == _OPENAI_HOST:
+        return ANTHROPIC_BASE_URL
+    if host == _ANTHROPIC_HOST and not urlsplit(base).path:
+        # The SDKs' base URL (no /v1) would otherwise end in a bare 404.
+        return f"{base}/v1"
+    return base
 
 
 def to_wire_messages(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:

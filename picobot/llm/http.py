@@ -101,6 +101,29 @@ async def _prepend(head: bytes, chunks: AsyncIterable[bytes]) -> AsyncGenerator[
         yield chunk
 
 
+_UNEXPECTED_SHAPE = (AttributeError, KeyError, IndexError, TypeError)
+"""What reading a reply of the wrong shape raises (``choices`` an object, a string
+``delta``): the decoders check what servers really send, not every shape JSON allows."""
+RETRY_STATUSES = frozenset({408, 409, 429})
+"""Statuses below 500 worth another attempt (as the official SDKs treat them): a
+request timeout, a conflict with a concurrent request, a rate limit."""
+
+
+@contextmanager
+def reply_shape(name: str) -> Iterator[None]:
+    """Turn an error raised while reading a reply of an unexpected shape into LLMError.
+
+    So that the user is told the model failed (and the log says why), not that
+    PicoBot hit an internal error.
+    """
+    try:
+        yield
+    except _UNEXPECTED_SHAPE as exc:
+        raise LLMError(
+            f"{name}: the server's reply does not have the expected shape ({type(exc).__name__})"
+        ) from exc
+
+
 def error_text(raw: str | bytes) -> str:
     """The explanation in an error body: its JSON ``message`` when it has one, else the text.
 
@@ -242,9 +265,10 @@ class HTTPTransport:
                             aclosing(iter_sse(chunks)) as events,
                             aclosing(decode(events)) as items,
                         ):
-                            async for item in items:
-                                yielded = True
-                                yield item
+                            with reply_shape(self._name):
+                                async for item in items:
+                                    yielded = True
+                                    yield item
                 return
             except RetryableError as exc:
                 if yielded:
@@ -307,7 +331,7 @@ class HTTPTransport:
             return
         detail = await self._error_detail(resp)
         message = f"{self._name}: HTTP {resp.status}" + (f": {detail}" if detail else "")
-        if resp.status == 429 or resp.status >= 500:
+        if resp.status in RETRY_STATUSES or resp.status >= 500:
             raise RetryableError(message, parse_retry_after(resp.headers))
         raise LLMError(message)
 

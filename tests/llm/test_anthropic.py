@@ -386,6 +386,25 @@ async def test_defaults_point_at_anthropic() -> None:
     await proxy.aclose()
 
 
+@pytest.mark.parametrize(
+    ("base_url", "endpoint"),
+    [
+        # As Anthropic's SDKs write it: without /v1, which used to end in a bare 404.
+        ("https://api.anthropic.com", "https://api.anthropic.com/v1/messages"),
+        ("https://api.anthropic.com/", "https://api.anthropic.com/v1/messages"),
+        ("https://api.anthropic.com/v1", "https://api.anthropic.com/v1/messages"),
+        # Another host keeps its path as given (a gateway may not use /v1).
+        ("https://gateway.example/anthropic", "https://gateway.example/anthropic/messages"),
+    ],
+)
+async def test_the_sdk_style_base_url_gets_its_v1(base_url: str, endpoint: str) -> None:
+    provider = AnthropicProvider(LLMSettings(provider="anthropic", base_url=base_url), api_key=KEY)
+    try:
+        assert provider.endpoint == endpoint
+    finally:
+        await provider.aclose()
+
+
 def test_from_settings_reads_anthropic_api_key_by_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -13,7 +13,15 @@ from picobot.llm.base import Finish, TextDelta, ToolCall, ToolCalls
 from picobot.llm.sse import SSEEvent, SSEParser
 
 from .conftest import HELLO, WEATHER, FakeLLMServer
-from .test_openai import KEY, MakeProvider, chunk, events_of, make_provider, text_stream
+from .test_openai import (
+    KEY,
+    MakeProvider,
+    chunk,
+    completion,
+    events_of,
+    make_provider,
+    text_stream,
+)
 
 __all__ = ["make_provider"]  # the fixture, shared with test_openai
 
@@ -126,3 +134,56 @@ def test_sse_parser_reads_an_error_field_as_an_error_event() -> None:
     parser = SSEParser()
     events = parser.feed(b'error: {"message": "x"}\n\ndata: [DONE]\n\n')
     assert events == [SSEEvent("error", '{"message": "x"}'), SSEEvent("message", "[DONE]")]
+
+
+@pytest.mark.parametrize(
+    "bad_chunk",
+    [
+        {"choices": {"0": {"delta": {"content": "x"}}}},  # choices an object
+        {"choices": [{"delta": "x"}]},  # a delta that is a string
+        {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": "f"}]}}]},
+    ],
+)
+async def test_a_stream_chunk_of_the_wrong_shape_is_an_llm_error(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, bad_chunk: dict[str, Any]
+) -> None:
+    # An LLMError tells the user the model failed; anything else read as PicoBot's own bug.
+    llm_server.reply(llm_server.sse([bad_chunk, "[DONE]"]))
+    with pytest.raises(LLMError, match="openai: the server's reply does not have the expected"):
+        await events_of(make_provider(), HELLO)
+
+
+@pytest.mark.parametrize(
+    "bad_reply",
+    [
+        {"choices": {"0": {}}},
+        {"choices": [{"message": "x"}]},
+        {"choices": [{"message": {"tool_calls": [{"function": "f"}]}}]},
+    ],
+)
+async def test_a_whole_reply_of_the_wrong_shape_is_an_llm_error(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, bad_reply: dict[str, Any]
+) -> None:
+    llm_server.reply(llm_server.json_reply(bad_reply))
+    with pytest.raises(LLMError, match="does not have the expected shape"):
+        await make_provider().complete(HELLO)
+
+
+@pytest.mark.parametrize("status", [408, 409])
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_408_and_409_are_retried_as_the_sdks_do(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, status: int, streaming: bool
+) -> None:
+    llm_server.reply(
+        llm_server.json_reply({"error": {"message": "try again"}}, status=status),
+        llm_server.sse(STREAM)
+        if streaming
+        else llm_server.json_reply(completion({"role": "assistant", "content": "ok"})),
+    )
+    provider = make_provider(backoff_base=0.001)
+    if streaming:
+        events = await events_of(provider, HELLO)
+        assert [e.text for e in events if isinstance(e, TextDelta)] == ["ok"]
+    else:
+        assert (await provider.complete(HELLO)).text == "ok"
+    assert len(llm_server.requests) == 2
