@@ -131,8 +131,8 @@ class WebSocketChannel:
         """Stop accepting, let in-flight turns finish up to ``grace_secs``, close with 1001.
 
         Messages queued but not started are answered with a ``shutting_down`` error; a
-        turn still running after the grace period is cancelled (its user message is
-        already stored).
+        turn still running after the grace period is cancelled and answered so too
+        (its user message is stored if its ``session`` event was sent).
         """
         server, self._server = self._server, None
         if server is None:
@@ -147,6 +147,10 @@ class WebSocketChannel:
             _, pending = await asyncio.wait(settling, timeout=grace_secs)
             if pending:
                 log.warning("WebSocket: %d turns outlived the grace period", len(pending))
+                for conn in connections:
+                    conn.cancel_turn()
+                # Their shutting_down answers get as long as a close handshake to go out.
+                _, pending = await asyncio.wait(settling, timeout=CLOSE_TIMEOUT_SECS)
                 for conn in connections:
                     conn.cancel_work()
                 for task in pending:

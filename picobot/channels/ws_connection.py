@@ -44,6 +44,7 @@ log = logging.getLogger("picobot.channels.websocket")
 RATE_BURST = 10
 RATE_LIMITED = "Too many messages; this one was dropped. Please slow down."
 SHUTTING_DOWN = "The server is shutting down; this message was not processed."
+CUT_OFF = "The server shut down before this message was answered."
 # How long a close handshake may take before the TCP connection is dropped: a client
 # that stopped reading would otherwise hold a closing connection open forever.
 CLOSE_TIMEOUT_SECS = 2.0
@@ -144,8 +145,12 @@ class Connection:
         finally:
             flushed.cancel()
 
+    def cancel_turn(self) -> None:
+        """Cut off the request in flight (after the grace period); it is still answered."""
+        self._worker.cancel()
+
     def cancel_work(self) -> None:
-        """Cancel the worker and the pump (after the grace period, or on the way out)."""
+        """Cancel the worker and the pump (on the way out)."""
         for task in self._tasks:
             task.cancel()
 
@@ -197,6 +202,11 @@ class Connection:
                 recent = await self._kernel.recent_history(self.identity, message.limit)
                 pairs = [(m.role, m.content) for m in recent.messages]
                 self.emit(encode_history(recent.session_id, pairs, reply_to))
+        except asyncio.CancelledError:
+            # Cut off by stop(): the client still learns this request's fate, and its
+            # end. A `session` event before it said that the message was stored.
+            self._refuse(reply_to, "shutting_down", CUT_OFF)
+            raise
         except Exception:
             log.exception("WebSocket %s: request failed for %s", self.name, self.identity.user_id)
             self.emit(encode_error("internal", INTERNAL_FAILED, reply_to))

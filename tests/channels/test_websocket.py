@@ -18,6 +18,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError, InvalidStatus
 
 from picobot.channels.websocket import WebSocketChannel
+from picobot.channels.ws_connection import CUT_OFF
 from picobot.config import DataSettings, Settings
 from picobot.config_channels import WebSocketSettings
 from picobot.errors import ConfigError
@@ -475,23 +476,34 @@ async def test_stop_lets_the_turn_in_flight_finish_then_closes_with_1001(
         await connect(server.channel.url, additional_headers={"X-API-Key": KEY_A})
 
 
-async def test_a_turn_outliving_the_grace_period_is_cancelled(
+async def test_turns_outliving_the_grace_period_are_cancelled_and_answered(
     stack: AsyncExitStack, tmp_path: Path
 ) -> None:
     provider = GatedProvider()  # never released
     server = await start(stack, tmp_path, provider=provider)
-    ws, _ = await server.client()
-    async with ws:
-        await ws.send(json.dumps({"type": "chat", "text": "stuck"}))
-        assert (await recv(ws))["type"] == "session"
+    first, _ = await server.client()
+    second, _ = await server.client()  # the same key: the same current session
+    async with first, second:
+        await first.send(json.dumps({"type": "chat", "text": "stuck", "id": "1"}))
+        assert (await recv(first))["type"] == "session"
         async with asyncio.timeout(SAFETY):
             await provider.entered.wait()
+        # This turn waits for the session, behind the first: nothing of it is stored yet.
+        await second.send(json.dumps({"type": "chat", "text": "waiting", "id": "2"}))
+        await second.send(json.dumps({"type": "ping", "id": "p"}))
+        assert await recv(second) == {"type": "pong", "reply_to": "p"}
+        async with asyncio.timeout(SAFETY):
             await server.channel.stop(grace_secs=0)
-        with pytest.raises(ConnectionClosed):
-            await until_end(ws)
-        assert ws.close_code == 1001
+        # Each request still gets its answer and its end before the 1001.
+        cut_off = {"type": "error", "code": "shutting_down", "message": CUT_OFF}
+        assert await until_end(first, "1") == [{**cut_off, "reply_to": "1"}]
+        assert await until_end(second, "2") == [{**cut_off, "reply_to": "2"}]
+        for ws in (first, second):
+            with pytest.raises(ConnectionClosed):
+                await recv(ws)
+            assert ws.close_code == 1001
     _, stored = await server.stored(USER_A)
-    assert stored == [("user", "stuck")]  # the user's message was kept
+    assert stored == [("user", "stuck")]  # the first message was kept; the second never ran
 
 
 # --- confirmation ------------------------------------------------------------------------
