@@ -28,8 +28,8 @@ from websockets.datastructures import Headers
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
-from picobot.channels.ws_connection import CLOSE_TIMEOUT_SECS, Connection
-from picobot.channels.ws_protocol import MIN_KEY_LENGTH, parse_api_keys
+from picobot.channels.ws_connection import CLOSE_TIMEOUT_SECS, RATE_BURST, Connection
+from picobot.channels.ws_protocol import MIN_KEY_LENGTH, TokenBucket, parse_api_keys
 from picobot.config_channels import WebSocketSettings
 from picobot.errors import ConfigError, PicobotError
 from picobot.kernel.kernel import Kernel
@@ -84,6 +84,9 @@ class WebSocketChannel:
         self._server: Server | None = None
         self._port: int | None = None
         self._connections: set[Connection] = set()
+        # One rate limit per identity (at most one per key), shared by its connections:
+        # a client that reconnects, or opens several, gets no fresh burst.
+        self._buckets: dict[str, TokenBucket] = {}
         self._names = itertools.count(1)
         self.stopping = False
 
@@ -194,6 +197,13 @@ class WebSocketChannel:
                 found = user_id
         return found
 
+    def _bucket(self, user_id: str) -> TokenBucket:
+        bucket = self._buckets.get(user_id)
+        if bucket is None:
+            bucket = TokenBucket(self.settings.rate_limit_per_minute, RATE_BURST, self.clock)
+            self._buckets[user_id] = bucket
+        return bucket
+
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         if urlsplit(request.path).path != self.settings.path:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not found.\n")
@@ -217,7 +227,7 @@ class WebSocketChannel:
             f"c{next(self._names)}",
             kernel=self.kernel,
             settings=self.settings,
-            clock=self.clock,
+            bucket=self._bucket(user_id),
             accepting=not self.stopping,
         )
         self._connections.add(conn)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError
@@ -63,15 +63,16 @@ class Connection:
         *,
         kernel: Kernel,
         settings: WebSocketSettings,
-        clock: Callable[[], float],
+        bucket: TokenBucket,
         accepting: bool = True,
     ) -> None:
+        """``bucket`` is the rate limit of the identity, shared by all its connections."""
         self.ws = ws
         self.identity = identity
         self.name = name
         self._kernel = kernel
         self._settings = settings
-        self._bucket = TokenBucket(settings.rate_limit_per_minute, RATE_BURST, clock)
+        self._bucket = bucket
         self._outbox: asyncio.Queue[str] = asyncio.Queue(settings.send_queue_size)
         # Well below the queue's bound, so a fast stream never overflows it by itself.
         self._yield_at = max(1, min(YIELD_AT_QUEUED, settings.send_queue_size // 2))

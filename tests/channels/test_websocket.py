@@ -18,7 +18,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError, InvalidStatus
 
 from picobot.channels.websocket import WebSocketChannel
-from picobot.channels.ws_connection import CUT_OFF
+from picobot.channels.ws_connection import CUT_OFF, RATE_BURST
 from picobot.config import DataSettings, Settings
 from picobot.config_channels import WebSocketSettings
 from picobot.errors import ConfigError
@@ -343,23 +343,32 @@ async def test_frames_above_the_hard_cap_close_with_1009(server: Server) -> None
         assert (await chat(ws, "ok"))[-1]["type"] == "done"
 
 
-async def test_the_rate_limit_drops_messages_beyond_the_burst(
+async def test_the_rate_limit_drops_messages_beyond_the_burst_of_the_key(
     stack: AsyncExitStack, tmp_path: Path
 ) -> None:
     server = await start(stack, tmp_path, rate_limit_per_minute=1)
+    burst = [str(i) for i in range(RATE_BURST)]
     ws, _ = await server.client()
     async with ws:
-        for i in range(10):  # the burst
-            await ws.send(json.dumps({"type": "chat", "text": f"m{i}", "id": str(i)}))
+        for i in burst:
+            await ws.send(json.dumps({"type": "chat", "text": f"m{i}", "id": i}))
         await ws.send(json.dumps({"type": "chat", "text": "one too many", "id": "x"}))
         await ws.send(json.dumps({"type": "ping", "id": "p"}))  # pings are not limited
-        grouped = await answers(ws, [*map(str, range(10)), "x"])
+        grouped = await answers(ws, [*burst, "x"])
     assert grouped["p"] == [{"type": "pong", "reply_to": "p"}]
-    assert all(grouped[str(i)][-1]["type"] == "done" for i in range(10))
+    assert all(grouped[i][-1]["type"] == "done" for i in burst)
     assert [(f["type"], f["code"]) for f in grouped["x"]] == [("error", "rate_limited")]
+    # Reconnecting, or a second connection alongside, starts no new bucket for the key.
+    again, _ = await server.client()
+    alongside, _ = await server.client()
+    bob, _ = await server.client(KEY_B)
+    async with again, alongside, bob:
+        assert [f["code"] for f in await chat(again, "more", id="a")] == ["rate_limited"]
+        assert [f["code"] for f in await chat(alongside, "more", id="b")] == ["rate_limited"]
+        assert types(await chat(bob, "hi", id="c"))[-1] == "done"  # other keys are not touched
     _, stored = await server.stored(USER_A)
-    assert len(stored) == 20
-    assert ("user", "one too many") not in stored
+    assert len(stored) == 2 * RATE_BURST
+    assert ("user", "one too many") not in stored and ("user", "more") not in stored
 
 
 async def test_ping_is_answered_while_a_turn_is_running(
