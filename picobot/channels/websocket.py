@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from types import TracebackType
-from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
@@ -205,7 +204,9 @@ class WebSocketChannel:
         return bucket
 
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
-        if urlsplit(request.path).path != self.settings.path:
+        # The request target as sent, less its query: urlsplit would read "//host/ws" as
+        # the endpoint, and raise on "//[" (a 500 with a traceback, for anyone).
+        if request.path.partition("?")[0] != self.settings.path:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not found.\n")
         if self.authenticate(request.headers) is None:
             log.info("WebSocket refused %s: missing or invalid API key", _peer(ws))

@@ -185,6 +185,28 @@ async def test_a_wrong_path_is_404(server: Server) -> None:
     assert caught.value.response.status_code == 404
 
 
+@pytest.mark.parametrize("path", ["//[/ws", "//host/ws", "/ws#x"])
+async def test_a_path_that_only_parses_to_the_endpoint_is_404_without_a_traceback(
+    server: Server, caplog: pytest.LogCaptureFixture, path: str
+) -> None:
+    # Paths a URL parser reads as "//netloc/path" (or cannot read: "//[" is a broken
+    # IPv6 host) are not the endpoint; no request line makes the server log an error.
+    caplog.set_level(logging.INFO)
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Sec-WebSocket-Version: 13\r\nX-API-Key: {KEY_A}\r\n\r\n"
+    )
+    async with asyncio.timeout(SAFETY):
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.channel.port)
+        writer.write(request.encode())
+        status = await reader.readline()
+        writer.close()
+        await writer.wait_closed()
+    assert status.split()[1] == b"404"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 async def test_named_keys_map_to_their_identity(server: Server) -> None:
     ws, hello = await server.client(KEY_C)
     async with ws:
