@@ -35,7 +35,7 @@ from picobot.channels.ws_protocol import (
     parse_client_message,
 )
 from picobot.config_channels import WebSocketSettings
-from picobot.kernel.kernel import INTERNAL_FAILED, Kernel
+from picobot.kernel.kernel import COMMAND_FAILED, Kernel
 from picobot.messages import Identity, Inbound, Outbound
 
 # The channel's logger, not this module's: operators filter the channel by one name.
@@ -210,7 +210,8 @@ class Connection:
             raise
         except Exception:
             log.exception("WebSocket %s: request failed for %s", self.name, self.identity.user_id)
-            self.emit(encode_error("internal", INTERNAL_FAILED, reply_to))
+            # Not INTERNAL_FAILED: what failed here (a history read, say) saved nothing.
+            self.emit(encode_error("internal", COMMAND_FAILED, reply_to))
         self.emit(encode_end(reply_to))
 
     async def _relay(self, events: AsyncIterator[Outbound], reply_to: str | None) -> None:

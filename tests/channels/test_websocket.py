@@ -22,6 +22,7 @@ from picobot.channels.ws_connection import CUT_OFF, RATE_BURST
 from picobot.config import DataSettings, Settings
 from picobot.config_channels import WebSocketSettings
 from picobot.errors import ConfigError
+from picobot.kernel.kernel import COMMAND_FAILED
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity
 from picobot.runtime import Runtime, open_runtime
@@ -323,6 +324,19 @@ async def test_history_before_any_chat_is_empty(server: Server) -> None:
 
 
 # --- bad input, limits, keepalive ----------------------------------------------------------
+
+
+async def test_a_history_read_that_fails_does_not_claim_a_message_was_saved(
+    server: Server,
+) -> None:
+    ws, _ = await server.client()
+    async with ws:
+        await server.runtime.db.close()  # every read fails from now on
+        await ws.send(json.dumps({"type": "history", "id": "h"}))
+        frames = await until_end(ws, "h")
+    assert frames == [
+        {"type": "error", "code": "internal", "message": COMMAND_FAILED, "reply_to": "h"}
+    ]
 
 
 @pytest.mark.parametrize(
