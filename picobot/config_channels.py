@@ -39,7 +39,7 @@ class WebSocketSettings(Section):
     max_message_bytes: int = Field(default=65536, ge=256)
     """Largest client message accepted; larger closes nothing but gets an error event."""
     rate_limit_per_minute: int = Field(default=60, ge=1)
-    """Chat messages a connection may send per minute (token bucket, burst of 10)."""
+    """Messages an identity may send per minute, all its connections together (burst 10)."""
     ping_interval_secs: float = Field(default=20.0, gt=0)
     """Seconds between keepalive pings."""
     ping_timeout_secs: float = Field(default=20.0, gt=0)

@@ -1,9 +1,9 @@
 """``picobot serve``: every enabled channel and the background tasks in one process.
 
 Binds 127.0.0.1 by default. On SIGINT/SIGTERM it stops accepting, lets in-flight turns
-finish for ``[server] shutdown_grace_secs`` (a turn cut off later is recorded: the
-user's message is already stored, and a webhook message is processed again on the next
-start), cancels and awaits the background tasks, and exits 0.
+finish for ``[server] shutdown_grace_secs`` (a turn cut off later is answered: a
+WebSocket client gets a ``shutting_down`` error, and a webhook message is processed
+again on the next start), cancels and awaits the background tasks, and exits 0.
 """
 
 from __future__ import annotations

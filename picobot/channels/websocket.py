@@ -21,15 +21,14 @@ import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
 from types import TracebackType
-from urllib.parse import urlsplit
 
 from websockets.asyncio.server import Server, ServerConnection, serve
 from websockets.datastructures import Headers
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
-from picobot.channels.ws_connection import CLOSE_TIMEOUT_SECS, Connection
-from picobot.channels.ws_protocol import MIN_KEY_LENGTH, parse_api_keys
+from picobot.channels.ws_connection import CLOSE_TIMEOUT_SECS, RATE_BURST, Connection
+from picobot.channels.ws_protocol import MIN_KEY_LENGTH, TokenBucket, parse_api_keys
 from picobot.config_channels import WebSocketSettings
 from picobot.errors import ConfigError, PicobotError
 from picobot.kernel.kernel import Kernel
@@ -84,6 +83,9 @@ class WebSocketChannel:
         self._server: Server | None = None
         self._port: int | None = None
         self._connections: set[Connection] = set()
+        # One rate limit per identity (at most one per key), shared by its connections:
+        # a client that reconnects, or opens several, gets no fresh burst.
+        self._buckets: dict[str, TokenBucket] = {}
         self._names = itertools.count(1)
         self.stopping = False
 
@@ -131,8 +133,8 @@ class WebSocketChannel:
         """Stop accepting, let in-flight turns finish up to ``grace_secs``, close with 1001.
 
         Messages queued but not started are answered with a ``shutting_down`` error; a
-        turn still running after the grace period is cancelled (its user message is
-        already stored).
+        turn still running after the grace period is cancelled and answered so too
+        (its user message is stored if its ``session`` event was sent).
         """
         server, self._server = self._server, None
         if server is None:
@@ -147,6 +149,10 @@ class WebSocketChannel:
             _, pending = await asyncio.wait(settling, timeout=grace_secs)
             if pending:
                 log.warning("WebSocket: %d turns outlived the grace period", len(pending))
+                for conn in connections:
+                    conn.cancel_turn()
+                # Their shutting_down answers get as long as a close handshake to go out.
+                _, pending = await asyncio.wait(settling, timeout=CLOSE_TIMEOUT_SECS)
                 for conn in connections:
                     conn.cancel_work()
                 for task in pending:
@@ -190,8 +196,17 @@ class WebSocketChannel:
                 found = user_id
         return found
 
+    def _bucket(self, user_id: str) -> TokenBucket:
+        bucket = self._buckets.get(user_id)
+        if bucket is None:
+            bucket = TokenBucket(self.settings.rate_limit_per_minute, RATE_BURST, self.clock)
+            self._buckets[user_id] = bucket
+        return bucket
+
     def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
-        if urlsplit(request.path).path != self.settings.path:
+        # The request target as sent, less its query: urlsplit would read "//host/ws" as
+        # the endpoint, and raise on "//[" (a 500 with a traceback, for anyone).
+        if request.path.partition("?")[0] != self.settings.path:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not found.\n")
         if self.authenticate(request.headers) is None:
             log.info("WebSocket refused %s: missing or invalid API key", _peer(ws))
@@ -213,7 +228,7 @@ class WebSocketChannel:
             f"c{next(self._names)}",
             kernel=self.kernel,
             settings=self.settings,
-            clock=self.clock,
+            bucket=self._bucket(user_id),
             accepting=not self.stopping,
         )
         self._connections.add(conn)

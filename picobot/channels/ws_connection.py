@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 from websockets.asyncio.server import ServerConnection
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError
@@ -35,7 +35,7 @@ from picobot.channels.ws_protocol import (
     parse_client_message,
 )
 from picobot.config_channels import WebSocketSettings
-from picobot.kernel.kernel import INTERNAL_FAILED, Kernel
+from picobot.kernel.kernel import COMMAND_FAILED, Kernel
 from picobot.messages import Identity, Inbound, Outbound
 
 # The channel's logger, not this module's: operators filter the channel by one name.
@@ -44,6 +44,7 @@ log = logging.getLogger("picobot.channels.websocket")
 RATE_BURST = 10
 RATE_LIMITED = "Too many messages; this one was dropped. Please slow down."
 SHUTTING_DOWN = "The server is shutting down; this message was not processed."
+CUT_OFF = "The server shut down before this message was answered."
 # How long a close handshake may take before the TCP connection is dropped: a client
 # that stopped reading would otherwise hold a closing connection open forever.
 CLOSE_TIMEOUT_SECS = 2.0
@@ -62,15 +63,16 @@ class Connection:
         *,
         kernel: Kernel,
         settings: WebSocketSettings,
-        clock: Callable[[], float],
+        bucket: TokenBucket,
         accepting: bool = True,
     ) -> None:
+        """``bucket`` is the rate limit of the identity, shared by all its connections."""
         self.ws = ws
         self.identity = identity
         self.name = name
         self._kernel = kernel
         self._settings = settings
-        self._bucket = TokenBucket(settings.rate_limit_per_minute, RATE_BURST, clock)
+        self._bucket = bucket
         self._outbox: asyncio.Queue[str] = asyncio.Queue(settings.send_queue_size)
         # Well below the queue's bound, so a fast stream never overflows it by itself.
         self._yield_at = max(1, min(YIELD_AT_QUEUED, settings.send_queue_size // 2))
@@ -144,8 +146,12 @@ class Connection:
         finally:
             flushed.cancel()
 
+    def cancel_turn(self) -> None:
+        """Cut off the request in flight (after the grace period); it is still answered."""
+        self._worker.cancel()
+
     def cancel_work(self) -> None:
-        """Cancel the worker and the pump (after the grace period, or on the way out)."""
+        """Cancel the worker and the pump (on the way out)."""
         for task in self._tasks:
             task.cancel()
 
@@ -197,9 +203,15 @@ class Connection:
                 recent = await self._kernel.recent_history(self.identity, message.limit)
                 pairs = [(m.role, m.content) for m in recent.messages]
                 self.emit(encode_history(recent.session_id, pairs, reply_to))
+        except asyncio.CancelledError:
+            # Cut off by stop(): the client still learns this request's fate, and its
+            # end. A `session` event before it said that the message was stored.
+            self._refuse(reply_to, "shutting_down", CUT_OFF)
+            raise
         except Exception:
             log.exception("WebSocket %s: request failed for %s", self.name, self.identity.user_id)
-            self.emit(encode_error("internal", INTERNAL_FAILED, reply_to))
+            # Not INTERNAL_FAILED: what failed here (a history read, say) saved nothing.
+            self.emit(encode_error("internal", COMMAND_FAILED, reply_to))
         self.emit(encode_end(reply_to))
 
     async def _relay(self, events: AsyncIterator[Outbound], reply_to: str | None) -> None:

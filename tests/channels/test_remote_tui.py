@@ -19,7 +19,6 @@ from textual.pilot import Pilot
 from picobot.channels.tui.app import PicoBotApp
 from picobot.channels.tui.backend import ChatBackend
 from picobot.channels.tui.remote import (
-    CONNECTION_LOST,
     RemoteBackend,
     RemoteUnavailable,
     run_remote_app,
@@ -27,11 +26,12 @@ from picobot.channels.tui.remote import (
 )
 from picobot.channels.tui.widgets import ConfirmScreen, StatusLine
 from picobot.channels.websocket import WebSocketChannel
+from picobot.channels.ws_connection import CUT_OFF
 from picobot.cli import main
 from picobot.config import DataSettings, Settings
 from picobot.config_channels import WebSocketSettings
 from picobot.llm.scripted import ScriptedProvider
-from picobot.messages import Identity, Outbound, OutboundKind
+from picobot.messages import Identity, Outbound, OutboundKind, error
 from picobot.runtime import Runtime, open_runtime
 from tests.channels.gated import GatedProvider
 
@@ -125,7 +125,7 @@ async def test_a_message_over_the_servers_limit_is_refused_locally(
     assert await backend.history(5) == (None, [])  # nothing was sent, the link still works
 
 
-async def test_a_dropped_connection_is_reported_then_reopened_in_the_same_session(
+async def test_a_turn_cut_off_by_a_stop_is_reported_then_the_session_goes_on(
     stack: AsyncExitStack, tmp_path: Path
 ) -> None:
     provider = GatedProvider()
@@ -142,8 +142,8 @@ async def test_a_dropped_connection_is_reported_then_reopened_in_the_same_sessio
         await provider.entered.wait()  # held in the model now
     await channel.stop(grace_secs=0)
     rest = await collect(stream)
-    assert rest[-1].kind is OutboundKind.ERROR
-    assert rest[-1].text == CONNECTION_LOST
+    # The server answers the turn it cut off before it closes the connection.
+    assert rest[-1] == error(CUT_OFF, "shutting_down")
     # A new server on the same port: the next message reconnects and the session goes on.
     provider.gate.set()
     settings = WebSocketSettings(enabled=True, port=channel.port)

@@ -18,9 +18,11 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, ConnectionClosedError, InvalidStatus
 
 from picobot.channels.websocket import WebSocketChannel
+from picobot.channels.ws_connection import CUT_OFF, RATE_BURST
 from picobot.config import DataSettings, Settings
 from picobot.config_channels import WebSocketSettings
 from picobot.errors import ConfigError
+from picobot.kernel.kernel import COMMAND_FAILED
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity
 from picobot.runtime import Runtime, open_runtime
@@ -184,6 +186,28 @@ async def test_a_wrong_path_is_404(server: Server) -> None:
     assert caught.value.response.status_code == 404
 
 
+@pytest.mark.parametrize("path", ["//[/ws", "//host/ws", "/ws#x"])
+async def test_a_path_that_only_parses_to_the_endpoint_is_404_without_a_traceback(
+    server: Server, caplog: pytest.LogCaptureFixture, path: str
+) -> None:
+    # Paths a URL parser reads as "//netloc/path" (or cannot read: "//[" is a broken
+    # IPv6 host) are not the endpoint; no request line makes the server log an error.
+    caplog.set_level(logging.INFO)
+    request = (
+        f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+        "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+        f"Sec-WebSocket-Version: 13\r\nX-API-Key: {KEY_A}\r\n\r\n"
+    )
+    async with asyncio.timeout(SAFETY):
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.channel.port)
+        writer.write(request.encode())
+        status = await reader.readline()
+        writer.close()
+        await writer.wait_closed()
+    assert status.split()[1] == b"404"
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
 async def test_named_keys_map_to_their_identity(server: Server) -> None:
     ws, hello = await server.client(KEY_C)
     async with ws:
@@ -302,6 +326,19 @@ async def test_history_before_any_chat_is_empty(server: Server) -> None:
 # --- bad input, limits, keepalive ----------------------------------------------------------
 
 
+async def test_a_history_read_that_fails_does_not_claim_a_message_was_saved(
+    server: Server,
+) -> None:
+    ws, _ = await server.client()
+    async with ws:
+        await server.runtime.db.close()  # every read fails from now on
+        await ws.send(json.dumps({"type": "history", "id": "h"}))
+        frames = await until_end(ws, "h")
+    assert frames == [
+        {"type": "error", "code": "internal", "message": COMMAND_FAILED, "reply_to": "h"}
+    ]
+
+
 @pytest.mark.parametrize(
     ("frame", "code"),
     [
@@ -342,23 +379,32 @@ async def test_frames_above_the_hard_cap_close_with_1009(server: Server) -> None
         assert (await chat(ws, "ok"))[-1]["type"] == "done"
 
 
-async def test_the_rate_limit_drops_messages_beyond_the_burst(
+async def test_the_rate_limit_drops_messages_beyond_the_burst_of_the_key(
     stack: AsyncExitStack, tmp_path: Path
 ) -> None:
     server = await start(stack, tmp_path, rate_limit_per_minute=1)
+    burst = [str(i) for i in range(RATE_BURST)]
     ws, _ = await server.client()
     async with ws:
-        for i in range(10):  # the burst
-            await ws.send(json.dumps({"type": "chat", "text": f"m{i}", "id": str(i)}))
+        for i in burst:
+            await ws.send(json.dumps({"type": "chat", "text": f"m{i}", "id": i}))
         await ws.send(json.dumps({"type": "chat", "text": "one too many", "id": "x"}))
         await ws.send(json.dumps({"type": "ping", "id": "p"}))  # pings are not limited
-        grouped = await answers(ws, [*map(str, range(10)), "x"])
+        grouped = await answers(ws, [*burst, "x"])
     assert grouped["p"] == [{"type": "pong", "reply_to": "p"}]
-    assert all(grouped[str(i)][-1]["type"] == "done" for i in range(10))
+    assert all(grouped[i][-1]["type"] == "done" for i in burst)
     assert [(f["type"], f["code"]) for f in grouped["x"]] == [("error", "rate_limited")]
+    # Reconnecting, or a second connection alongside, starts no new bucket for the key.
+    again, _ = await server.client()
+    alongside, _ = await server.client()
+    bob, _ = await server.client(KEY_B)
+    async with again, alongside, bob:
+        assert [f["code"] for f in await chat(again, "more", id="a")] == ["rate_limited"]
+        assert [f["code"] for f in await chat(alongside, "more", id="b")] == ["rate_limited"]
+        assert types(await chat(bob, "hi", id="c"))[-1] == "done"  # other keys are not touched
     _, stored = await server.stored(USER_A)
-    assert len(stored) == 20
-    assert ("user", "one too many") not in stored
+    assert len(stored) == 2 * RATE_BURST
+    assert ("user", "one too many") not in stored and ("user", "more") not in stored
 
 
 async def test_ping_is_answered_while_a_turn_is_running(
@@ -475,23 +521,34 @@ async def test_stop_lets_the_turn_in_flight_finish_then_closes_with_1001(
         await connect(server.channel.url, additional_headers={"X-API-Key": KEY_A})
 
 
-async def test_a_turn_outliving_the_grace_period_is_cancelled(
+async def test_turns_outliving_the_grace_period_are_cancelled_and_answered(
     stack: AsyncExitStack, tmp_path: Path
 ) -> None:
     provider = GatedProvider()  # never released
     server = await start(stack, tmp_path, provider=provider)
-    ws, _ = await server.client()
-    async with ws:
-        await ws.send(json.dumps({"type": "chat", "text": "stuck"}))
-        assert (await recv(ws))["type"] == "session"
+    first, _ = await server.client()
+    second, _ = await server.client()  # the same key: the same current session
+    async with first, second:
+        await first.send(json.dumps({"type": "chat", "text": "stuck", "id": "1"}))
+        assert (await recv(first))["type"] == "session"
         async with asyncio.timeout(SAFETY):
             await provider.entered.wait()
+        # This turn waits for the session, behind the first: nothing of it is stored yet.
+        await second.send(json.dumps({"type": "chat", "text": "waiting", "id": "2"}))
+        await second.send(json.dumps({"type": "ping", "id": "p"}))
+        assert await recv(second) == {"type": "pong", "reply_to": "p"}
+        async with asyncio.timeout(SAFETY):
             await server.channel.stop(grace_secs=0)
-        with pytest.raises(ConnectionClosed):
-            await until_end(ws)
-        assert ws.close_code == 1001
+        # Each request still gets its answer and its end before the 1001.
+        cut_off = {"type": "error", "code": "shutting_down", "message": CUT_OFF}
+        assert await until_end(first, "1") == [{**cut_off, "reply_to": "1"}]
+        assert await until_end(second, "2") == [{**cut_off, "reply_to": "2"}]
+        for ws in (first, second):
+            with pytest.raises(ConnectionClosed):
+                await recv(ws)
+            assert ws.close_code == 1001
     _, stored = await server.stored(USER_A)
-    assert stored == [("user", "stuck")]  # the user's message was kept
+    assert stored == [("user", "stuck")]  # the first message was kept; the second never ran
 
 
 # --- confirmation ------------------------------------------------------------------------
