@@ -167,7 +167,8 @@ class LoggingSettings(Section):
     """Logging."""
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    """Log level."""
+    """Log level. DEBUG adds PicoBot's own detail; aiosqlite and websockets stay at INFO, as
+    their DEBUG records quote message text."""
     file: str = ""
     """Log file; empty = stderr, or <data.dir>/picobot.log while the TUI owns the terminal."""
 

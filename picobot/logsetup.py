@@ -3,6 +3,9 @@
 Every record passes a :class:`RedactingFilter` on the handler, so an API key pasted into
 a chat or an exception message never reaches a log file or the terminal. aiohttp's
 report of a malformed request (:class:`MalformedRequestFilter`) is cut to one line.
+Libraries that log what users wrote at DEBUG (aiosqlite every statement with its
+parameters, websockets every frame) stay at INFO even when ``[logging] level`` is
+DEBUG: chat text has no place in a log file, which no purge reaches.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ class MalformedRequestFilter(logging.Filter):
 
 
 _AIOHTTP_SERVER = logging.getLogger("aiohttp.server")
+CONTENT_LOGGERS = ("aiosqlite", "websockets")
+"""Loggers whose DEBUG records carry message text (SQL parameters, frames)."""
 
 
 @contextmanager
@@ -72,6 +77,9 @@ def logging_to(path: Path | None, settings: Settings) -> Iterator[logging.Handle
         root.removeHandler(h)
     root.addHandler(handler)
     root.setLevel(settings.logging.level)
+    quieted = {name: logging.getLogger(name).level for name in CONTENT_LOGGERS}
+    for name in CONTENT_LOGGERS:
+        logging.getLogger(name).setLevel(max(logging.INFO, root.level))
     malformed = MalformedRequestFilter()
     _AIOHTTP_SERVER.addFilter(malformed)
     try:
@@ -83,3 +91,5 @@ def logging_to(path: Path | None, settings: Settings) -> Iterator[logging.Handle
         for h in terminal:
             root.addHandler(h)
         root.setLevel(saved_level)
+        for name, level in quieted.items():
+            logging.getLogger(name).setLevel(level)

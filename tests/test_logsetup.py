@@ -44,3 +44,34 @@ async def test_a_malformed_request_is_one_line_without_its_content(tmp_path: Pat
     assert " WARNING aiohttp.server: " in lines[0]
     assert "rejected a malformed request (LineTooLong, HTTP 400)" in lines[0]
     assert "SOMEUSER" not in lines[0]
+
+
+async def test_debug_logs_no_chat_text_from_sqlite_or_websockets(tmp_path: Path) -> None:
+    import aiosqlite
+    from websockets.asyncio.client import connect
+    from websockets.asyncio.server import ServerConnection, serve
+
+    marker = "my-diary-entry-7f3a"
+    path = tmp_path / "picobot.log"
+
+    async def echo(ws: ServerConnection) -> None:
+        async for frame in ws:
+            await ws.send(frame)
+
+    with logging_to(path, Settings(logging={"level": "DEBUG"})):
+        logging.getLogger("picobot.test").debug("picobot's own debug line")
+        async with aiosqlite.connect(tmp_path / "t.db") as db:
+            await db.execute("CREATE TABLE t (x TEXT)")
+            await db.execute("INSERT INTO t VALUES (?)", (marker,))
+            await db.commit()
+        async with serve(echo, "127.0.0.1", 0) as server:
+            port = server.sockets[0].getsockname()[1]
+            async with connect(f"ws://127.0.0.1:{port}") as ws:
+                await ws.send(marker)
+                assert await ws.recv() == marker
+    text = path.read_text()
+    # DEBUG still works for PicoBot itself; the libraries' content never lands.
+    assert "picobot's own debug line" in text
+    assert marker not in text
+    # And the levels are restored afterwards.
+    assert logging.getLogger("aiosqlite").level == logging.NOTSET
