@@ -27,7 +27,7 @@ from picobot.llm.base import LLMProvider, TextDelta, ToolCall, ToolCalls
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo, NotCurrentSession, StoredMessage
+from picobot.store.messages import MessageRepo, NotCurrentSession, SessionGone, StoredMessage
 from picobot.store.sessions import ChatKey, SessionRepo
 from picobot.store.tool_records import ToolRecordRepo
 from picobot.tools.base import ToolRegistry
@@ -42,6 +42,7 @@ INTERNAL_FAILED = (
     "Sorry, something went wrong on my side. Your message was saved; please try again."
 )
 COMMAND_FAILED = "Sorry, something went wrong on my side; please try again."
+SESSION_GONE = "This session was deleted meanwhile, so nothing more is saved in it."
 REPLY_STORE_FAILED = (
     "Sorry, my storage failed while saving my answer. Your message was saved; "
     "please try again shortly."
@@ -277,6 +278,11 @@ class Kernel:
                 log.exception("could not store the message of %s", identity.user_id)
                 yield error(STORE_FAILED, code="store_unavailable", session_id=session_id)
                 return
+            except SessionGone:
+                if chat is not None:
+                    raise  # the caller resolves the chat's session again
+                yield error(SESSION_GONE, code="session_deleted", session_id=session_id)
+                return
             # Sent only now: a client may take this event as proof its message is stored.
             yield Outbound(OutboundKind.SESSION, session_id=session_id)
             if after is not None and after.role == "assistant":
@@ -299,6 +305,13 @@ class Kernel:
                 )
             except UserError as exc:
                 yield error(str(exc), code="user", session_id=session_id)
+                return
+            except SessionGone:
+                # Purged while the model answered: the reply has nowhere to go.
+                log.info(
+                    "session %s was deleted during a turn; its reply is not stored", session_id
+                )
+                yield error(SESSION_GONE, code="session_deleted", session_id=session_id)
                 return
             except LLMError:
                 METRICS.llm_errors.inc()

@@ -48,6 +48,10 @@ class NotCurrentSession(Exception):
     """The session is no longer the chat's current one (``append(if_current_of=...)``)."""
 
 
+class SessionGone(NotCurrentSession):
+    """The session no longer exists: it was purged (or expired) while a turn ran in it."""
+
+
 class MessageRepo:
     """Append and read messages."""
 
@@ -76,7 +80,8 @@ class MessageRepo:
 
         With ``if_current_of``, the message is stored only if ``session_id`` is still
         that chat's current session, checked in the same transaction: else nothing is
-        stored and :class:`NotCurrentSession` is raised. A session switched or deleted
+        stored and :class:`NotCurrentSession` is raised. A session that no longer exists
+        raises :class:`SessionGone` (a NotCurrentSession) in any case. A session switched or deleted
         meanwhile (a command, another process, a purge) is never written to, which lets
         the kernel skip the read that looks the session up when it remembers it.
         """
@@ -95,9 +100,12 @@ class MessageRepo:
                     return stored
                 if stored is not None:
                     source = None
+            # Touched first: no row touched means the session is gone (a purge while the
+            # model was answering), said plainly rather than as a foreign-key failure.
+            if conn.execute(_TOUCH, (now, session_id)).rowcount == 0:
+                raise SessionGone(session_id)
             args = (session_id, session_id, role, content, token_estimate, now, source)
             msg_id, seq = conn.execute(_INSERT, args).fetchone()
-            conn.execute(_TOUCH, (now, session_id))
             return StoredMessage(msg_id, session_id, seq, role, content, token_estimate, now)
 
         # One trip to the writer thread, group-committed with concurrent turns.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from picobot.store.db import Database
+from picobot.store.messages import SessionGone
 
 
 class ToolRecordRepo:
@@ -21,10 +22,17 @@ class ToolRecordRepo:
         ok: bool,
         created_at: float,
     ) -> None:
-        """Store one invocation; ``arguments`` is the raw JSON text the model sent."""
+        """Store one invocation; ``arguments`` is the raw JSON text the model sent.
+
+        Raises :class:`SessionGone` if the session no longer exists.
+        """
         async with self._db.transaction() as conn:
-            await conn.execute(
+            cur = await conn.execute(
                 "INSERT INTO tool_records (session_id, user_id, name, arguments, result, ok,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (session_id, user_id, name, arguments, result, int(ok), created_at),
+                " created_at) SELECT ?, ?, ?, ?, ?, ?, ?"
+                " WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
+                (session_id, user_id, name, arguments, result, int(ok), created_at, session_id),
             )
+            if cur.rowcount == 0:
+                # Purged while the tool ran: said plainly, not as a foreign-key failure.
+                raise SessionGone(session_id)
