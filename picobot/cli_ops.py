@@ -207,6 +207,9 @@ def format_status(status: StoreStatus, interval_secs: float, now: float) -> list
     stale_after = 2 * interval_secs
     if run is None or run.last_started_at is None:
         lines.append("retention: never run")
+        # The purge warning too: a purge that failed before retention ever ran is the
+        # case an operator most needs to hear about.
+        lines += _erasure_lines(status.erasure)
         lines.append("warning: retention has never run; start the server or run `retention run`")
         return lines
     if run.last_finished_at is not None:
@@ -214,18 +217,7 @@ def format_status(status: StoreStatus, interval_secs: float, now: float) -> list
         lines.append(f"retention: last run {format_ts(run.last_finished_at)}, {outcome}")
     if run.unfinished:
         lines.append(f"retention: a run started {format_ts(run.last_started_at)} has not finished")
-    erasure = status.erasure
-    if erasure is not None and erasure.waiting_since is not None and erasure.due is not None:
-        lines.append(
-            f"retention: rows deleted since {format_ts(erasure.waiting_since)} leave residue"
-            f" until the first run from {format_ts(erasure.due)} erases it"
-        )
-    if erasure is not None and erasure.purge_residue_since is not None:
-        lines.append(
-            f"warning: a purge started {format_ts(erasure.purge_residue_since)} has not"
-            " erased what it deleted (it failed, was cut short or is still running);"
-            " the next retention run erases it"
-        )
+    lines += _erasure_lines(status.erasure)
     last = max(run.last_started_at, run.last_finished_at or 0.0)
     if run.ok is False:
         lines.append("warning: the last retention run failed; see the error above and the log")
@@ -235,6 +227,25 @@ def format_status(status: StoreStatus, interval_secs: float, now: float) -> list
             f" its interval ({human_duration(interval_secs)}); is the server running?"
         )
     return lines
+
+
+def _erasure_lines(erasure: ErasureState | None) -> list[str]:
+    """What ``status`` says about residue waiting to be erased, if any."""
+    from picobot.tasks.retention import format_ts
+
+    out: list[str] = []
+    if erasure is not None and erasure.waiting_since is not None and erasure.due is not None:
+        out.append(
+            f"retention: rows deleted since {format_ts(erasure.waiting_since)} leave residue"
+            f" until the first run from {format_ts(erasure.due)} erases it"
+        )
+    if erasure is not None and erasure.purge_residue_since is not None:
+        out.append(
+            f"warning: a purge started {format_ts(erasure.purge_residue_since)} has not"
+            " erased what it deleted (it failed, was cut short or is still running);"
+            " the next retention run erases it"
+        )
+    return out
 
 
 def human_bytes(size: int) -> str:

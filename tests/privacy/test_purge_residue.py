@@ -144,8 +144,11 @@ async def test_a_purge_that_erased_leaves_nothing_for_retention(db: Database) ->
     assert not (await fresh.run()).erased
 
 
-def test_status_warns_of_a_purge_that_left_residue() -> None:
-    ok = TaskRun("retention", T0, T0 + 1, True, "deleted nothing", None)
+@pytest.mark.parametrize("ran", [True, False])
+def test_status_warns_of_a_purge_that_left_residue(ran: bool) -> None:
+    # Also when retention never ran: a purge that failed first is then the only warning
+    # of residue (before, status stopped at "never run" and said nothing of it).
+    ok = TaskRun("retention", T0, T0 + 1, True, "deleted nothing", None) if ran else None
     erasure = ErasureState(T0, None, None, purge_residue_since=T0 - 3600)
     lines = format_status(StoreStatus(3, 3, 1, 2, 3, ok, erasure), 3600, T0 + 60)
     assert any(
