@@ -74,24 +74,34 @@ class SummaryRepo:
         covered_seq: int,
         token_estimate: int,
         now: float,
+        *,
+        replaces: int | None = None,
     ) -> bool:
         """Insert or replace the session's summary; return whether it was written.
 
         Nothing is written when the session or its message ``covered_seq`` no longer
         exists: a purge that ran while the model was summarizing must not be undone
-        by a summary of the data it deleted.
+        by a summary of the data it deleted. With ``replaces``, the ``covered_seq`` of
+        the summary this one was built on (0: none), nothing is written either if the
+        stored summary is another by now: another process folded further meanwhile,
+        and writing would roll its summary back.
         """
+        check = -1 if replaces is None else replaces
         async with self._db.transaction() as conn:
             cur = await conn.execute(
                 "INSERT INTO session_summaries"
                 " (session_id, summary, covered_seq, token_estimate, updated_at)"
                 " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM messages"
-                " WHERE session_id = ? AND seq_order = ?)"
+                " WHERE session_id = ? AND seq_order = ?) AND (? < 0 OR COALESCE("
+                "(SELECT covered_seq FROM session_summaries WHERE session_id = ?), 0) = ?)"
                 " ON CONFLICT (session_id) DO UPDATE SET summary = excluded.summary,"
                 " covered_seq = excluded.covered_seq,"
                 " token_estimate = excluded.token_estimate,"
                 " updated_at = excluded.updated_at",
-                (session_id, summary, covered_seq, token_estimate, now, session_id, covered_seq),
+                (
+                    *(session_id, summary, covered_seq, token_estimate, now),
+                    *(session_id, covered_seq, check, session_id, check),
+                ),
             )
             written = cur.rowcount > 0
             await cur.close()

@@ -273,7 +273,8 @@ class Summarizer:
             if not batch:
                 return _Outcome(stored=stored)
             if not await self._fold_chunk(session_id, previous, batch):
-                # The session or its messages were purged meanwhile: nothing to do.
+                # The session or its messages were purged meanwhile, or another
+                # process folded them: nothing to do.
                 return _Outcome(stored=stored)
             stored = True
 
@@ -295,7 +296,12 @@ class Summarizer:
         text = truncate_to_tokens(self._estimator, text, self._max_summary)
         last = batch[-1].seq_order
         saved = await self.repo.save(
-            session_id, text, last, self._estimator.estimate(text), self._clock()
+            session_id,
+            text,
+            last,
+            self._estimator.estimate(text),
+            self._clock(),
+            replaces=previous.covered_seq if previous else 0,
         )
         if saved:
             log.info(

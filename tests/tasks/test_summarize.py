@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -417,3 +418,28 @@ async def test_many_short_messages_keep_the_prompt_within_its_bound(
         assert prompt_cost(ESTIMATOR, prompt) <= 300 + 100 + PROMPT_OVERHEAD_TOKENS
     stored = await summarizer.repo.get(sid)
     assert stored is not None and stored.covered_seq == 390
+
+
+async def test_a_slower_process_cannot_roll_the_summary_back(
+    db: Database, sup: TaskSupervisor, tmp_path: Path
+) -> None:
+    # Two processes on one file (`picobot serve` and `picobot tui`), each summarizing.
+    sid = await new_session(db)
+    await add_messages(db, sid, 30)
+    slow = GatedProvider("SLOW: messages 1-20")
+    slow_summarizer = make(db, slow, sup)
+    other = await Database.open(tmp_path / "data" / "conversations.db")
+    try:
+        fast = make(other, ScriptedProvider(["FAST: 1-20", "FAST: 1-35"]), sup)
+        pending = asyncio.create_task(slow_summarizer.summarize_session(sid))
+        await slow.entered.wait()  # read no summary, folding 1-20
+        assert await fast.summarize_session(sid)
+        await add_messages(db, sid, 15)
+        assert await fast.summarize_session(sid)
+        slow.release.set()
+
+        assert await pending is False  # its summary replaces one that is gone
+    finally:
+        await other.close()
+    stored = await slow_summarizer.repo.get(sid)
+    assert stored is not None and (stored.summary, stored.covered_seq) == ("FAST: 1-35", 35)
