@@ -34,7 +34,7 @@ from picobot.store.migrations import require_current_schema
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks.retention import RetentionTask
-from picobot.tasks.summarize import Summarizer
+from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
 from picobot.tools.base import ToolRegistry
 from picobot.tools.memory import MemoryTool
@@ -161,12 +161,15 @@ async def open_runtime(
         )
         tasks = await stack.enter_async_context(TaskSupervisor())
         memory = settings.session.memory
+        chunk_tokens, summary_tokens = summary_limits(settings.llm)
         summarizer = Summarizer(
             db,
             llm,
             kernel.estimator,
             memory,
             supervisor=tasks,
+            max_chunk_tokens=chunk_tokens,
+            max_summary_tokens=summary_tokens,
             clock=kernel.clock,
             debounce_secs=SUMMARY_DEBOUNCE_SECS,
         )

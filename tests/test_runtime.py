@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from picobot.config import Settings
+from picobot.kernel.tokens import prompt_cost
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
@@ -171,3 +172,24 @@ async def test_legacy_sessions_json_is_imported_at_startup(tmp_path: Path) -> No
     assert "tulips" in found
     assert (data / "sessions.json.migrated").is_file()
     assert not (data / "sessions.json").exists()
+
+
+async def test_summarization_prompts_fit_the_local_models_context(tmp_path: Path) -> None:
+    # A 2048-token model: the default 6000-token chunks could never be summarized.
+    conf = Settings(
+        data={"dir": str(tmp_path / "data")},
+        llm={"provider": "local", "context_tokens": 2048, "max_tokens": 256},
+        session={"memory": {"summarization_trigger_tokens": 1000}},
+    )
+    provider = ScriptedProvider()
+    async with open_runtime(conf, provider=provider) as rt:
+        sid = await rt.kernel.sessions.current_or_create("tui", "local", "tui:alice")
+        text = "we talked about the garden and the new greenhouse " * 8
+        for _ in range(60):
+            await rt.kernel.messages.append(sid, "user", text, rt.kernel.estimator.estimate(text))
+        assert await rt.summarizer.summarize_session(sid)
+        stored = await rt.summarizer.repo.get(sid)
+    assert stored is not None and stored.covered_seq == 50
+    assert provider.prompts
+    for prompt in provider.prompts:
+        assert prompt_cost(rt.kernel.estimator, prompt) + 256 <= 2048

@@ -74,24 +74,34 @@ class SummaryRepo:
         covered_seq: int,
         token_estimate: int,
         now: float,
+        *,
+        replaces: int | None = None,
     ) -> bool:
         """Insert or replace the session's summary; return whether it was written.
 
         Nothing is written when the session or its message ``covered_seq`` no longer
         exists: a purge that ran while the model was summarizing must not be undone
-        by a summary of the data it deleted.
+        by a summary of the data it deleted. With ``replaces``, the ``covered_seq`` of
+        the summary this one was built on (0: none), nothing is written either if the
+        stored summary is another by now: another process folded further meanwhile,
+        and writing would roll its summary back.
         """
+        check = -1 if replaces is None else replaces
         async with self._db.transaction() as conn:
             cur = await conn.execute(
                 "INSERT INTO session_summaries"
                 " (session_id, summary, covered_seq, token_estimate, updated_at)"
                 " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM messages"
-                " WHERE session_id = ? AND seq_order = ?)"
+                " WHERE session_id = ? AND seq_order = ?) AND (? < 0 OR COALESCE("
+                "(SELECT covered_seq FROM session_summaries WHERE session_id = ?), 0) = ?)"
                 " ON CONFLICT (session_id) DO UPDATE SET summary = excluded.summary,"
                 " covered_seq = excluded.covered_seq,"
                 " token_estimate = excluded.token_estimate,"
                 " updated_at = excluded.updated_at",
-                (session_id, summary, covered_seq, token_estimate, now, session_id, covered_seq),
+                (
+                    *(session_id, summary, covered_seq, token_estimate, now),
+                    *(session_id, covered_seq, check, session_id, check),
+                ),
             )
             written = cur.rowcount > 0
             await cur.close()
@@ -141,28 +151,33 @@ class SummaryRepo:
         upto_seq: int,
         *,
         max_tokens: int | None = None,
+        per_message_tokens: int = 0,
         max_messages: int = 1000,
     ) -> list[StoredMessage]:
         """Messages with ``after_seq < seq_order <= upto_seq``, oldest first.
 
-        With ``max_tokens``, only the oldest run whose estimates sum to at most
+        With ``max_tokens``, only the oldest run whose costs sum to at most
         ``max_tokens`` is returned, but always at least the first message, so a caller
-        folding in chunks always makes progress. ``max_messages`` caps the rows read.
+        folding in chunks always makes progress. A message costs its estimate plus
+        ``per_message_tokens`` (what the caller adds around each, such as a header).
+        ``max_messages`` caps the rows read.
         """
         budget = -1 if max_tokens is None else max(1, max_tokens)
+        extra = max(0, per_message_tokens)
         # The running sum spans at most max_messages rows (inner LIMIT), and only rows
         # that start inside the budget are returned, so a huge backlog is never read
-        # whole. Estimates are never negative, so the kept rows are a contiguous prefix.
+        # whole. Costs are never negative, so the kept rows are a contiguous prefix.
         rows = await self._db.fetchall(
             "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
-            " FROM (SELECT *, SUM(token_estimate) OVER (ORDER BY seq_order) AS running"
+            " FROM (SELECT *, SUM(token_estimate + ?) OVER (ORDER BY seq_order) AS running"
             " FROM (SELECT * FROM messages WHERE session_id = ? AND seq_order > ?"
             " AND seq_order <= ? ORDER BY seq_order LIMIT ?))"
-            " WHERE ? < 0 OR running - token_estimate < ? ORDER BY seq_order",
-            (session_id, after_seq, upto_seq, max_messages, budget, budget),
+            " WHERE ? < 0 OR running - token_estimate - ? < ? ORDER BY seq_order",
+            (extra, session_id, after_seq, upto_seq, max_messages, budget, extra, budget),
         )
         messages = [_message(r) for r in rows]
-        if budget >= 0 and len(messages) > 1 and sum(m.token_estimate for m in messages) > budget:
+        used = sum(m.token_estimate + extra for m in messages)
+        if budget >= 0 and len(messages) > 1 and used > budget:
             # The last row started inside the budget but overflows it; the first row
             # stays even when it alone is too big, so callers always make progress.
             messages.pop()

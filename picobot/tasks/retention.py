@@ -302,11 +302,11 @@ class RetentionTask:
         purge = await last_run(self._db, PURGE_ERASE_TASK_NAME)
         purge_left = purge_left_residue(purge, may_be_running=not self._first_run)
         self._first_run = False
-        if (
-            suspect
-            or purge_left
-            or (waiting and (last is None or now - last >= self._erase_interval))
-        ):
+        # An erasure recorded later than now (the clock ran ahead, then was put right)
+        # tells nothing about the interval; waiting for the clock to catch up would
+        # leave residue on disk for as long as it ran ahead.
+        overdue = last is None or now < last or now - last >= self._erase_interval
+        if suspect or purge_left or (waiting and overdue):
             await erase_residue(self._db, vacuum=self._vacuum)
             await self._record_erasure(now, self._clock(), RESIDUE_ERASED)
             if purge_left and purge is not None and purge.last_started_at is not None:

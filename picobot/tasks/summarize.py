@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from picobot.config import MemorySettings
+from picobot.config import LLMSettings, MemorySettings
 from picobot.errors import PicobotError
 from picobot.kernel.context import ToolContext
 from picobot.kernel.tokens import TokenEstimator, truncate_to_tokens
@@ -46,6 +46,34 @@ SYSTEM_PROMPT = (
 )
 
 
+PROMPT_OVERHEAD_TOKENS = 300
+"""What a summarization prompt costs beyond its quoted text (the instructions, the
+framing, a chat template's markers), rounded up: about 200 with the default estimate."""
+
+
+MAX_CHUNK_TOKENS = 6000
+"""Most tokens of messages quoted in one summarization prompt (headers included)."""
+MAX_SUMMARY_TOKENS = 800
+"""Most tokens of a stored summary."""
+
+
+def summary_limits(llm: LLMSettings) -> tuple[int, int]:
+    """``(max_chunk_tokens, max_summary_tokens)`` for the configured model.
+
+    A summary is at most what one reply may hold (``max_tokens``), so the model is
+    not cut off halfway through it. The local model's context window is known
+    (``context_tokens``): its prompts, previous summary and reply fit in it, else every
+    summarization would fail. A remote model's window is not known; the defaults stand.
+    """
+    summary = min(MAX_SUMMARY_TOKENS, llm.max_tokens)
+    chunk = MAX_CHUNK_TOKENS
+    if llm.provider == "local":
+        room = llm.context_tokens - llm.max_tokens - PROMPT_OVERHEAD_TOKENS
+        summary = max(1, min(summary, room // 4))
+        chunk = max(1, min(chunk, room - summary))
+    return chunk, summary
+
+
 class SummarizationFailed(PicobotError):
     """Some sessions could not be summarized in a periodic check (they are retried)."""
 
@@ -62,6 +90,10 @@ def _quote(source: str, text: str) -> str:
     return f'<data source="{source}" trust="untrusted">\n{safe}\n</data>'
 
 
+def _header(seq_order: int, role: str) -> str:
+    return f"[#{seq_order} {role}] "
+
+
 def build_prompt(
     previous: str,
     messages: Sequence[StoredMessage],
@@ -75,7 +107,7 @@ def build_prompt(
     # stays bounded whatever one message holds.
     per_message = max(1, max_input_tokens)
     lines = [
-        f"[#{m.seq_order} {m.role}] {truncate_to_tokens(estimator, m.content, per_message)}"
+        _header(m.seq_order, m.role) + truncate_to_tokens(estimator, m.content, per_message)
         for m in messages
     ]
     prior = truncate_to_tokens(estimator, previous, max_summary_tokens) if previous else ""
@@ -104,8 +136,8 @@ class Summarizer:
         settings: MemorySettings,
         *,
         supervisor: TaskSupervisor,
-        max_chunk_tokens: int = 6000,
-        max_summary_tokens: int = 800,
+        max_chunk_tokens: int = MAX_CHUNK_TOKENS,
+        max_summary_tokens: int = MAX_SUMMARY_TOKENS,
         max_sessions_per_check: int = 50,
         clock: Callable[[], float] = time.time,
         debounce_secs: float = 0.0,
@@ -224,6 +256,9 @@ class Summarizer:
         if await self.repo.unsummarized_tokens(session_id) <= trigger:
             return _Outcome()
         upto = await self.repo.last_seq(session_id) - self._settings.summarization_keep_recent
+        # Each quoted message gets a "[#seq role] " line; a chunk pays for those too,
+        # which in a run of one-word messages cost more than the messages.
+        header = self._estimator.estimate(_header(max(upto, 0), "assistant")) + 1
         stored = False
         # Chunk by chunk until everything but the recent messages is folded; each
         # chunk is saved, so a failure later keeps the progress made so far.
@@ -233,12 +268,13 @@ class Summarizer:
             if upto <= covered:
                 return _Outcome(stored=stored)
             batch = await self.repo.messages_between(
-                session_id, covered, upto, max_tokens=self._chunk
+                session_id, covered, upto, max_tokens=self._chunk, per_message_tokens=header
             )
             if not batch:
                 return _Outcome(stored=stored)
             if not await self._fold_chunk(session_id, previous, batch):
-                # The session or its messages were purged meanwhile: nothing to do.
+                # The session or its messages were purged meanwhile, or another
+                # process folded them: nothing to do.
                 return _Outcome(stored=stored)
             stored = True
 
@@ -260,7 +296,12 @@ class Summarizer:
         text = truncate_to_tokens(self._estimator, text, self._max_summary)
         last = batch[-1].seq_order
         saved = await self.repo.save(
-            session_id, text, last, self._estimator.estimate(text), self._clock()
+            session_id,
+            text,
+            last,
+            self._estimator.estimate(text),
+            self._clock(),
+            replaces=previous.covered_seq if previous else 0,
         )
         if saved:
             log.info(

@@ -350,6 +350,33 @@ async def test_the_erasure_waits_for_its_interval_and_then_runs(
         RetentionTask(db, max_age_days=90, erase_interval_secs=-1)
 
 
+async def test_an_erasure_recorded_in_the_future_does_not_defer_the_next(
+    db: Database, clock: Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The clock ran 30 days ahead when the last erasure was recorded, then was put right.
+    erasures: list[float] = []
+
+    async def spy(database: Database, *, vacuum: bool = True) -> None:
+        erasures.append(clock.now)
+        await erase_residue(database, vacuum=vacuum)
+
+    monkeypatch.setattr(retention_module, "erase_residue", spy)
+    interval = DAY
+    clock.now = T0 + 30 * DAY
+    await RetentionTask(db, max_age_days=90, clock=clock, erase_interval_secs=interval).run()
+    clock.now = T0
+    await add_session(db, ALICE, "s", at=ago(100))
+    await add_message(db, "s", "expired heron", at=ago(100))
+
+    report = await RetentionTask(
+        db, max_age_days=90, clock=clock, erase_interval_secs=interval
+    ).run()
+
+    assert report.counts.messages == 1
+    assert report.erased and erasures == [T0 + 30 * DAY, T0]
+    assert (await erasure_state(db, interval)).waiting_since is None
+
+
 @pytest.mark.parametrize("interval", [86_400, 0])
 async def test_the_server_erases_on_its_configured_interval(tmp_path: Path, interval: int) -> None:
     from picobot.config import Settings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ from picobot.kernel.context import ToolContext
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.retriever import WindowRetriever
 from picobot.kernel.summary_commands import SummaryCommands
-from picobot.kernel.tokens import CharTokenEstimator
+from picobot.kernel.tokens import CharTokenEstimator, prompt_cost
 from picobot.llm.base import ChatMessage, Completion, ToolSpec
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound, OutboundKind
@@ -21,7 +22,7 @@ from picobot.store.db import Database
 from picobot.store.messages import MessageRepo, StoredMessage
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
-from picobot.tasks.summarize import SummarizationFailed, Summarizer
+from picobot.tasks.summarize import PROMPT_OVERHEAD_TOKENS, SummarizationFailed, Summarizer
 from picobot.tasks.supervisor import TaskSupervisor
 
 HOUR = 3600.0
@@ -155,7 +156,9 @@ async def test_big_backlog_is_folded_in_bounded_chunks(db: Database, sup: TaskSu
     sid = await new_session(db)
     await add_messages(db, sid, 30)
     provider = ScriptedProvider([f"summary {i}" for i in range(1, 5)])
-    summarizer = make(db, provider, sup, max_chunk_tokens=5 * MSG_TOKENS)
+    # A quoted message costs its tokens plus its "[#seq role] " line header.
+    line = MSG_TOKENS + ESTIMATOR.estimate("[#20 assistant] ") + 1
+    summarizer = make(db, provider, sup, max_chunk_tokens=5 * line)
 
     assert await summarizer.summarize_session(sid)
 
@@ -387,3 +390,56 @@ async def test_summary_command(db: Database) -> None:
 
     [help_text] = await router.dispatch(ME, sid, "/help")
     assert "/summary" in help_text.text
+
+
+async def test_many_short_messages_keep_the_prompt_within_its_bound(
+    db: Database, sup: TaskSupervisor
+) -> None:
+    # Each line's "[#seq role] " header costs more than a one-word message itself.
+    sid = await new_session(db)
+    repo = MessageRepo(db)
+    for i in range(400):
+        await repo.append(sid, "user" if i % 2 else "assistant", "ok", 1)
+    provider = ScriptedProvider()
+    summarizer = Summarizer(
+        db,
+        provider,
+        ESTIMATOR,
+        MemorySettings(summarization_trigger_tokens=100, summarization_keep_recent=10),
+        supervisor=sup,
+        max_chunk_tokens=300,
+        max_summary_tokens=100,
+    )
+
+    assert await summarizer.summarize_session(sid)
+
+    assert len(provider.prompts) > 1
+    for prompt in provider.prompts:
+        assert prompt_cost(ESTIMATOR, prompt) <= 300 + 100 + PROMPT_OVERHEAD_TOKENS
+    stored = await summarizer.repo.get(sid)
+    assert stored is not None and stored.covered_seq == 390
+
+
+async def test_a_slower_process_cannot_roll_the_summary_back(
+    db: Database, sup: TaskSupervisor, tmp_path: Path
+) -> None:
+    # Two processes on one file (`picobot serve` and `picobot tui`), each summarizing.
+    sid = await new_session(db)
+    await add_messages(db, sid, 30)
+    slow = GatedProvider("SLOW: messages 1-20")
+    slow_summarizer = make(db, slow, sup)
+    other = await Database.open(tmp_path / "data" / "conversations.db")
+    try:
+        fast = make(other, ScriptedProvider(["FAST: 1-20", "FAST: 1-35"]), sup)
+        pending = asyncio.create_task(slow_summarizer.summarize_session(sid))
+        await slow.entered.wait()  # read no summary, folding 1-20
+        assert await fast.summarize_session(sid)
+        await add_messages(db, sid, 15)
+        assert await fast.summarize_session(sid)
+        slow.release.set()
+
+        assert await pending is False  # its summary replaces one that is gone
+    finally:
+        await other.close()
+    stored = await slow_summarizer.repo.get(sid)
+    assert stored is not None and (stored.summary, stored.covered_seq) == ("FAST: 1-35", 35)
