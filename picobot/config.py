@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -71,7 +71,8 @@ class LLMSettings(Section):
     max_retries: int = Field(default=3, ge=0, le=10)
     """Retries on HTTP 408/409/429/5xx and connection errors, with exponential backoff."""
     context_tokens: int = Field(default=8192, ge=512)
-    """Context window of the local model (n_ctx)."""
+    """Context window of the local model (n_ctx); must hold session.memory.context_budget_tokens
+    plus max_tokens (checked at load)."""
     max_tool_rounds: int = Field(default=4, ge=0, le=20)
     """Tool-call rounds allowed in one turn before the model must answer."""
 
@@ -203,6 +204,21 @@ class Settings(BaseSettings):
     logging: LoggingSettings = LoggingSettings()
     """Logging."""
 
+    @model_validator(mode="after")
+    def _prompt_fits_the_local_model(self) -> Settings:
+        # The local model's window is known: a prompt of the full budget plus a reply of
+        # max_tokens must fit in it, else every long enough turn fails in llama.cpp.
+        need = self.session.memory.context_budget_tokens + self.llm.max_tokens
+        if self.llm.provider == "local" and need > self.llm.context_tokens:
+            raise ValueError(
+                f"llm.context_tokens ({self.llm.context_tokens}) must hold a full prompt"
+                f" (session.memory.context_budget_tokens,"
+                f" {self.session.memory.context_budget_tokens}) plus a reply (llm.max_tokens,"
+                f" {self.llm.max_tokens}): raise context_tokens to at least {need} or lower"
+                " the others"
+            )
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -283,7 +299,7 @@ def describe_errors(exc: ValidationError, *, environment: bool = False) -> list[
     lines = []
     for err in exc.errors():
         parts = [str(part) for part in err["loc"]]
-        loc = ".".join(parts) or "(root)"
+        loc = ".".join(parts) or "settings"
         reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
         variable = _variable_of(parts) if environment else None
         lines.append(f"{variable} ({loc}): {reason}" if variable else f"{loc}: {reason}")

@@ -179,6 +179,20 @@ def test_a_base_url_that_is_a_url_loads(write_config: WriteConfig, url: str) -> 
     assert settings.llm.base_url == url == settings.channels.webhook.slack.api_base_url
 
 
+def test_the_local_model_must_hold_a_full_prompt_and_a_reply(write_config: WriteConfig) -> None:
+    # 4000 + 512 > 4096: every turn with a full prompt would fail inside llama.cpp.
+    write_config("[llm]\ncontext_tokens = 4096\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    (problem,) = info.value.problems
+    assert problem.startswith("settings: ") and "at least 4512" in problem
+    # A remote model's window is its server's business; a bigger one fits.
+    write_config('[llm]\nprovider = "openai"\ncontext_tokens = 4096\n')
+    assert load_settings().llm.context_tokens == 4096
+    write_config("[llm]\ncontext_tokens = 4512\n")
+    assert load_settings().llm.context_tokens == 4512
+
+
 def test_bad_env_value_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PICOBOT_LLM__MAX_TOKENS", "many")
     with pytest.raises(ConfigError) as info:

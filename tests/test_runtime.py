@@ -179,7 +179,7 @@ async def test_summarization_prompts_fit_the_local_models_context(tmp_path: Path
     conf = Settings(
         data={"dir": str(tmp_path / "data")},
         llm={"provider": "local", "context_tokens": 2048, "max_tokens": 256},
-        session={"memory": {"summarization_trigger_tokens": 1000}},
+        session={"memory": {"summarization_trigger_tokens": 1000, "context_budget_tokens": 1792}},
     )
     provider = ScriptedProvider()
     async with open_runtime(conf, provider=provider) as rt:
