@@ -4,7 +4,8 @@ When a session's unsummarized history passes ``summarization_trigger_tokens``, e
 message but the last ``summarization_keep_recent`` is folded into the stored summary,
 incrementally: the model sees the previous summary plus only the newly folded
 messages, in chunks of bounded size. Messages are never altered or deleted here. A
-failed model call leaves everything as it was; the periodic :meth:`check_all` retries.
+failed model call leaves everything as it was; the session is tried again after a
+backoff (5 minutes, doubling up to a day: :mod:`picobot.tasks.backoff`).
 
 Wiring (done by the runtime)::
 
@@ -30,6 +31,7 @@ from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.store.db import Database
 from picobot.store.messages import StoredMessage
 from picobot.store.summaries import Summary, SummaryRepo
+from picobot.tasks.backoff import FailureBackoff
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -162,6 +164,7 @@ class Summarizer:
         # Tasks started by notify(), so each session has at most one queued at a time.
         self._scheduled: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
+        self._failures = FailureBackoff()
 
     @property
     def enabled(self) -> bool:
@@ -198,9 +201,14 @@ class Summarizer:
         if not self.enabled:
             return "disabled"
         trigger = self._settings.summarization_trigger_tokens
+        # Sessions that failed lately are passed over, so they cannot fill every check.
+        held = self._failures.all_held(self._clock())
         due = await self.repo.sessions_over(
-            trigger, self._per_check, keep_recent=self._settings.summarization_keep_recent
+            trigger,
+            self._per_check + len(held),
+            keep_recent=self._settings.summarization_keep_recent,
         )
+        due = [sid for sid in due if sid not in held][: self._per_check]
         done = 0
         errors: list[str] = []
         for sid in due:
@@ -239,15 +247,21 @@ class Summarizer:
             self._again.discard(session_id)
 
     async def _summarize(self, session_id: str) -> _Outcome:
-        if session_id in self._busy:
-            log.debug("session %s is already being summarized", session_id)
+        if session_id in self._busy or self._failures.held(session_id, self._clock()):
+            log.debug("session %s is being summarized or failed lately", session_id)
             return _Outcome()
         self._busy.add(session_id)  # no await since the check: nobody can slip in
         try:
-            return await self._fold(session_id)
+            outcome = await self._fold(session_id)
         except Exception as exc:
-            log.exception("summarization of session %s failed", session_id)
+            delay = self._failures.failed(session_id, self._clock())
+            log.exception(
+                "summarization of session %s failed; next try in %.0fs", session_id, delay
+            )
             return _Outcome(error=f"{type(exc).__name__}: {exc}")
+        else:
+            self._failures.succeeded(session_id)
+            return outcome
         finally:
             self._busy.discard(session_id)
 
