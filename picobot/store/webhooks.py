@@ -356,26 +356,23 @@ class WebhookStore:
     async def count_before(self, cutoff: float) -> int:
         """Rows :meth:`delete_before` would remove for the same cutoff."""
         row = await self._db.fetchone(
-            "SELECT (SELECT COUNT(*) FROM outbound_queue WHERE status != 'pending'"
-            " AND created_at < ?) + (SELECT COUNT(*) FROM webhook_inbox"
-            " WHERE status != 'pending' AND received_at < ?) AS n",
+            "SELECT (SELECT COUNT(*) FROM outbound_queue WHERE created_at < ?)"
+            " + (SELECT COUNT(*) FROM webhook_inbox WHERE received_at < ?) AS n",
             (cutoff, cutoff),
         )
         return int(row["n"]) if row else 0
 
     async def delete_before(self, cutoff: float) -> int:
-        """Delete finished rows (processed, sent or failed) older than ``cutoff``.
+        """Delete rows older than ``cutoff``, finished or not.
 
-        Pending rows stay: they are work still owed to someone. Removing old inbox
-        rows also ends their de-duplication, which platforms only need for hours.
+        Pending ones too: a message or reply still pending after the retention period
+        waits for a platform that is no longer enabled, and it holds text that
+        retention has deleted everywhere else (the stored reply, say). A row the
+        inbox worker is processing at that moment is handled as a purged one (see
+        :meth:`mark_processed`). Removing old inbox rows also ends their
+        de-duplication, which platforms only need for hours.
         """
         async with self._db.transaction() as conn:
-            a = await conn.execute(
-                "DELETE FROM outbound_queue WHERE status != 'pending' AND created_at < ?",
-                (cutoff,),
-            )
-            b = await conn.execute(
-                "DELETE FROM webhook_inbox WHERE status != 'pending' AND received_at < ?",
-                (cutoff,),
-            )
+            a = await conn.execute("DELETE FROM outbound_queue WHERE created_at < ?", (cutoff,))
+            b = await conn.execute("DELETE FROM webhook_inbox WHERE received_at < ?", (cutoff,))
             return a.rowcount + b.rowcount

@@ -436,7 +436,7 @@ async def test_store_answers_a_message_purged_while_its_turn_ran(runtime: Runtim
     assert (item.inbox_id, item.text) == (None, "Deleted ...")
 
 
-async def test_store_cleanup_keeps_pending_work(runtime: Runtime) -> None:
+async def test_store_cleanup_deletes_everything_older_than_the_cutoff(runtime: Runtime) -> None:
     clock = FakeClock()
     store = WebhookStore(runtime.db, clock=clock)
     done = await store.accept("generic", _msg("m1"))
@@ -445,12 +445,19 @@ async def test_store_cleanup_keeps_pending_work(runtime: Runtime) -> None:
     await _processed(store, done, ["r1"])
     (reply,) = await store.due_outbound(clock.now, 10)
     await store.mark_failed(reply.id, "HTTP 400")
+    unsent = await store.accept("generic", _msg("m3", user="carol", chat="c3"))
+    assert unsent is not None
+    await _processed(store, unsent, ["r3"])  # a reply still pending (platform off, say)
     clock.advance(100)
-    assert await store.delete_before(clock.now) == 2
+    newer = await store.accept("generic", _msg("m4", user="dave", chat="c4"))
+    assert newer is not None
+    # Pending work older than the cutoff goes too: it holds text retention deleted
+    # everywhere else, and waits for a platform that is no longer there.
+    assert await store.count_before(clock.now) == 5
+    assert await store.delete_before(clock.now) == 5
     remaining = await rows(runtime, "SELECT message_id, status FROM webhook_inbox")
-    assert remaining == [("m2", "pending")]
-    assert await store.inbox_depth() == 1
-    assert await store.count_user("generic:bob") == 1
+    assert remaining == [("m4", "pending")]
+    assert await store.queue_depth() == 0 and await store.count_user("generic:bob") == 0
 
 
 class FlakyStore(WebhookStore):
