@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -383,3 +386,39 @@ def test_a_secret_exposed_by_another_rules_marker_is_redacted_in_the_same_call()
     once = redactor.redact("EMP-0sk-proj-abcdefghijklmnopqrstuvwx")
     assert once == "[REDACTED:custom][REDACTED:openai_key]"
     assert redactor.redact(once) == once
+
+
+# A labelled value that is one long run of keywords. Before the fix the rule's "is this
+# a variable name holding a keyword" lookahead rescanned the run from every keyword in
+# it: quadratic, 60 KB (under the WebSocket's 64 KiB frame) held the event loop for
+# seconds and 240 KB for minutes. Linear, the 240 KB take milliseconds.
+def hostile_values(n: int) -> tuple[str, str]:
+    """Labelled values holding ``n`` (or ``2n``) keywords in one run."""
+    return ("password=" + "secret" * n + ".", "aws_secret_key=aB" + "key" * 2 * n + "passwordsk-")
+
+
+def test_a_long_run_of_keywords_as_a_value_is_redacted_whole() -> None:
+    for text in hostile_values(300):
+        label = text.partition("=")[0]
+        assert Redactor().redact(text) == f"{label}=[REDACTED:labelled_secret]"
+
+
+def test_hostile_values_do_not_hang_the_redactor() -> None:
+    # A hang detector, not a speed check: the limit is hundreds of times what the
+    # linear scan needs, and the quadratic one needed minutes. A subprocess, so a
+    # hang is killed rather than left holding the test run's GIL.
+    script = (
+        "from picobot.privacy.redaction import Redactor\n"
+        "from tests.privacy.test_redaction import hostile_values\n"
+        "for text in hostile_values(40_000):\n"
+        "    assert Redactor().redact(text).endswith('[REDACTED:labelled_secret]')\n"
+    )
+    done = subprocess.run(  # noqa: S603 - fixed argv, our own interpreter
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=60,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
