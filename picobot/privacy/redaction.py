@@ -71,12 +71,13 @@ _NOT_A_VALUE = (
 _RULES: tuple[tuple[str, str], ...] = (
     (
         "private_key",
-        # A whole PEM block; if the END line is missing (a truncated paste), the
-        # header plus the base64 lines after it. The body scan stops (possessively) at
-        # the next "-----", so many unterminated headers cost linear, not quadratic, time.
-        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----"
-        r"(?:(?:[^-]++|-(?!----))*+-----END[ A-Z0-9]*PRIVATE KEY-----"
-        r"|(?:\s*(?:Proc-Type|DEK-Info):[^\r\n]*)*"
+        # A whole PEM block (or an armored OpenPGP "PRIVATE KEY BLOCK"); if the END
+        # line is missing (a truncated paste), the header plus the header lines and
+        # base64 lines after it. The body scan stops (possessively) at the next "-----",
+        # so many unterminated headers cost linear, not quadratic, time.
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:(?:[^-]++|-(?!----))*+-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+        r"|(?:\s*(?:Proc-Type|DEK-Info|Version|Comment|Hash|Charset):[^\r\n]*)*"
         r"(?:\s*[A-Za-z0-9+/=]{20,}(?:\s+[A-Za-z0-9+/=]{20,})*(?:\s+[A-Za-z0-9+/]{1,19}={1,2})?)?)",
     ),
     ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),

@@ -47,6 +47,13 @@ PEM_OPENSSH = (
     "-----BEGIN OPENSSH PRIVATE KEY-----\r\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"
     "\r\nAAAAMwAAAAtzc2gtZWQyNTUxOQAAACDx\r\n-----END OPENSSH PRIVATE KEY-----"
 )
+# An ASCII-armored OpenPGP secret key (gpg --export-secret-keys --armor): "KEY BLOCK",
+# armor headers and a blank line before the body, a checksum line after it.
+PGP_HEAD = "-----BEGIN PGP PRIVATE KEY BLOCK-----\nComment: alice@example.org\n\n"
+PGP_BODY = (
+    "lQOYBGZx3vABCADJ8kq2Yf1p0Vw9Rk3mQe7TzS4uN6bH2cL5aX8dG1jF0iE3oW7r\nhMtP9sKv2YcQ8bWn4LrT6ZfK"
+)
+PGP = PGP_HEAD + PGP_BODY + "\n=Xk2p\n-----END PGP PRIVATE KEY BLOCK-----"
 
 # (type, text, secret that must vanish)
 POSITIVES: list[tuple[str, str, str]] = [
@@ -73,6 +80,8 @@ POSITIVES: list[tuple[str, str, str]] = [
     ("private_key", f"here is my key:\n{PEM}\nthanks", "MIIEowIBAAKCAQEA"),
     ("private_key", f"{PEM_OPENSSH} ok", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"),
     ("private_key", "-----BEGIN PRIVATE KEY-----\n" + PEM_BODY, "VTLw7onLRnrq0"),
+    ("private_key", f"my gpg key:\n{PGP}\nbye", "lQOYBGZx3vABCADJ8kq2"),
+    ("private_key", f"truncated:\n{PGP_HEAD}{PGP_BODY}", "hMtP9sKv2YcQ8bWn4LrT6ZfK"),
     ("url_password", "DATABASE_URL=postgres://bob:s3cr3t-pw@db.local:5432/app", "s3cr3t-pw"),
     ("url_password", "redis://:hunter2@cache:6379/0", "hunter2"),
     ("url_password", "https://alice:p@ss%20w0rd@example.com/x", "p@ss%20w0rd"),
