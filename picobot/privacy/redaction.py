@@ -24,6 +24,7 @@ keeps ``redact`` idempotent.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -34,7 +35,7 @@ from picobot.errors import ConfigError
 if TYPE_CHECKING:
     from picobot.config import PrivacySettings
 
-__all__ = ["BUILTIN_TYPES", "RedactingFilter", "Redactor", "marker"]
+__all__ = ["BUILTIN_TYPES", "RedactingFilter", "Redactor", "marker", "redact_json"]
 
 _CONFIG_KEY = "privacy.extra_redaction_patterns"
 # Markers are never rescanned: splitting on them keeps a rule from matching across or
@@ -265,6 +266,36 @@ class Redactor:
             if text == before:
                 break
         return text
+
+
+def redact_json(text: str, redact: Callable[[str], str]) -> str:
+    """``text`` (a tool call's JSON arguments, say) with the secrets in it redacted.
+
+    JSON escapes hide secrets from the text rules: a quoted value is written ``\\"...\\"``
+    and a line break ``\\n``, so neither ``"password": "x"`` nor a ``password: x`` line
+    inside a JSON string looks like one. So each string of the document (keys too) is
+    redacted on its own and, only if one changed, the document is written out again;
+    the result is then redacted as text as well (for a label that is a key, with its
+    value). Text that is not JSON is redacted as text.
+    """
+    try:
+        doc = json.loads(text)
+        cleaned = _redact_strings(doc, redact)
+    except (ValueError, RecursionError):
+        return redact(text)
+    if cleaned != doc:
+        text = json.dumps(cleaned, ensure_ascii=False)
+    return redact(text)
+
+
+def _redact_strings(value: object, redact: Callable[[str], str]) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_strings(item, redact) for item in value]
+    if isinstance(value, dict):
+        return {redact(key): _redact_strings(item, redact) for key, item in value.items()}
+    return value
 
 
 # Used only to render tracebacks so they can be redacted before any handler sees them.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
 import sys
@@ -11,9 +12,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from picobot.config import PrivacySettings
+from picobot.config import DataSettings, PrivacySettings, Settings
 from picobot.errors import ConfigError
-from picobot.privacy.redaction import BUILTIN_TYPES, RedactingFilter, Redactor, marker
+from picobot.llm.base import ToolCall
+from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
+from picobot.messages import Identity, Inbound
+from picobot.privacy.redaction import (
+    BUILTIN_TYPES,
+    RedactingFilter,
+    Redactor,
+    marker,
+    redact_json,
+)
+from picobot.runtime import open_runtime
 
 # Secrets are assembled from pieces so that this file holds no string a secret
 # scanner (or GitHub push protection) would flag as a real credential.
@@ -431,3 +442,53 @@ def test_hostile_values_do_not_hang_the_redactor() -> None:
         check=False,
     )
     assert done.returncode == 0, done.stderr
+
+
+# --- JSON text: a tool call's arguments ---------------------------------------------------
+
+# In JSON a quoted value is written \"...\" and a line break \n, which hid these secrets
+# from the text rules: the tool record kept them while the memory itself was redacted.
+_ESCAPED_CONTENTS = [
+    ('the wifi "password": "hunter2 now"', "hunter2"),
+    ("line one\npassword: hunter22\nline three", "hunter22"),
+    ('db password="p@ss word"', "p@ss word"),
+]
+
+
+@pytest.mark.parametrize(("content", "secret"), _ESCAPED_CONTENTS)
+def test_secrets_in_json_strings_are_redacted(content: str, secret: str) -> None:
+    args = json.dumps({"action": "save", "key": "wifi", "content": content})
+    out = redact_json(args, Redactor().redact)
+    assert secret not in out
+    assert json.loads(out)["content"] == Redactor().redact(content)
+
+
+def test_json_redaction_keeps_clean_text_and_labels_in_keys() -> None:
+    clean = '{"query":  "zebra",\n "top_k": 5}'
+    assert redact_json(clean, Redactor().redact) == clean  # unchanged, byte for byte
+    assert "hunter22" not in redact_json('{"password": "hunter22"}', Redactor().redact)
+    assert redact_json("not json password=hunter22", Redactor().redact) == (
+        "not json password=[REDACTED:labelled_secret]"
+    )
+    deep = "[" * 100_000 + "]" * 100_000
+    assert redact_json(deep, Redactor().redact) == deep
+
+
+async def test_tool_call_arguments_are_stored_without_their_secrets(tmp_path: Path) -> None:
+    calls = tuple(
+        ToolCall(f"c{i}", "memory", json.dumps({"action": "save", "key": f"k{i}", "content": c}))
+        for i, (c, _) in enumerate(_ESCAPED_CONTENTS)
+    )
+    provider = ScriptedProvider([ScriptedTurn(tool_calls=calls), "saved"])
+    settings = Settings(data=DataSettings(dir=str(tmp_path / "data")))
+    async with open_runtime(settings, provider=provider) as rt:
+        inbound = Inbound(Identity("tui", "tui:alice", "local"), "save")
+        events = [event async for event in rt.kernel.handle(inbound)]
+        assert events[-1].text == "saved"
+        rows = await rt.db.fetchall("SELECT arguments, ok FROM tool_records")
+    assert [r["ok"] for r in rows] == [1, 1, 1]
+    for (_, secret), row in zip(_ESCAPED_CONTENTS, rows, strict=True):
+        assert secret not in row["arguments"]
+    raw = b"".join(p.read_bytes() for p in (tmp_path / "data").iterdir() if p.is_file())
+    for _, secret in _ESCAPED_CONTENTS:
+        assert secret.encode() not in raw
