@@ -102,9 +102,15 @@ async def _export(
 
 
 def _describe(stats: ExportStats) -> str:
+    webhook = stats.webhook_messages or stats.outbound_replies
     return (
         f"{stats.sessions} sessions, {stats.messages} messages, {stats.memories} memories,"
         f" {stats.summaries} summaries, {stats.tool_records} tool records"
+        + (
+            f", {stats.webhook_messages} webhook messages, {stats.outbound_replies} queued replies"
+            if webhook
+            else ""
+        )
     )
 
 

@@ -26,6 +26,7 @@ from picobot.kernel.tool_budget import ToolBudget
 from picobot.llm.base import LLMProvider, TextDelta, ToolCall, ToolCalls
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
+from picobot.privacy.redaction import redact_json
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo, NotCurrentSession, SessionGone, StoredMessage
 from picobot.store.sessions import ChatKey, SessionRepo
@@ -379,7 +380,7 @@ class Kernel:
             ctx.session_id,
             ctx.user_id,
             call.name,
-            self.redact(call.arguments),
+            redact_json(call.arguments, self.redact),
             self.redact(output),
             ok,
             self.clock(),

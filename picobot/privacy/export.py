@@ -6,7 +6,8 @@ API for streamed downloads) serializes each record as a line, and :func:`export_
 writes either that or the Markdown view to a text stream.
 
 Order: the header, the user's memories, then each session (oldest first) followed by
-its summary, its messages in ``seq_order`` and its tool records. Every table is read
+its summary, its messages in ``seq_order`` and its tool records, then the user's rows
+of the webhook inbox and of the outbound reply queue. Every table is read
 page by page with keyset pagination, so memory use does not grow with the export.
 Reads are not one snapshot: rows written while an export runs may or may not appear.
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
+from picobot.privacy.export_markdown import MarkdownRenderer
 from picobot.store.db import Database, Row
 
 FORMAT_VERSION = 1
@@ -41,11 +43,18 @@ class ExportStats:
     memories: int = 0
     summaries: int = 0
     tool_records: int = 0
+    webhook_messages: int = 0
+    outbound_replies: int = 0
 
     @property
     def empty(self) -> bool:
         """True when nothing at all is stored about the user."""
-        return self.sessions == 0 and self.memories == 0
+        return (
+            self.sessions == 0
+            and self.memories == 0
+            and self.webhook_messages == 0
+            and self.outbound_replies == 0
+        )
 
 
 def iso(ts: float) -> str:
@@ -64,7 +73,9 @@ async def count_user_data(db: Database, user_id: str) -> ExportStats:
         " (SELECT COUNT(*) FROM session_summaries x JOIN sessions s ON s.id = x.session_id"
         "  WHERE s.user_id = ?1),"
         " (SELECT COUNT(*) FROM tool_records t JOIN sessions s ON s.id = t.session_id"
-        "  WHERE s.user_id = ?1)",
+        "  WHERE s.user_id = ?1),"
+        " (SELECT COUNT(*) FROM webhook_inbox WHERE user_id = ?1),"
+        " (SELECT COUNT(*) FROM outbound_queue WHERE user_id = ?1)",
         (user_id,),
     )
     assert row is not None  # an aggregate query always returns one row
@@ -77,7 +88,8 @@ async def iter_user_records(
     """Every record stored about ``user_id``, in export order (see the module docstring).
 
     Each record is a plain JSON-ready dict whose ``type`` is one of ``export_header``,
-    ``memory``, ``session``, ``summary``, ``message``, ``tool_record``.
+    ``memory``, ``session``, ``summary``, ``message``, ``tool_record``,
+    ``webhook_message``, ``outbound_reply``.
     """
     yield {
         "type": "export_header",
@@ -111,6 +123,41 @@ async def iter_user_records(
     ):
         async for record in _session_records(db, session):
             yield record
+    for kind, table, plain, times in _WEBHOOK_TABLES:
+        async for row in _pages(
+            db,
+            f"SELECT id, {', '.join((*plain, *times))} FROM {table}"  # noqa: S608 - fixed names
+            " WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
+            (user_id,),
+            key=lambda r: (r["id"],),
+            start=(0,),
+        ):
+            yield {
+                "type": kind,
+                **{name: row[name] for name in plain},
+                **{name: _iso_or_none(row[name]) for name in times},
+            }
+
+
+# The webhook tables' rows of the user: (record type, table, columns as stored, times).
+_WEBHOOK_TABLES = (
+    (
+        "webhook_message",
+        "webhook_inbox",
+        ("platform", "message_id", "chat_id", "text", "status"),
+        ("received_at", "processed_at"),
+    ),
+    (
+        "outbound_reply",
+        "outbound_queue",
+        ("platform", "chat_id", "text", "status", "attempts"),
+        ("created_at", "sent_at"),
+    ),
+)
+
+
+def _iso_or_none(ts: float | None) -> str | None:
+    return None if ts is None else iso(ts)
 
 
 async def _session_records(db: Database, session: Row) -> AsyncIterator[Record]:
@@ -221,6 +268,18 @@ async def iter_user_jsonl(
         yield jsonl_line(record)
 
 
+_COUNTED = (
+    "session",
+    "message",
+    "memory",
+    "summary",
+    "tool_record",
+    "webhook_message",
+    "outbound_reply",
+)
+"""The record types :class:`ExportStats` counts, in the order of its fields."""
+
+
 async def export_user(
     db: Database,
     user_id: str,
@@ -235,11 +294,11 @@ async def export_user(
     message written; ``total`` is counted up front, so it grows if messages arrive
     during the export rather than ever being smaller than ``done``.
     """
-    counts = {"session": 0, "message": 0, "memory": 0, "summary": 0, "tool_record": 0}
+    counts = dict.fromkeys(_COUNTED, 0)
     total = (await count_user_data(db, user_id)).messages if progress else 0
     if progress:
         progress(0, total)
-    render = _MarkdownRenderer(out) if fmt == "markdown" else None
+    render = MarkdownRenderer(out) if fmt == "markdown" else None
     async for record in iter_user_records(db, user_id):
         kind = record["type"]
         if render is None:
@@ -254,89 +313,4 @@ async def export_user(
             progress(done, total)
     if render is not None:
         render.finish()
-    return ExportStats(
-        sessions=counts["session"],
-        messages=counts["message"],
-        memories=counts["memory"],
-        summaries=counts["summary"],
-        tool_records=counts["tool_record"],
-    )
-
-
-def _when(iso_text: str) -> str:
-    return datetime.fromisoformat(iso_text).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _quote(text: str) -> str:
-    # Stored text is shown as a blockquote: a line of a message that looks like a
-    # heading ("## Session ...") or a list then cannot break the document's structure.
-    return "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
-
-
-class _MarkdownRenderer:
-    """Writes the human-readable view of the record stream, record by record."""
-
-    def __init__(self, out: IO[str]) -> None:
-        self._out = out
-        self._memories = 0
-        self._in_memories = False
-
-    def _emit(self, *blocks: str) -> None:
-        for block in blocks:
-            self._out.write(block + "\n\n")
-
-    def _close_memories(self) -> None:
-        if self._in_memories and self._memories == 0:
-            self._emit("_No memories stored._")
-        self._in_memories = False
-
-    def write(self, record: Record) -> None:
-        """Render one record (they arrive in the order of :func:`iter_user_records`)."""
-        kind = record["type"]
-        if kind == "export_header":
-            self._emit(
-                f"# PicoBot data export for `{record['user_id']}`",
-                f"Exported {_when(record['exported_at'])}; all times are UTC.",
-                "## Memories",
-            )
-            self._in_memories = True
-        elif kind == "memory":
-            self._memories += 1
-            self._emit(
-                f"**{record['key']}** (updated {_when(record['updated_at'])}):",
-                _quote(record["content"]),
-            )
-        elif kind == "session":
-            self._close_memories()
-            self._emit(
-                f"## Session {record['id']} ({_when(record['created_at'])} to "
-                f"{_when(record['last_active'])})",
-                f"Channel `{record['channel']}`, chat `{record['chat_id']}`"
-                + (
-                    f", forked from session {record['parent_session_id']}."
-                    if record["parent_session_id"]
-                    else "."
-                ),
-            )
-        elif kind == "summary":
-            self._emit(
-                f"**Summary** of messages 1 to {record['covered_seq']} "
-                f"(updated {_when(record['updated_at'])}):",
-                _quote(record["summary"]),
-            )
-        elif kind == "message":
-            self._emit(
-                f"**{record['role']}** ({_when(record['created_at'])}):",
-                _quote(record["content"]),
-            )
-        elif kind == "tool_record":
-            status = "ok" if record["ok"] else "failed"
-            self._emit(
-                f"**tool call** {record['name']} ({_when(record['created_at'])}, {status}):",
-                _quote("arguments: " + record["arguments"]),
-                _quote("result: " + record["result"]),
-            )
-
-    def finish(self) -> None:
-        """Close the document (a user with memories but no sessions still gets a note)."""
-        self._close_memories()
+    return ExportStats(*counts.values())

@@ -40,6 +40,11 @@ SNAPSHOT_NAME = "sessions.json"
 MIGRATED_SUFFIX = ".migrated"
 
 
+_LATEST = datetime(9999, 12, 31, 23, 59, 59, tzinfo=UTC).timestamp()
+"""The last second a stored time may hold: every later one fails to convert back to a
+date, which broke ``picobot export``, ``picobot sessions`` and the admin API."""
+
+
 def _timestamp(value: object) -> float:
     """Unix seconds (int or float) or an ISO 8601 string (no offset = UTC) -> unix seconds."""
     if isinstance(value, bool):  # bool is an int subclass; True is not a time
@@ -56,8 +61,8 @@ def _timestamp(value: object) -> float:
         ts = parsed.timestamp()
     else:
         raise ValueError("a time must be unix seconds or an ISO 8601 string")
-    if not math.isfinite(ts) or ts < 0:
-        raise ValueError("a time must be a finite number of seconds after 1970")
+    if not math.isfinite(ts) or ts < 0 or ts > _LATEST:
+        raise ValueError("a time must be between 1970 and the end of year 9999 (UTC)")
     return ts
 
 

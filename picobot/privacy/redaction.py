@@ -24,6 +24,7 @@ keeps ``redact`` idempotent.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -34,7 +35,7 @@ from picobot.errors import ConfigError
 if TYPE_CHECKING:
     from picobot.config import PrivacySettings
 
-__all__ = ["BUILTIN_TYPES", "RedactingFilter", "Redactor", "marker"]
+__all__ = ["BUILTIN_TYPES", "RedactingFilter", "Redactor", "marker", "redact_json"]
 
 _CONFIG_KEY = "privacy.extra_redaction_patterns"
 # Markers are never rescanned: splitting on them keeps a rule from matching across or
@@ -59,7 +60,10 @@ _NOT_A_VALUE = (
     rf"|bearer|basic|required|redacted)(?!{_BARE}))"
     r"(?![A-Za-z_][A-Za-z_.]*[(\[])"
     rf"(?![A-Za-z_]+(?:\.[A-Za-z_]+)+(?!{_BARE}))"
-    rf"(?!(?i:[a-z_]*(?:password|passwd|pwd|secret|key|token)[a-z_]*)(?!{_BARE}))"
+    # One run of letters holding a keyword: found by a lookahead, then the run taken
+    # whole (possessively), so a long run of keywords ("secretsecret...") is scanned
+    # once rather than once per keyword in it (quadratic: 60 KB took seconds).
+    rf"(?!(?i:(?=[a-z_]*?(?:password|passwd|pwd|secret|key|token))[a-z_]++)(?!{_BARE}))"
     rf"(?!\$\{{|\$[A-Z_][A-Z0-9_]*(?!{_BARE})|\*+(?!{_BARE}))"
 )
 
@@ -68,12 +72,13 @@ _NOT_A_VALUE = (
 _RULES: tuple[tuple[str, str], ...] = (
     (
         "private_key",
-        # A whole PEM block; if the END line is missing (a truncated paste), the
-        # header plus the base64 lines after it. The body scan stops (possessively) at
-        # the next "-----", so many unterminated headers cost linear, not quadratic, time.
-        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY-----"
-        r"(?:(?:[^-]++|-(?!----))*+-----END[ A-Z0-9]*PRIVATE KEY-----"
-        r"|(?:\s*(?:Proc-Type|DEK-Info):[^\r\n]*)*"
+        # A whole PEM block (or an armored OpenPGP "PRIVATE KEY BLOCK"); if the END
+        # line is missing (a truncated paste), the header plus the header lines and
+        # base64 lines after it. The body scan stops (possessively) at the next "-----",
+        # so many unterminated headers cost linear, not quadratic, time.
+        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:(?:[^-]++|-(?!----))*+-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+        r"|(?:\s*(?:Proc-Type|DEK-Info|Version|Comment|Hash|Charset):[^\r\n]*)*"
         r"(?:\s*[A-Za-z0-9+/=]{20,}(?:\s+[A-Za-z0-9+/=]{20,})*(?:\s+[A-Za-z0-9+/]{1,19}={1,2})?)?)",
     ),
     ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
@@ -261,6 +266,36 @@ class Redactor:
             if text == before:
                 break
         return text
+
+
+def redact_json(text: str, redact: Callable[[str], str]) -> str:
+    """``text`` (a tool call's JSON arguments, say) with the secrets in it redacted.
+
+    JSON escapes hide secrets from the text rules: a quoted value is written ``\\"...\\"``
+    and a line break ``\\n``, so neither ``"password": "x"`` nor a ``password: x`` line
+    inside a JSON string looks like one. So each string of the document (keys too) is
+    redacted on its own and, only if one changed, the document is written out again;
+    the result is then redacted as text as well (for a label that is a key, with its
+    value). Text that is not JSON is redacted as text.
+    """
+    try:
+        doc = json.loads(text)
+        cleaned = _redact_strings(doc, redact)
+    except (ValueError, RecursionError):
+        return redact(text)
+    if cleaned != doc:
+        text = json.dumps(cleaned, ensure_ascii=False)
+    return redact(text)
+
+
+def _redact_strings(value: object, redact: Callable[[str], str]) -> object:
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [_redact_strings(item, redact) for item in value]
+    if isinstance(value, dict):
+        return {redact(key): _redact_strings(item, redact) for key, item in value.items()}
+    return value
 
 
 # Used only to render tracebacks so they can be redacted before any handler sees them.

@@ -22,9 +22,11 @@ from picobot.store.messages import MessageRepo
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
 from picobot.store.tool_records import ToolRecordRepo
+from picobot.store.webhooks import WebhookStore
 
 ALICE = "telegram:1001"
 BOB = "telegram:2002"
+CAROL = "slack:T1:U3"
 T0 = 1_700_000_000.0
 
 
@@ -233,6 +235,65 @@ async def test_memories_only_user_gets_a_markdown_document(db: Database) -> None
     assert "**pet**" in out.getvalue() and "## Session" not in out.getvalue()
 
 
+@dataclass(frozen=True)
+class _PlatformMessage:
+    message_id: str
+    user_id: str
+    chat_id: str
+    text: str
+    reply_to: dict[str, Any]
+
+
+async def _webhook_rows(db: Database) -> None:
+    """CAROL's only data: webhook rows (a platform since disabled, a reply that failed)."""
+    store = WebhookStore(db, clock=lambda: T0)
+    await store.accept("slack", _PlatformMessage("m1", CAROL, "C1", "carol waits", {}))
+    done = await store.accept("telegram", _PlatformMessage("m2", CAROL, "7", "carol asks", {}))
+    assert done is not None
+    await store.mark_processed(
+        done, ["reply to carol"], platform="telegram", reply_to={}, user_id=CAROL, chat_id="7"
+    )
+    [reply] = await store.due_outbound(T0, 10)
+    await store.mark_failed(reply.id, "403 Forbidden")
+    await store.accept("slack", _PlatformMessage("m3", BOB, "C9", "BOBSECRET inbox", {}))
+
+
+async def test_webhook_rows_are_exported(world: World) -> None:
+    # Before, a user whose only stored data sat in the webhook inbox or reply queue got
+    # "no data stored", though `purge user` deletes those rows as theirs.
+    await _webhook_rows(world.db)
+    stats = await count_user_data(world.db, CAROL)
+    assert not stats.empty
+    assert (stats.webhook_messages, stats.outbound_replies) == (2, 1)
+    records = await _jsonl(world.db, CAROL)
+    inbox = [r for r in records if r["type"] == "webhook_message"]
+    got = [(r["platform"], r["message_id"], r["chat_id"], r["text"], r["status"]) for r in inbox]
+    assert got == [
+        ("slack", "m1", "C1", "carol waits", "pending"),
+        ("telegram", "m2", "7", "", "done"),
+    ]
+    assert inbox[0]["received_at"] == "2023-11-14T22:13:20+00:00"
+    assert inbox[0]["processed_at"] is None
+    [reply] = [r for r in records if r["type"] == "outbound_reply"]
+    assert (reply["platform"], reply["chat_id"], reply["text"], reply["status"]) == (
+        "telegram",
+        "7",
+        "reply to carol",
+        "failed",
+    )
+    assert reply["sent_at"] is None and reply["attempts"] == 1
+    assert "BOBSECRET" not in json.dumps(records)
+    assert "webhook_message" not in {r["type"] for r in await _jsonl(world.db, ALICE)}
+
+    out = io.StringIO()
+    md_stats = await export_user(world.db, CAROL, out, fmt="markdown")
+    assert md_stats == stats
+    text = out.getvalue()
+    assert text.index("## Webhook messages") < text.index("> carol waits")
+    assert text.index("## Queued replies") < text.index("> reply to carol")
+    assert "BOBSECRET" not in text
+
+
 # --- the CLI ----------------------------------------------------------------------------
 
 
@@ -245,6 +306,21 @@ def _cli(argv: list[str], settings: Settings) -> int:
 @pytest.fixture
 def settings(tmp_path: Path, world: World) -> Settings:
     return Settings(data=DataSettings(dir=str(tmp_path / "data")))
+
+
+@pytest.fixture
+async def carol(world: World) -> None:
+    await _webhook_rows(world.db)
+
+
+@pytest.mark.usefixtures("carol")
+def test_cli_exports_a_user_with_only_webhook_rows(
+    settings: Settings, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "carol.jsonl"
+    assert _cli(["export", "--user", CAROL, "-o", str(target)], settings) == 0
+    assert "2 webhook messages, 1 queued replies" in capsys.readouterr().out
+    assert "carol waits" in target.read_text(encoding="utf-8")
 
 
 def test_cli_writes_jsonl_to_stdout(settings: Settings, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -12,6 +13,7 @@ import pytest
 
 from picobot.config import Settings
 from picobot.llm.scripted import ScriptedProvider
+from picobot.privacy.export import export_user
 from picobot.privacy.importer import import_sessions_json
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
@@ -214,6 +216,10 @@ def _mutate(change: str) -> Any:
         legacy["created_at"] = True
     elif change == "bad time":
         legacy["messages"][0]["created_at"] = "yesterday " + SECRET
+    elif change == "time after year 9999":
+        legacy["created_at"] = 1e20
+    elif change == "ISO time past year 9999 in UTC":
+        legacy["messages"][1]["created_at"] = "9999-12-31T23:00:00-05:00"
     elif change == "number as text":
         legacy["chat_id"] = 351900000000
     elif change == "unknown parent":
@@ -238,6 +244,8 @@ FAILURES = {  # change -> what the logged reason says
     "wrong version": "version: Input should be 1",
     "bool time": "sessions.1.created_at: Value error, a time must be",
     "bad time": "sessions.1.messages.0.created_at: Value error, not an ISO 8601",
+    "time after year 9999": "sessions.1.created_at: Value error, a time must be between",
+    "ISO time past year 9999 in UTC": "sessions.1.messages.1.created_at: Value error, a time",
     "number as text": "sessions.1.chat_id: Input should be a valid string",
     "unknown parent": "a session's parent_session_id 'nowhere' does not exist",
     "parent cycle": "document: Value error, parent_session_id links form a cycle",
@@ -314,3 +322,16 @@ async def test_the_runtime_redacts_imported_messages_like_live_ones(data_dir: Pa
         await SearchIndex(rt.db).index_pending()
         found = await SearchIndex(rt.db).search(USER, ["hunter22"])
         assert found == []
+
+
+async def test_the_latest_accepted_time_still_exports(db: Database, data_dir: Path) -> None:
+    # Every time the import accepts converts back to a date: before, 1e20 was stored
+    # and then `picobot export`, `picobot sessions` and the admin API raised.
+    doc = snapshot()
+    doc["sessions"][1]["last_active"] = "9999-12-31T23:59:59Z"
+    write(data_dir, doc)
+    result = await import_sessions_json(db, data_dir)
+    assert result is not None and result.ok
+    out = io.StringIO()
+    await export_user(db, USER, out)
+    assert '"last_active":"9999-12-31T23:59:59+00:00"' in out.getvalue()

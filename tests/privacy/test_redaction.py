@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from picobot.config import PrivacySettings
+from picobot.config import DataSettings, PrivacySettings, Settings
 from picobot.errors import ConfigError
-from picobot.privacy.redaction import BUILTIN_TYPES, RedactingFilter, Redactor, marker
+from picobot.llm.base import ToolCall
+from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
+from picobot.messages import Identity, Inbound
+from picobot.privacy.redaction import (
+    BUILTIN_TYPES,
+    RedactingFilter,
+    Redactor,
+    marker,
+    redact_json,
+)
+from picobot.runtime import open_runtime
 
 # Secrets are assembled from pieces so that this file holds no string a secret
 # scanner (or GitHub push protection) would flag as a real credential.
@@ -44,6 +58,13 @@ PEM_OPENSSH = (
     "-----BEGIN OPENSSH PRIVATE KEY-----\r\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"
     "\r\nAAAAMwAAAAtzc2gtZWQyNTUxOQAAACDx\r\n-----END OPENSSH PRIVATE KEY-----"
 )
+# An ASCII-armored OpenPGP secret key (gpg --export-secret-keys --armor): "KEY BLOCK",
+# armor headers and a blank line before the body, a checksum line after it.
+PGP_HEAD = "-----BEGIN PGP PRIVATE KEY BLOCK-----\nComment: alice@example.org\n\n"
+PGP_BODY = (
+    "lQOYBGZx3vABCADJ8kq2Yf1p0Vw9Rk3mQe7TzS4uN6bH2cL5aX8dG1jF0iE3oW7r\nhMtP9sKv2YcQ8bWn4LrT6ZfK"
+)
+PGP = PGP_HEAD + PGP_BODY + "\n=Xk2p\n-----END PGP PRIVATE KEY BLOCK-----"
 
 # (type, text, secret that must vanish)
 POSITIVES: list[tuple[str, str, str]] = [
@@ -70,6 +91,8 @@ POSITIVES: list[tuple[str, str, str]] = [
     ("private_key", f"here is my key:\n{PEM}\nthanks", "MIIEowIBAAKCAQEA"),
     ("private_key", f"{PEM_OPENSSH} ok", "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"),
     ("private_key", "-----BEGIN PRIVATE KEY-----\n" + PEM_BODY, "VTLw7onLRnrq0"),
+    ("private_key", f"my gpg key:\n{PGP}\nbye", "lQOYBGZx3vABCADJ8kq2"),
+    ("private_key", f"truncated:\n{PGP_HEAD}{PGP_BODY}", "hMtP9sKv2YcQ8bWn4LrT6ZfK"),
     ("url_password", "DATABASE_URL=postgres://bob:s3cr3t-pw@db.local:5432/app", "s3cr3t-pw"),
     ("url_password", "redis://:hunter2@cache:6379/0", "hunter2"),
     ("url_password", "https://alice:p@ss%20w0rd@example.com/x", "p@ss%20w0rd"),
@@ -383,3 +406,89 @@ def test_a_secret_exposed_by_another_rules_marker_is_redacted_in_the_same_call()
     once = redactor.redact("EMP-0sk-proj-abcdefghijklmnopqrstuvwx")
     assert once == "[REDACTED:custom][REDACTED:openai_key]"
     assert redactor.redact(once) == once
+
+
+# A labelled value that is one long run of keywords. Before the fix the rule's "is this
+# a variable name holding a keyword" lookahead rescanned the run from every keyword in
+# it: quadratic, 60 KB (under the WebSocket's 64 KiB frame) held the event loop for
+# seconds and 240 KB for minutes. Linear, the 240 KB take milliseconds.
+def hostile_values(n: int) -> tuple[str, str]:
+    """Labelled values holding ``n`` (or ``2n``) keywords in one run."""
+    return ("password=" + "secret" * n + ".", "aws_secret_key=aB" + "key" * 2 * n + "passwordsk-")
+
+
+def test_a_long_run_of_keywords_as_a_value_is_redacted_whole() -> None:
+    for text in hostile_values(300):
+        label = text.partition("=")[0]
+        assert Redactor().redact(text) == f"{label}=[REDACTED:labelled_secret]"
+
+
+def test_hostile_values_do_not_hang_the_redactor() -> None:
+    # A hang detector, not a speed check: the limit is hundreds of times what the
+    # linear scan needs, and the quadratic one needed minutes. A subprocess, so a
+    # hang is killed rather than left holding the test run's GIL.
+    script = (
+        "from picobot.privacy.redaction import Redactor\n"
+        "from tests.privacy.test_redaction import hostile_values\n"
+        "for text in hostile_values(40_000):\n"
+        "    assert Redactor().redact(text).endswith('[REDACTED:labelled_secret]')\n"
+    )
+    done = subprocess.run(  # noqa: S603 - fixed argv, our own interpreter
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=60,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+# --- JSON text: a tool call's arguments ---------------------------------------------------
+
+# In JSON a quoted value is written \"...\" and a line break \n, which hid these secrets
+# from the text rules: the tool record kept them while the memory itself was redacted.
+_ESCAPED_CONTENTS = [
+    ('the wifi "password": "hunter2 now"', "hunter2"),
+    ("line one\npassword: hunter22\nline three", "hunter22"),
+    ('db password="p@ss word"', "p@ss word"),
+]
+
+
+@pytest.mark.parametrize(("content", "secret"), _ESCAPED_CONTENTS)
+def test_secrets_in_json_strings_are_redacted(content: str, secret: str) -> None:
+    args = json.dumps({"action": "save", "key": "wifi", "content": content})
+    out = redact_json(args, Redactor().redact)
+    assert secret not in out
+    assert json.loads(out)["content"] == Redactor().redact(content)
+
+
+def test_json_redaction_keeps_clean_text_and_labels_in_keys() -> None:
+    clean = '{"query":  "zebra",\n "top_k": 5}'
+    assert redact_json(clean, Redactor().redact) == clean  # unchanged, byte for byte
+    assert "hunter22" not in redact_json('{"password": "hunter22"}', Redactor().redact)
+    assert redact_json("not json password=hunter22", Redactor().redact) == (
+        "not json password=[REDACTED:labelled_secret]"
+    )
+    deep = "[" * 100_000 + "]" * 100_000
+    assert redact_json(deep, Redactor().redact) == deep
+
+
+async def test_tool_call_arguments_are_stored_without_their_secrets(tmp_path: Path) -> None:
+    calls = tuple(
+        ToolCall(f"c{i}", "memory", json.dumps({"action": "save", "key": f"k{i}", "content": c}))
+        for i, (c, _) in enumerate(_ESCAPED_CONTENTS)
+    )
+    provider = ScriptedProvider([ScriptedTurn(tool_calls=calls), "saved"])
+    settings = Settings(data=DataSettings(dir=str(tmp_path / "data")))
+    async with open_runtime(settings, provider=provider) as rt:
+        inbound = Inbound(Identity("tui", "tui:alice", "local"), "save")
+        events = [event async for event in rt.kernel.handle(inbound)]
+        assert events[-1].text == "saved"
+        rows = await rt.db.fetchall("SELECT arguments, ok FROM tool_records")
+    assert [r["ok"] for r in rows] == [1, 1, 1]
+    for (_, secret), row in zip(_ESCAPED_CONTENTS, rows, strict=True):
+        assert secret not in row["arguments"]
+    raw = b"".join(p.read_bytes() for p in (tmp_path / "data").iterdir() if p.is_file())
+    for _, secret in _ESCAPED_CONTENTS:
+        assert secret.encode() not in raw
