@@ -145,10 +145,13 @@ async def test_a_reply_that_outlives_the_grace_is_reported_not_stored(
     async def scenario(pilot: Pilot[None]) -> None:
         app = await start_a_turn_and_queue_one(pilot, session.provider)
         await pilot.press("ctrl+q")
-        await pilot.pause()
-        assert app.is_running
         if how == "ctrl+q again":
+            await pilot.pause()
+            assert app.is_running  # the grace (SAFETY) is far from over
             await pilot.press("ctrl+q")
+        # Else the 0.3 s grace runs out by itself; whether it already has by now depends
+        # on the machine's load, so nothing is asserted about it here (the test above
+        # checks that quitting waits).
 
     assert await session.run(scenario) == [("user", "question one")]
     assert capsys.readouterr().err == (
