@@ -90,6 +90,25 @@ async def test_signed_message_is_acknowledged_before_the_turn_and_answered_signe
     assert await rows(bot.runtime, "SELECT text, status FROM outbound_queue") == [("", "sent")]
 
 
+async def test_a_secret_waiting_in_the_inbox_is_stored_redacted(
+    webhooks: Webhooks,
+    generic: GenericPlatform,
+    client: aiohttp.ClientSession,
+    provider: GatedProvider,
+) -> None:
+    # The inbox holds a message until its turn runs (for ever, if its platform is
+    # switched off meanwhile), so it must not hold it in clear either.
+    key = "sk-proj-" + "Zx9" * 12
+    bot = await webhooks.start(generic)
+    status, _ = await post_generic(client, bot.url("generic"), message(f"my key {key}", "m1"))
+    assert status == 200
+    await provider.started.wait()  # accepted, the turn waits at the model
+    ((text,),) = await rows(bot.runtime, "SELECT text FROM webhook_inbox")
+    assert key not in str(text) and "[REDACTED:" in str(text)
+    provider.gate.set()
+    await bot.server.wait_for(lambda s: s.delivered == 1)
+
+
 @pytest.mark.parametrize(
     ("signature", "reason"),
     [

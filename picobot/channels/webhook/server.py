@@ -20,6 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -81,6 +82,9 @@ class WebhookServer:
                 raise ValueError(f"two webhook platforms are named {platform.name!r}")
             self._platforms[platform.name] = platform
         self._max_body = settings.max_body_bytes
+        # The inbox keeps a message until its turn has run (indefinitely for a platform
+        # switched off meanwhile), so its text is redacted before it is stored there.
+        self._redact = kernel.redact
         self.store = store
         self._supervisor = supervisor
         self._session = session
@@ -262,12 +266,16 @@ class WebhookServer:
             # Still 200: the platform must not retry a message we chose to ignore.
             log.info("%s webhook: ignored a sender not allowed: %s", platform.name, msg.sender)
             self.stats.ignored_senders += 1
-        elif await self.store.accept(platform.name, msg) is None:
+        elif await self.store.accept(platform.name, self._redacted(msg)) is None:
             log.info("%s webhook: message %s already received", platform.name, msg.message_id)
             self.stats.duplicates += 1
         else:
             self.stats.accepted += 1
         self._notify()
+
+    def _redacted(self, msg: PlatformMessage) -> PlatformMessage:
+        text = self._redact(msg.text)
+        return msg if text == msg.text else replace(msg, text=text)
 
 
 async def _read(request: web.Request, limit: int) -> bytes | None:
