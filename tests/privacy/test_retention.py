@@ -64,6 +64,19 @@ def clock() -> Clock:
     return Clock()
 
 
+@pytest.fixture
+def erasures(clock: Clock, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The clock's time at each residue erasure retention runs (the real one still runs)."""
+    at: list[float] = []
+
+    async def spy(database: Database, *, vacuum: bool = True) -> None:
+        at.append(clock.now)
+        await erase_residue(database, vacuum=vacuum)
+
+    monkeypatch.setattr(retention_module, "erase_residue", spy)
+    return at
+
+
 def task(db: Database, clock: Clock, batch_size: int = 500) -> RetentionTask:
     return RetentionTask(db, max_age_days=90, batch_size=batch_size, clock=clock)
 
@@ -305,15 +318,8 @@ async def test_erase_runs_when_needed_and_is_skipped_otherwise(
 
 
 async def test_the_erasure_waits_for_its_interval_and_then_runs(
-    db: Database, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    db: Database, clock: Clock, erasures: list[float]
 ) -> None:
-    erasures: list[float] = []
-
-    async def spy(database: Database, *, vacuum: bool = True) -> None:
-        erasures.append(clock.now)
-        await erase_residue(database, vacuum=vacuum)
-
-    monkeypatch.setattr(retention_module, "erase_residue", spy)
     hour = 3600.0
 
     async def run(at: float) -> RetentionReport:
@@ -351,16 +357,9 @@ async def test_the_erasure_waits_for_its_interval_and_then_runs(
 
 
 async def test_an_erasure_recorded_in_the_future_does_not_defer_the_next(
-    db: Database, clock: Clock, monkeypatch: pytest.MonkeyPatch
+    db: Database, clock: Clock, erasures: list[float]
 ) -> None:
     # The clock ran 30 days ahead when the last erasure was recorded, then was put right.
-    erasures: list[float] = []
-
-    async def spy(database: Database, *, vacuum: bool = True) -> None:
-        erasures.append(clock.now)
-        await erase_residue(database, vacuum=vacuum)
-
-    monkeypatch.setattr(retention_module, "erase_residue", spy)
     interval = DAY
     clock.now = T0 + 30 * DAY
     await RetentionTask(db, max_age_days=90, clock=clock, erase_interval_secs=interval).run()
