@@ -31,7 +31,7 @@ from picobot.llm.base import (
     ToolCalls,
     ToolSpec,
 )
-from picobot.llm.http import HTTPTransport, RetryableError, reply_shape, url_host
+from picobot.llm.http import HTTPTransport, RetryableError, url_host
 from picobot.llm.sse import SSEEvent
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
@@ -127,9 +127,7 @@ class AnthropicProvider:
     ) -> Completion:
         """Ask for one whole reply (no streaming)."""
         body = self._body(messages, tools, stream=False)
-        data = await self._http.post_json(self.endpoint, self._headers(), body)
-        with reply_shape("anthropic"):
-            return parse_message(data)
+        return await self._http.post_json(self.endpoint, self._headers(), body, parse_message)
 
     def count_tokens(self, text: str) -> int | None:
         """No local tokenizer: the kernel's estimate applies."""

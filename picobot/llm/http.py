@@ -110,7 +110,7 @@ request timeout, a conflict with a concurrent request, a rate limit."""
 
 
 @contextmanager
-def reply_shape(name: str) -> Iterator[None]:
+def _reply_shape(name: str) -> Iterator[None]:
     """Turn an error raised while reading a reply of an unexpected shape into LLMError.
 
     So that the user is told the model failed (and the log says why), not that
@@ -213,16 +213,22 @@ class HTTPTransport:
             self._owns_session = True
         return self._session
 
-    async def post_json(self, url: str, headers: Mapping[str, str], body: Any) -> Any:
-        """POST and return the decoded JSON reply, retrying transient failures."""
+    async def post_json(
+        self, url: str, headers: Mapping[str, str], body: Any, parse: Callable[[Any], T]
+    ) -> T:
+        """POST and return what ``parse`` makes of the JSON reply, retrying transient
+        failures; a reply ``parse`` cannot read (of the wrong shape) is an LLMError."""
         # A whole answer has one deadline; nothing reaches the user before it is done.
         timeout = aiohttp.ClientTimeout(total=self._timeout)
         attempt = 0
         while True:
             try:
-                return await self._post_json_once(url, headers, body, timeout)
+                data = await self._post_json_once(url, headers, body, timeout)
             except RetryableError as exc:
                 attempt = await self._backoff_or_raise(exc, attempt)
+                continue
+            with _reply_shape(self._name):
+                return parse(data)
 
     async def get_json(self, url: str, headers: Mapping[str, str]) -> Any:
         """GET once and return the decoded JSON reply (used for light discovery calls)."""
@@ -265,7 +271,7 @@ class HTTPTransport:
                             aclosing(iter_sse(chunks)) as events,
                             aclosing(decode(events)) as items,
                         ):
-                            with reply_shape(self._name):
+                            with _reply_shape(self._name):
                                 async for item in items:
                                     yielded = True
                                     yield item

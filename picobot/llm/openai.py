@@ -34,7 +34,7 @@ from picobot.llm.base import (
     ToolCalls,
     ToolSpec,
 )
-from picobot.llm.http import HTTPTransport, RetryableError, error_text, reply_shape, url_host
+from picobot.llm.http import HTTPTransport, RetryableError, error_text, url_host
 from picobot.llm.sse import SSEEvent
 
 log = logging.getLogger(__name__)
@@ -117,9 +117,7 @@ class OpenAIProvider:
     ) -> Completion:
         """Ask for one whole reply (no streaming)."""
         body = await self._body(messages, tools, stream=False)
-        data = await self._http.post_json(self.endpoint, self._headers(), body)
-        with reply_shape("openai"):
-            return parse_completion(data)
+        return await self._http.post_json(self.endpoint, self._headers(), body, parse_completion)
 
     def count_tokens(self, text: str) -> int | None:
         """The tokenizer lives on the server: the kernel's estimate applies."""
