@@ -39,3 +39,10 @@ class StoreUnavailable(PicobotError):
 
 class LLMError(PicobotError):
     """The language model could not produce an answer (unreachable, failing, missing)."""
+
+
+UNREADABLE_JSON: tuple[type[Exception], ...] = (ValueError, RecursionError)
+"""What ``json.loads`` raises for input it cannot read: ValueError for text that is not
+JSON (UnicodeDecodeError, for bytes that are not UTF-8, is one), RecursionError for
+nesting too deep for the decoder (``[[[[...``). Every reader of client JSON catches
+these, so a hostile body is a 400, never a crash with a traceback."""

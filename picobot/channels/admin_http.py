@@ -17,6 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
+from picobot.errors import UNREADABLE_JSON
 from picobot.messages import storable
 from picobot.store.memories import Memory
 from picobot.store.purge import PurgeCounts
@@ -112,8 +113,7 @@ async def read_json(
     raw = await read_body(request)
     try:
         data = json.loads(raw)
-    # UnicodeDecodeError is a ValueError; deep nesting ([[[[...) exhausts the decoder.
-    except (ValueError, RecursionError):
+    except UNREADABLE_JSON:
         raise ApiError(400, "invalid_json", "The request body is not valid JSON.") from None
     if not isinstance(data, dict):
         raise ApiError(400, "invalid_body", "The request body must be a JSON object.")

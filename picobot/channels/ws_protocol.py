@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from picobot.errors import ConfigError
+from picobot.errors import UNREADABLE_JSON, ConfigError
 from picobot.messages import Outbound, OutboundKind, storable
 
 PROTOCOL_VERSION = 1
@@ -87,8 +87,7 @@ def _load_object(frame: str | bytes, max_bytes: int | None) -> dict[str, Any]:
         raise ProtocolError("too_large", f"Message too large (limit {max_bytes} bytes).")
     try:
         data = json.loads(frame)
-    # UnicodeDecodeError is a ValueError; deep nesting ([[[[...) exhausts the decoder.
-    except (ValueError, RecursionError):
+    except UNREADABLE_JSON:
         raise ProtocolError("bad_json", "Message is not valid JSON.") from None
     if not isinstance(data, dict):
         raise ProtocolError("bad_message", "Message must be a JSON object.")

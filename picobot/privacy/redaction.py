@@ -30,7 +30,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from picobot.errors import ConfigError
+from picobot.errors import UNREADABLE_JSON, ConfigError
 
 if TYPE_CHECKING:
     from picobot.config import PrivacySettings
@@ -281,7 +281,7 @@ def redact_json(text: str, redact: Callable[[str], str]) -> str:
     try:
         doc = json.loads(text)
         cleaned = _redact_strings(doc, redact)
-    except (ValueError, RecursionError):
+    except UNREADABLE_JSON:
         return redact(text)
     if cleaned != doc:
         text = json.dumps(cleaned, ensure_ascii=False)

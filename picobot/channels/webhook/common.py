@@ -25,7 +25,7 @@ import aiohttp
 
 from picobot.channels.webhook.base import DeliveryError, WebhookError
 from picobot.config_sections import http_url_problem
-from picobot.errors import ConfigError
+from picobot.errors import UNREADABLE_JSON, ConfigError
 
 T = TypeVar("T")
 
@@ -34,8 +34,6 @@ MAX_ID_CHARS = 256
 """Longest message id accepted."""
 MAX_DETAIL_CHARS = 200
 """Longest piece of a platform's error text kept in a DeliveryError."""
-MALFORMED_JSON = (UnicodeDecodeError, ValueError, RecursionError)
-"""What ``json.loads`` raises for bytes that are not JSON it can read."""
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
@@ -51,7 +49,7 @@ def load_object(body: bytes) -> dict[str, Any]:
     """
     try:
         data = json.loads(body)
-    except MALFORMED_JSON:
+    except UNREADABLE_JSON:
         raise WebhookError(400, "body is not valid JSON") from None
     if not isinstance(data, dict):
         raise WebhookError(400, "body must be a JSON object")
@@ -298,5 +296,5 @@ class ReplyApi:
 def _json_or_none(raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except MALFORMED_JSON:
+    except UNREADABLE_JSON:
         return None
