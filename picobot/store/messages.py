@@ -81,9 +81,10 @@ class MessageRepo:
         With ``if_current_of``, the message is stored only if ``session_id`` is still
         that chat's current session, checked in the same transaction: else nothing is
         stored and :class:`NotCurrentSession` is raised. A session that no longer exists
-        raises :class:`SessionGone` (a NotCurrentSession) in any case. A session switched or deleted
-        meanwhile (a command, another process, a purge) is never written to, which lets
-        the kernel skip the read that looks the session up when it remembers it.
+        raises :class:`SessionGone` (a NotCurrentSession) in any case. A session switched
+        or deleted meanwhile (a command, another process, a purge) is never written to,
+        which lets the kernel skip the read that looks the session up when it remembers
+        it.
         """
         now = time.time() if created_at is None else created_at
 
