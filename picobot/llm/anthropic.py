@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from picobot.config import LLMSettings
-from picobot.errors import ConfigError, LLMError
+from picobot.errors import UNREADABLE_JSON, ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,
     Completion,
@@ -235,7 +235,7 @@ def _input(call: ToolCall) -> dict[str, Any]:
     # rather than a request the API refuses outright.
     try:
         value = json.loads(call.arguments or "{}")
-    except ValueError:
+    except UNREADABLE_JSON:
         return {}
     return value if isinstance(value, dict) else {}
 
@@ -318,7 +318,7 @@ async def _decode(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[StreamEvent
 def _parse_event(data: str) -> dict[str, Any]:
     try:
         parsed = json.loads(data)
-    except ValueError:
+    except UNREADABLE_JSON:
         raise LLMError("anthropic: the stream carried an event that is not JSON") from None
     if not isinstance(parsed, dict):
         raise LLMError("anthropic: the stream carried an event that is not an object")

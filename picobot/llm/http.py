@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from picobot.config import LLMSettings
-from picobot.errors import LLMError
+from picobot.errors import UNREADABLE_JSON, LLMError
 from picobot.llm.sse import SSEEvent, iter_sse
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ def error_text(raw: str | bytes) -> str:
     text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
     try:
         data = json.loads(text)
-    except ValueError:
+    except UNREADABLE_JSON:
         return text
     if not isinstance(data, dict):
         return text
@@ -381,7 +381,7 @@ class HTTPTransport:
     def _decode_json(self, raw: bytes) -> Any:
         try:
             return json.loads(raw)
-        except ValueError:
+        except UNREADABLE_JSON:
             raise LLMError(f"{self._name}: the server sent a reply that is not JSON") from None
 
     def scrub(self, text: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import aiohttp
 
 from picobot.config import LLMSettings
-from picobot.errors import ConfigError, LLMError
+from picobot.errors import UNREADABLE_JSON, ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,
     Completion,
@@ -305,7 +305,7 @@ async def _decode(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[StreamEvent
 def _parse_chunk(data: str) -> Any:
     try:
         chunk = json.loads(data)
-    except ValueError:
+    except UNREADABLE_JSON:
         raise LLMError("openai: the stream carried a chunk that is not JSON") from None
     if isinstance(chunk, dict) and chunk.get("error"):
         # Servers report failures that happen after the 200 inside the stream.

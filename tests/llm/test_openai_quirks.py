@@ -187,3 +187,30 @@ async def test_408_and_409_are_retried_as_the_sdks_do(
     else:
         assert (await provider.complete(HELLO)).text == "ok"
     assert len(llm_server.requests) == 2
+
+
+DEEP = b"[" * 100_000 + b"]" * 100_000  # valid JSON nested past the parser's recursion limit
+
+
+@pytest.mark.parametrize("streaming", [True, False])
+async def test_json_nested_too_deep_for_the_parser_is_an_llm_error(
+    llm_server: FakeLLMServer, make_provider: MakeProvider, streaming: bool
+) -> None:
+    # json.loads raises RecursionError, not ValueError, for such input; it once escaped
+    # as PicoBot's own internal error instead of "the model failed".
+    if streaming:
+        llm_server.reply(llm_server.raw(b"data: " + DEEP + b"\n\n"))
+        with pytest.raises(LLMError, match="not JSON"):
+            await events_of(make_provider(), HELLO)
+    else:
+        llm_server.reply(llm_server.raw(DEEP, content_type="application/json"))
+        with pytest.raises(LLMError, match="not JSON"):
+            await make_provider().complete(HELLO)
+
+
+async def test_an_error_body_nested_too_deep_is_shown_as_text(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    llm_server.reply(llm_server.raw(DEEP, content_type="application/json", status=400))
+    with pytest.raises(LLMError, match=r"400.*\[\[\["):
+        await make_provider().complete(HELLO)
