@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from picobot import __version__
-from picobot.cli_common import EXIT_CONFIG, EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, PROG, fail
+from picobot.cli_common import (
+    EXIT_BROKEN_PIPE,
+    EXIT_CONFIG,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    PROG,
+    fail,
+    silence_stdout,
+)
 from picobot.cli_data import add_export_command
 from picobot.cli_memories import add_memories_command
 from picobot.cli_ops import add_ops_commands
@@ -305,3 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader stopped early (``picobot export | head``): end quietly, as cat does.
+        silence_stdout()
+        return EXIT_BROKEN_PIPE

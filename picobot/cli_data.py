@@ -129,6 +129,8 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     try:
         stats = asyncio.run(_export(settings, user_id, args.format, target, bar))
     except OSError as exc:
+        if target is None and isinstance(exc, BrokenPipeError):
+            raise  # the reader of stdout went away: main() ends quietly
         fail(f"cannot write {target or 'to standard output'}: {exc.strerror or exc}")
         return EXIT_ERROR
     finally:
