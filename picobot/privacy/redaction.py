@@ -48,7 +48,7 @@ _MARKER_PREFIX = "[REDACTED:"
 _STOP = r"""\s'"`,;&<>()\[\]{}"""
 _BARE = f"[^{_STOP}]"
 _KEYWORDS = (
-    r"password|passwd|passphrase|pwd(?![ \t]*=[ \t]*[/~])|secret|token|apikey"
+    r"password|passwd|passphrase|pwd(?![ \t]*[:=][ \t]*[/~])|secret|token|apikey"
     r"|(?:secret|access|api|private)[_-]?key"
 )
 # Unquoted values that are code or placeholders rather than secrets: literals and type

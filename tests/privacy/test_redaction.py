@@ -181,6 +181,8 @@ ORDINARY_CHAT = [
     "password: ${DB_PASSWORD} is read from the environment",
     "Enter the password: ********",
     "PWD=/home/alice/projects",
+    "pwd: /home/alice/projects",  # the shell's working directory, shown as a label
+    "PWD : ~/src",
     "The secret to good bread is time: 18 hours.",
     "I wrote pwd and cd in the shell",
 ]
