@@ -100,6 +100,11 @@ class LegacySession(_Strict):
     def _check(self) -> LegacySession:
         if self.parent_session_id == self.id:
             raise ValueError("a session cannot be its own parent")
+        prefix = f"{self.channel}:"
+        if not self.user_id.startswith(prefix) or self.user_id == prefix:
+            # Every channel names its users so (telegram:1001, slack:T1:U3, ...); a
+            # session under another form would belong to no user the chat can reach.
+            raise ValueError(f"user_id must be {prefix!r} and the user's id on that channel")
         seqs = [m.seq for m in self.messages]
         given = [s for s in seqs if s is not None]
         if given and len(given) != len(seqs):

@@ -222,6 +222,10 @@ def _mutate(change: str) -> Any:
         legacy["messages"][1]["created_at"] = "9999-12-31T23:00:00-05:00"
     elif change == "number as text":
         legacy["chat_id"] = 351900000000
+    elif change == "user of another channel":
+        legacy["user_id"] = "telegram:1001"  # no whatsapp chat could ever reach it
+    elif change == "user without an id":
+        legacy["user_id"] = "whatsapp:"
     elif change == "unknown parent":
         doc["sessions"][0]["parent_session_id"] = "nowhere"
     elif change == "parent cycle":
@@ -247,6 +251,8 @@ FAILURES = {  # change -> what the logged reason says
     "time after year 9999": "sessions.1.created_at: Value error, a time must be between",
     "ISO time past year 9999 in UTC": "sessions.1.messages.1.created_at: Value error, a time",
     "number as text": "sessions.1.chat_id: Input should be a valid string",
+    "user of another channel": "sessions.1: Value error, user_id must be 'whatsapp:' and",
+    "user without an id": "sessions.1: Value error, user_id must be 'whatsapp:' and",
     "unknown parent": "a session's parent_session_id 'nowhere' does not exist",
     "parent cycle": "document: Value error, parent_session_id links form a cycle",
 }
