@@ -67,7 +67,8 @@ class LLMSettings(Section):
     max_tokens: int = Field(default=512, ge=1, le=65536)
     """Upper bound of tokens generated per reply."""
     timeout_secs: float = Field(default=60.0, gt=0)
-    """Timeout of one model request, in seconds."""
+    """Timeout of one model request, in seconds: connecting, a whole reply, and each wait for
+    the next piece of a streamed answer (keep-alives alone do not reset it)."""
     max_retries: int = Field(default=3, ge=0, le=10)
     """Retries on HTTP 408/409/429/5xx and connection errors, with exponential backoff."""
     context_tokens: int = Field(default=8192, ge=512)

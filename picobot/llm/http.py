@@ -11,7 +11,6 @@ import asyncio
 import codecs
 import json
 import logging
-import random
 import re
 from collections.abc import (
     AsyncGenerator,
@@ -23,10 +22,7 @@ from collections.abc import (
     Sequence,
 )
 from contextlib import aclosing, contextmanager
-from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from ipaddress import ip_address
-from time import time
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -34,6 +30,7 @@ import aiohttp
 
 from picobot.config import LLMSettings
 from picobot.errors import UNREADABLE_JSON, LLMError
+from picobot.llm.retry import RETRY_STATUSES, RetryPolicy, parse_retry_after
 from picobot.llm.sse import SSEEvent, iter_sse
 
 log = logging.getLogger(__name__)
@@ -56,44 +53,6 @@ class RetryableError(LLMError):
         self.retry_after = retry_after
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """Exponential backoff with a little jitter; the server's Retry-After wins, capped."""
-
-    max_retries: int = 3
-    backoff_base: float = 0.5
-    max_backoff: float = 20.0
-
-    def delay(self, attempt: int, retry_after: float | None = None) -> float:
-        """Seconds to wait before retry number ``attempt + 1`` (``attempt`` counts from 0)."""
-        if retry_after is not None:
-            return max(0.0, min(self.max_backoff, retry_after))
-        base = min(self.max_backoff, self.backoff_base * 2.0**attempt)
-        # Jitter spreads out clients that failed together so they do not retry in step.
-        return min(self.max_backoff, base * random.uniform(1.0, 1.1))
-
-
-def parse_retry_after(headers: Mapping[str, str]) -> float | None:
-    """Seconds from ``retry-after-ms`` (OpenAI) or ``Retry-After`` (seconds or HTTP date)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("Retry-After")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time())
-    except (TypeError, ValueError):
-        return None
-
-
 async def _prepend(head: bytes, chunks: AsyncIterable[bytes]) -> AsyncGenerator[bytes, None]:
     if head:
         yield head
@@ -104,9 +63,6 @@ async def _prepend(head: bytes, chunks: AsyncIterable[bytes]) -> AsyncGenerator[
 _UNEXPECTED_SHAPE = (AttributeError, KeyError, IndexError, TypeError)
 """What reading a reply of the wrong shape raises (``choices`` an object, a string
 ``delta``): the decoders check what servers really send, not every shape JSON allows."""
-RETRY_STATUSES = frozenset({408, 409, 429})
-"""Statuses below 500 worth another attempt (as the official SDKs treat them): a
-request timeout, a conflict with a concurrent request, a rate limit."""
 
 
 @contextmanager
@@ -272,7 +228,11 @@ class HTTPTransport:
                             aclosing(decode(events)) as items,
                         ):
                             with _reply_shape(self._name):
-                                async for item in items:
+                                while True:
+                                    try:
+                                        item = await self._next_item(items)
+                                    except StopAsyncIteration:
+                                        break
                                     yielded = True
                                     yield item
                 return
@@ -280,6 +240,26 @@ class HTTPTransport:
                 if yielded:
                     raise LLMError(f"{exc} (after part of the reply was streamed)") from exc
                 attempt = await self._backoff_or_raise(exc, attempt)
+
+    async def _next_item(self, items: AsyncIterator[T]) -> T:
+        """The stream's next item; LLMError after ``timeout_secs`` without one.
+
+        The socket's read timeout alone is not enough: a server or proxy that sends
+        keep-alive comments or pings and never an answer keeps the socket busy for ever.
+        Only the wait for the next item is timed, never the caller's time between items.
+        Like the other timeouts it is not retried: the user has sat through it already.
+        """
+        deadline = asyncio.timeout(self._timeout)
+        try:
+            async with deadline:
+                return await anext(items)
+        except TimeoutError:
+            if not deadline.expired():
+                raise  # the socket's own read timeout, reported as before
+            raise LLMError(
+                f"{self._name}: no reply for {self._timeout:g}s (the server kept the"
+                " connection open but sent nothing of an answer)"
+            ) from None
 
     async def _post_json_once(
         self,

@@ -24,8 +24,8 @@ from picobot.llm.base import (
     ToolSpec,
     collect,
 )
-from picobot.llm.http import RetryPolicy, parse_retry_after
 from picobot.llm.openai import DEFAULT_OPENAI_MODEL, OpenAIProvider
+from picobot.llm.retry import RetryPolicy, parse_retry_after
 from picobot.llm.sse import SSEEvent, SSEParser
 
 from .conftest import HELLO, WEATHER, FakeLLMServer

@@ -3,16 +3,19 @@ llama-server's error lines, Ollama's reused tool-call index, replies that are no
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from picobot.errors import LLMError
 from picobot.llm.base import Finish, TextDelta, ToolCall, ToolCalls
 from picobot.llm.sse import SSEEvent, SSEParser
 
-from .conftest import HELLO, WEATHER, FakeLLMServer
+from .conftest import HELLO, WEATHER, FakeLLMServer, Responder
 from .test_openai import (
     KEY,
     MakeProvider,
@@ -214,3 +217,46 @@ async def test_an_error_body_nested_too_deep_is_shown_as_text(
     llm_server.reply(llm_server.raw(DEEP, content_type="application/json", status=400))
     with pytest.raises(LLMError, match=r"400.*\[\[\["):
         await make_provider().complete(HELLO)
+
+
+def drip(
+    llm_server: FakeLLMServer, lines: list[bytes], every: float, *, forever: bool = False
+) -> Responder:
+    """Stream ``lines`` one every ``every`` seconds (repeating them until teardown if
+    ``forever``)."""
+
+    async def respond(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        while True:
+            for line in lines:
+                await resp.write(line)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(llm_server.release.wait(), every)
+                if llm_server.release.is_set():
+                    return resp
+            if not forever:
+                return resp
+
+    return respond
+
+
+async def test_keep_alives_without_content_still_time_out(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    # A proxy that sends ": keep-alive" comments for ever and never an answer once held
+    # the turn for ever: the timeout only saw silence on the socket.
+    llm_server.reply(drip(llm_server, [b": keep-alive\n\n"], 0.05, forever=True))
+    with pytest.raises(LLMError, match=r"no reply for 0\.3s"):
+        await events_of(make_provider(timeout_secs=0.3), HELLO)
+    assert len(llm_server.requests) == 1
+
+
+async def test_a_slow_steady_answer_outlasts_the_timeout(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    # The timeout bounds each wait for the next piece, not the whole answer.
+    pieces = [f"data: {json.dumps(chunk({'content': w}))}\n\n".encode() for w in "abcdef"]
+    llm_server.reply(drip(llm_server, [*pieces, b"data: [DONE]\n\n"], 0.1))
+    events = await events_of(make_provider(timeout_secs=0.3), HELLO)
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "abcdef"
