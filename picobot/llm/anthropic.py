@@ -2,8 +2,9 @@
 
 The neutral Chat Completions-shaped prompt is translated on the way out: system
 messages become the top-level ``system`` field, tool calls become ``tool_use`` blocks
-and tool results ``tool_result`` blocks inside user messages, and consecutive
-messages of one role are merged because the API wants user and assistant to alternate.
+and tool results ``tool_result`` blocks inside user messages, consecutive messages of
+one role are merged because the API wants user and assistant to alternate, and a
+history that starts with the assistant gets a placeholder user turn before it.
 Finish reasons are mapped to the OpenAI vocabulary (``stop``, ``length``,
 ``tool_calls``) so the kernel sees one set of words whatever the backend.
 """
@@ -188,6 +189,10 @@ def anthropic_base_url(base_url: str) -> str:
     return base
 
 
+EARLIER_OMITTED = "(earlier messages of this conversation are not shown)"
+"""The user turn put before a history that would otherwise start with the assistant."""
+
+
 def to_wire_messages(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[str, Any]]]:
     """Split out the system prompt and convert the rest to alternating Messages turns."""
     system: list[str] = []
@@ -206,6 +211,11 @@ def to_wire_messages(messages: Sequence[ChatMessage]) -> tuple[str, list[dict[st
             wire[-1]["content"].extend(blocks)
         else:
             wire.append({"role": role, "content": blocks})
+    if wire and wire[0]["role"] == "assistant":
+        # The window dropped the user message an old answer replied to; the API wants
+        # the user first, so a placeholder says what is missing rather than dropping
+        # the answer.
+        wire.insert(0, {"role": "user", "content": [{"type": "text", "text": EARLIER_OMITTED}]})
     return "\n\n".join(system), wire
 
 

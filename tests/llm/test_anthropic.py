@@ -12,6 +12,7 @@ from picobot.errors import ConfigError, LLMError
 from picobot.llm.anthropic import (
     ANTHROPIC_VERSION,
     DEFAULT_ANTHROPIC_MODEL,
+    EARLIER_OMITTED,
     AnthropicProvider,
     to_wire_messages,
 )
@@ -447,3 +448,22 @@ def test_whitespace_only_text_is_not_sent_as_a_block() -> None:
     assert wire[1]["content"] == [
         {"type": "tool_use", "id": "toolu_a", "name": "get_weather", "input": {"city": "Paris"}}
     ]
+
+
+def test_a_history_that_starts_with_the_assistant_gets_a_user_turn_first() -> None:
+    # The window can drop the user message an old answer replied to; the Messages API
+    # (and proxies in front of it) refuse a first message that is not the user's.
+    prompt = [
+        ChatMessage("system", "Be brief."),
+        ChatMessage("assistant", "Paris is sunny."),
+        ChatMessage("user", "And tomorrow?"),
+    ]
+
+    system, wire = to_wire_messages(prompt)
+
+    assert system == "Be brief."
+    assert [m["role"] for m in wire] == ["user", "assistant", "user"]
+    assert wire[0]["content"] == [{"type": "text", "text": EARLIER_OMITTED}]
+    assert wire[1]["content"] == [{"type": "text", "text": "Paris is sunny."}]
+    # A prompt that already starts with the user is sent as it is.
+    assert to_wire_messages(HELLO)[1][0]["content"] == [{"type": "text", "text": "Hi there"}]
