@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from picobot.channels import host_port
 from picobot.config import Settings
 from picobot.errors import PicobotError
 from picobot.llm.base import LLMProvider
@@ -100,11 +101,10 @@ async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> No
         await site.start()
     except OSError as exc:
         # As the WebSocket channel does: the file may be fine, the port is taken.
-        raise PicobotError(
-            f"cannot listen on {settings.server.host}:{settings.server.port}: {exc.strerror}"
-        ) from None
+        address = host_port(settings.server.host, settings.server.port)
+        raise PicobotError(f"cannot listen on {address}: {exc.strerror}") from None
     port = runner.addresses[0][1] if runner.addresses else settings.server.port
-    info.http_url = f"http://{settings.server.host}:{port}"
+    info.http_url = f"http://{host_port(settings.server.host, port)}"
     if webhooks is not None:
         await webhooks.start()
 

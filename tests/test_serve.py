@@ -210,3 +210,59 @@ async def test_serve_says_why_the_admin_api_is_off(
     if enabled is False:
         assert not any("no admin API key" in m for m in messages), messages
     assert (seen[0].http_url is not None) == webhook
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback on this machine")
+async def test_banner_urls_of_an_ipv6_host_are_bracketed_and_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``ws://::1:8765/ws`` is no URL a client can use: an IPv6 host goes in brackets."""
+    for key, value in {
+        "PICOBOT_DATA__DIR": str(tmp_path / "data"),
+        "PICOBOT_SERVER__HOST": "::1",
+        "PICOBOT_SERVER__PORT": "0",
+        "PICOBOT_CHANNELS__WEBSOCKET__ENABLED": "true",
+        "PICOBOT_CHANNELS__WEBSOCKET__HOST": "::1",
+        "PICOBOT_CHANNELS__WEBSOCKET__PORT": "0",
+        "PICOBOT_WS_API_KEYS": f"{WS_KEY}:alice",
+        "PICOBOT_ADMIN_API_KEYS": ADMIN_KEY,
+    }.items():
+        monkeypatch.setenv(key, value)
+    stop = asyncio.Event()
+    used: list[tuple[int, str]] = []
+
+    async def use(info: ServeInfo) -> None:
+        try:
+            assert info.http_url is not None and info.websocket_url is not None
+            async with aiohttp.ClientSession() as http, http.get(f"{info.http_url}/healthz") as r:
+                used.append((r.status, info.http_url))
+            headers = {"x-api-key": WS_KEY}
+            async with connect(info.websocket_url, additional_headers=headers) as ws:
+                used.append((json.loads(await ws.recv())["type"] == "hello", info.websocket_url))
+        finally:
+            stop.set()
+
+    tasks: list[asyncio.Task[None]] = []
+    with caplog.at_level("INFO", logger="picobot.serve"):
+        await serve(
+            Settings(),
+            provider=ScriptedProvider(),
+            stop=stop,
+            ready=lambda info: tasks.append(asyncio.create_task(use(info))),
+        )
+    await asyncio.gather(*tasks)
+    (status, http_url), (greeted, ws_url) = used
+    assert (status, greeted) == (200, True)
+    assert http_url.startswith("http://[::1]:") and ws_url.startswith("ws://[::1]:")
+    banner = [r.getMessage() for r in caplog.records if r.name == "picobot.serve"]
+    assert f"WebSocket chat: {ws_url}" in banner
+    assert any(line.startswith(f"admin API: {http_url}/api/v1") for line in banner), banner
