@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 
 from picobot.channels.webhook.base import DeliveryError, Platform
+from picobot.channels.webhook.common import split_text
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Inbound, OutboundKind
@@ -241,7 +242,7 @@ class InboxWorker(_Worker):
             replies, failed = await self._turn(platform, item)
         enqueued = await self.ctx.store.mark_processed(
             item.id,
-            replies,
+            as_messages(replies, platform.max_text_chars),
             platform=platform.name,
             reply_to=item.reply_to,
             user_id=item.user_id,
@@ -267,6 +268,13 @@ class InboxWorker(_Worker):
             log.exception("webhook turn failed for message %d", item.id)
             return [*replies, SORRY], True
         return replies, False
+
+
+def as_messages(replies: list[str], limit: int | None) -> list[str]:
+    """The replies as the platform's messages: each cut to ``limit`` (None: kept whole)."""
+    if limit is None:
+        return replies
+    return [part for reply in replies for part in split_text(reply, limit)]
 
 
 class DeliveryWorker(_Worker):
