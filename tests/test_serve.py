@@ -23,11 +23,13 @@ import aiohttp
 import pytest
 from aiohttp import web
 from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidHandshake
 
 from picobot.channels.webhook.generic import sign
 from picobot.config import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.serve import ServeInfo, serve
+from tests.channels.gated import GatedProvider
 
 WS_KEY = "ws-key-0123456789abcdef"
 ADMIN_KEY = "admin-key-0123456789abcdef"
@@ -266,3 +268,71 @@ async def test_banner_urls_of_an_ipv6_host_are_bracketed_and_work(
     banner = [r.getMessage() for r in caplog.records if r.name == "picobot.serve"]
     assert f"WebSocket chat: {ws_url}" in banner
     assert any(line.startswith(f"admin API: {http_url}/api/v1") for line in banner), banner
+
+
+async def test_on_stop_every_channel_stops_accepting_before_turns_drain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A webhook turn still running must not keep the WebSocket channel open for new
+    clients (before, it took them until the webhook turns were done, then gave the
+    WebSocket turns a grace period of their own)."""
+    for key, value in {
+        "PICOBOT_DATA__DIR": str(tmp_path / "data"),
+        "PICOBOT_SERVER__PORT": "0",
+        "PICOBOT_SERVER__SHUTDOWN_GRACE_SECS": "60",
+        "PICOBOT_CHANNELS__WEBSOCKET__ENABLED": "true",
+        "PICOBOT_CHANNELS__WEBSOCKET__PORT": "0",
+        "PICOBOT_WS_API_KEYS": f"{WS_KEY}:alice",
+        "PICOBOT_CHANNELS__WEBHOOK__GENERIC__ENABLED": "true",
+        "PICOBOT_CHANNELS__WEBHOOK__GENERIC__CALLBACK_URL": "http://127.0.0.1:9/",
+        "PICOBOT_GENERIC_WEBHOOK_SECRET": SECRET,
+    }.items():
+        monkeypatch.setenv(key, value)
+    provider = GatedProvider()
+    stop = asyncio.Event()
+    late_client: list[str] = []
+
+    async def stop_during_a_webhook_turn(info: ServeInfo) -> None:
+        assert info.http_url is not None and info.websocket_url is not None
+        try:
+            body = json.dumps({"user": "bob", "chat": "c", "text": "hi", "message_id": "1"})
+            headers = {"X-PicoBot-Signature": sign(SECRET.encode(), body.encode())}
+            async with aiohttp.ClientSession() as http:
+                url = f"{info.http_url}/webhooks/generic"
+                async with http.post(url, data=body, headers=headers) as r:
+                    assert r.status == 200
+                await provider.entered.wait()
+                stop.set()
+                await wait_closed(http, f"{info.http_url}/healthz")
+            try:
+                async with connect(info.websocket_url, additional_headers={"x-api-key": WS_KEY}):
+                    late_client.append("connected")
+            except (OSError, InvalidHandshake):
+                late_client.append("refused")
+        finally:
+            provider.gate.set()
+
+    tasks: list[asyncio.Task[None]] = []
+    assert (
+        await serve(
+            Settings(),
+            provider=provider,
+            stop=stop,
+            ready=lambda info: tasks.append(asyncio.create_task(stop_during_a_webhook_turn(info))),
+        )
+        == 0
+    )
+    await asyncio.gather(*tasks)
+    assert late_client == ["refused"]
+
+
+async def wait_closed(http: aiohttp.ClientSession, url: str) -> None:
+    """Wait until ``url`` refuses connections (bounded: 30 s at most)."""
+    for _ in range(300):
+        try:
+            async with http.get(url):
+                pass
+        except aiohttp.ClientConnectionError:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{url} still answers")
