@@ -46,6 +46,8 @@ crashing the process, say) is answered with an apology instead of being run agai
 MAX_RETRY_AFTER_SECS = 3600.0
 """A platform's Retry-After is honoured up to this long."""
 BATCH = 100
+TURN_TASK = "webhook-chat"
+"""Name of the tasks that run one chat's turns."""
 
 Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
 
@@ -207,7 +209,7 @@ class InboxWorker(_Worker):
                     self._chats[key].append(item)
                 else:
                     self._chats[key] = deque([item])
-                    self.ctx.spawn("webhook-chat", self._chat(key))
+                    self.ctx.spawn(TURN_TASK, self._chat(key))
             if len(items) < BATCH:
                 return
             after = items[-1].id
@@ -293,12 +295,16 @@ class DeliveryWorker(_Worker):
         self.backoff = backoff
         self.clock = clock
         self.session: aiohttp.ClientSession | None = None
+        self.idle = asyncio.Event()
+        """Set when a pass found nothing to send now and no send is in flight."""
 
     async def run(self) -> None:
         """Send what is due whenever woken, or when the next retry comes due."""
         while True:
             self.wake_event.clear()
             timeout = None if self.stopping else await self._dispatch()
+            if not self.inflight:
+                self.idle.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake_event.wait(), timeout)
 
