@@ -153,6 +153,7 @@ class ServerSettings(Section):
     enable_admin_api: bool = True
     """Serve the admin API (/api/v1, /metrics, /healthz) when operator keys are set."""
     outbound_max_attempts: int = Field(default=8, ge=1)
-    """Delivery attempts of a platform reply before it is marked failed."""
+    """Delivery attempts of a platform reply before it is marked failed; the waits between
+    them double from 1 s up to 5 min, so 8 span about 2 minutes of outage, 20 about an hour."""
     shutdown_grace_secs: float = Field(default=10.0, ge=0)
     """How long `serve` lets in-flight turns finish on SIGINT/SIGTERM."""

@@ -1,24 +1,27 @@
 """``picobot serve``: every enabled channel and the background tasks in one process.
 
-Binds 127.0.0.1 by default. On SIGINT/SIGTERM it stops accepting, lets in-flight turns
-finish for ``[server] shutdown_grace_secs`` (a turn cut off later is answered: a
-WebSocket client gets a ``shutting_down`` error, and a webhook message is processed
-again on the next start), cancels and awaits the background tasks, and exits 0.
+Binds 127.0.0.1 by default. On SIGINT/SIGTERM every channel stops accepting at once and
+the turns in flight, of all channels together, get ``[server] shutdown_grace_secs`` to
+finish (a turn cut off later is answered: a WebSocket client gets a ``shutting_down``
+error, and a webhook message is processed again on the next start); then it cancels
+and awaits the background tasks, and exits 0.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import logging
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from picobot.channels import host_port
 from picobot.config import Settings
 from picobot.errors import PicobotError
 from picobot.llm.base import LLMProvider
@@ -49,7 +52,23 @@ class ServeInfo:
         return out or ["no channel is enabled; see docs/channels.md"]
 
 
-async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> None:
+Stop = Callable[[], Awaitable[None]]
+"""Stops one channel: it stops accepting at once, then lets its turns finish."""
+
+
+async def _stop_together(stops: list[Stop]) -> None:
+    """Stop every channel at the same time.
+
+    One after another, a channel kept accepting new clients while an earlier one
+    drained, and each took a grace period of its own.
+    """
+    results = await asyncio.gather(*(stop() for stop in stops), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     """Webhooks and the admin API share one aiohttp app on [server] host:port."""
     from picobot.channels.admin_api import (
         AdminAPI,
@@ -90,21 +109,23 @@ async def _start_http(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> No
         log.warning("%s", _admin_off(settings))
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    # Closed last-in-first-out: stop accepting HTTP first, then drain the webhooks.
-    if webhooks is not None:
-        grace = settings.server.shutdown_grace_secs
-        stack.push_async_callback(webhooks.close, grace)
-    stack.push_async_callback(runner.cleanup)
+
+    async def stop() -> None:
+        # Stop accepting HTTP first, then drain the webhooks.
+        await runner.cleanup()
+        if webhooks is not None:
+            await webhooks.close(settings.server.shutdown_grace_secs)
+
+    stops.append(stop)
     site = web.TCPSite(runner, settings.server.host, settings.server.port)
     try:
         await site.start()
     except OSError as exc:
         # As the WebSocket channel does: the file may be fine, the port is taken.
-        raise PicobotError(
-            f"cannot listen on {settings.server.host}:{settings.server.port}: {exc.strerror}"
-        ) from None
+        address = host_port(settings.server.host, settings.server.port)
+        raise PicobotError(f"cannot listen on {address}: {exc.strerror}") from None
     port = runner.addresses[0][1] if runner.addresses else settings.server.port
-    info.http_url = f"http://{settings.server.host}:{port}"
+    info.http_url = f"http://{host_port(settings.server.host, port)}"
     if webhooks is not None:
         await webhooks.start()
 
@@ -117,7 +138,7 @@ def _admin_off(settings: Settings) -> str:
     return f"the admin API is off: no keys in ${settings.server.admin_api_keys_env}"
 
 
-async def _start_websocket(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) -> None:
+async def _start_websocket(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     from picobot.channels.websocket import WebSocketChannel
 
     settings = rt.settings
@@ -125,7 +146,7 @@ async def _start_websocket(rt: Runtime, stack: AsyncExitStack, info: ServeInfo) 
         rt.kernel, settings.channels.websocket, grace_secs=settings.server.shutdown_grace_secs
     )
     await channel.start()
-    stack.push_async_callback(channel.stop, settings.server.shutdown_grace_secs)
+    stops.append(functools.partial(channel.stop, settings.server.shutdown_grace_secs))
     info.websocket_url = channel.url
 
 
@@ -181,9 +202,11 @@ async def _serve(
         open_runtime(settings, provider=provider, warm_up=True) as rt,
         AsyncExitStack() as stack,
     ):
+        stops: list[Stop] = []
+        stack.push_async_callback(_stop_together, stops)
         if settings.channels.websocket.enabled:
-            await _start_websocket(rt, stack, info)
-        await _start_http(rt, stack, info)
+            await _start_websocket(rt, stops, info)
+        await _start_http(rt, stops, info)
         for line in info.lines():
             log.info("%s", line)
         with startup_objects_frozen():

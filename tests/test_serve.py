@@ -15,7 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +23,14 @@ import aiohttp
 import pytest
 from aiohttp import web
 from websockets.asyncio.client import connect
+from websockets.exceptions import InvalidHandshake
 
 from picobot.channels.webhook.generic import sign
 from picobot.config import DataSettings, Settings
+from picobot.llm.base import LLMProvider
 from picobot.llm.scripted import ScriptedProvider
 from picobot.serve import ServeInfo, serve
+from tests.channels.gated import GatedProvider
 
 WS_KEY = "ws-key-0123456789abcdef"
 ADMIN_KEY = "admin-key-0123456789abcdef"
@@ -210,3 +213,127 @@ async def test_serve_says_why_the_admin_api_is_off(
     if enabled is False:
         assert not any("no admin API key" in m for m in messages), messages
     assert (seen[0].http_url is not None) == webhook
+
+
+def _has_ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+async def serve_while(
+    use: Callable[[ServeInfo, asyncio.Event], Awaitable[None]],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    env: dict[str, str],
+    provider: LLMProvider | None = None,
+) -> None:
+    """Serve with the WebSocket channel and ``env`` until ``use(info, stop)`` is done."""
+    for key, value in {
+        "PICOBOT_DATA__DIR": str(tmp_path / "data"),
+        "PICOBOT_SERVER__PORT": "0",
+        "PICOBOT_CHANNELS__WEBSOCKET__ENABLED": "true",
+        "PICOBOT_CHANNELS__WEBSOCKET__PORT": "0",
+        "PICOBOT_WS_API_KEYS": f"{WS_KEY}:alice",
+        **env,
+    }.items():
+        monkeypatch.setenv(key, value)
+    stop = asyncio.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def run(info: ServeInfo) -> None:
+        try:
+            await use(info, stop)
+        finally:
+            stop.set()
+
+    def ready(info: ServeInfo) -> None:
+        tasks.append(asyncio.create_task(run(info)))
+
+    model = provider or ScriptedProvider()
+    assert await serve(Settings(), provider=model, stop=stop, ready=ready) == 0
+    await asyncio.gather(*tasks)
+
+
+@pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback on this machine")
+async def test_banner_urls_of_an_ipv6_host_are_bracketed_and_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``ws://::1:8765/ws`` is no URL a client can use: an IPv6 host goes in brackets."""
+    used: list[tuple[object, str]] = []
+
+    async def use(info: ServeInfo, stop: asyncio.Event) -> None:
+        assert info.http_url is not None and info.websocket_url is not None
+        async with aiohttp.ClientSession() as http, http.get(f"{info.http_url}/healthz") as r:
+            used.append((r.status, info.http_url))
+        headers = {"x-api-key": WS_KEY}
+        async with connect(info.websocket_url, additional_headers=headers) as ws:
+            used.append((json.loads(await ws.recv())["type"], info.websocket_url))
+
+    env = {
+        "PICOBOT_SERVER__HOST": "::1",
+        "PICOBOT_CHANNELS__WEBSOCKET__HOST": "::1",
+        "PICOBOT_ADMIN_API_KEYS": ADMIN_KEY,
+    }
+    with caplog.at_level("INFO", logger="picobot.serve"):
+        await serve_while(use, monkeypatch, tmp_path, env)
+    (status, http_url), (greeting, ws_url) = used
+    assert (status, greeting) == (200, "hello")
+    assert http_url.startswith("http://[::1]:") and ws_url.startswith("ws://[::1]:")
+    banner = [r.getMessage() for r in caplog.records if r.name == "picobot.serve"]
+    assert f"WebSocket chat: {ws_url}" in banner
+    assert any(line.startswith(f"admin API: {http_url}/api/v1") for line in banner), banner
+
+
+async def test_on_stop_every_channel_stops_accepting_before_turns_drain(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A webhook turn still running must not keep the WebSocket channel open for new
+    clients (before, it took them until the webhook turns were done, then gave the
+    WebSocket turns a grace period of their own)."""
+    provider = GatedProvider()
+    late_client: list[str] = []
+
+    async def stop_during_a_webhook_turn(info: ServeInfo, stop: asyncio.Event) -> None:
+        assert info.http_url is not None and info.websocket_url is not None
+        try:
+            body = json.dumps({"user": "bob", "chat": "c", "text": "hi", "message_id": "1"})
+            headers = {"X-PicoBot-Signature": sign(SECRET.encode(), body.encode())}
+            async with aiohttp.ClientSession() as http:
+                url = f"{info.http_url}/webhooks/generic"
+                async with http.post(url, data=body, headers=headers) as r:
+                    assert r.status == 200
+                await provider.entered.wait()
+                stop.set()
+                await wait_closed(http, f"{info.http_url}/healthz")
+            try:
+                async with connect(info.websocket_url, additional_headers={"x-api-key": WS_KEY}):
+                    late_client.append("connected")
+            except (OSError, InvalidHandshake):
+                late_client.append("refused")
+        finally:
+            provider.gate.set()
+
+    env = {
+        "PICOBOT_SERVER__SHUTDOWN_GRACE_SECS": "60",
+        "PICOBOT_CHANNELS__WEBHOOK__GENERIC__ENABLED": "true",
+        "PICOBOT_CHANNELS__WEBHOOK__GENERIC__CALLBACK_URL": "http://127.0.0.1:9/",
+        "PICOBOT_GENERIC_WEBHOOK_SECRET": SECRET,
+    }
+    await serve_while(stop_during_a_webhook_turn, monkeypatch, tmp_path, env, provider)
+    assert late_client == ["refused"]
+
+
+async def wait_closed(http: aiohttp.ClientSession, url: str) -> None:
+    """Wait until ``url`` refuses connections (bounded: 30 s at most)."""
+    for _ in range(300):
+        try:
+            async with http.get(url):
+                pass
+        except aiohttp.ClientConnectionError:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{url} still answers")

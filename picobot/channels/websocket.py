@@ -27,6 +27,7 @@ from websockets.datastructures import Headers
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
+from picobot.channels import host_port
 from picobot.channels.ws_connection import CLOSE_TIMEOUT_SECS, RATE_BURST, Connection
 from picobot.channels.ws_protocol import MIN_KEY_LENGTH, TokenBucket, parse_api_keys
 from picobot.config_channels import WebSocketSettings
@@ -99,7 +100,7 @@ class WebSocketChannel:
     @property
     def url(self) -> str:
         """The endpoint clients connect to."""
-        return f"ws://{self.settings.host}:{self.port}{self.settings.path}"
+        return f"ws://{host_port(self.settings.host, self.port)}{self.settings.path}"
 
     async def start(self) -> None:
         """Bind and start accepting connections."""
@@ -123,8 +124,9 @@ class WebSocketChannel:
                 logger=wire_log,
             )
         except OSError as exc:
+            address = host_port(s.host, s.port)
             raise PicobotError(
-                f"WebSocket channel cannot listen on {s.host}:{s.port}: {exc.strerror or exc}"
+                f"WebSocket channel cannot listen on {address}: {exc.strerror or exc}"
             ) from exc
         self._port = int(self._server.sockets[0].getsockname()[1])
         log.info("WebSocket channel listening on %s", self.url)

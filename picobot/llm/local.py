@@ -74,6 +74,8 @@ def _resolve_model(settings: LLMSettings) -> tuple[Path, str]:
     if not settings.model_path:
         return bundled_model_path(), BUNDLED_NAME
     path = Path(settings.model_path).expanduser()
+    if path.is_dir():
+        raise ConfigError(f"model path {path} is a directory, not a GGUF file (llm.model_path)")
     if not path.is_file():
         raise ConfigError(f"model file {path} does not exist (llm.model_path)")
     return path, path.name
@@ -197,8 +199,12 @@ class LocalProvider:
                 verbose=False,
             )
         except Exception as exc:
-            log.exception("loading local model %s failed", self._path)
-            raise LLMError(f"cannot load the local model {self._path}: {exc}") from exc
+            # Almost always the file (truncated, not GGUF): the error line says so, and
+            # llama.cpp's traceback in front of it would only bury it.
+            log.debug("loading local model %s failed", self._path, exc_info=True)
+            raise LLMError(
+                f"cannot load the local model {self._path} (is it a complete GGUF file?): {exc}"
+            ) from exc
 
     def _close_sync(self, llama: Any) -> None:
         with self._thread_lock:

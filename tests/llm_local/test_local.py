@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import sys
 from collections.abc import AsyncIterator, Callable
 from importlib.machinery import ModuleSpec
@@ -148,12 +149,26 @@ def test_tool_turns_become_template_friendly_messages() -> None:
     ]
 
 
-async def test_unloadable_model_file_is_an_llm_error(tmp_path: Path) -> None:
+def test_a_directory_as_model_path_is_not_said_to_be_missing(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as info:
+        LocalProvider(LLMSettings(model_path=str(tmp_path)))
+    assert str(info.value) == (
+        f"model path {tmp_path} is a directory, not a GGUF file (llm.model_path)"
+    )
+
+
+async def test_unloadable_model_file_is_an_llm_error_in_one_line(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     junk = tmp_path / "junk.gguf"
     junk.write_bytes(b"not a gguf file" * 64)
     p = LocalProvider(LLMSettings(model_path=str(junk)))
-    with pytest.raises(LLMError, match="cannot load"):
-        await p.complete(PROMPT)
+    with pytest.raises(LLMError, match="cannot load") as info:
+        await p.load()
+    assert "is it a complete GGUF file?" in str(info.value)
+    # A broken file is the operator's to fix, not a crash: the error line says it all,
+    # without llama.cpp's traceback in front of it.
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
     await p.aclose()
 
 

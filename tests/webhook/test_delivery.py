@@ -13,6 +13,7 @@ from picobot.channels.webhook.generic import GenericPlatform
 from picobot.channels.webhook.workers import BATCH
 from picobot.runtime import Runtime
 from picobot.store.webhooks import WebhookStore
+from tests.channels.gated import GatedProvider
 from tests.webhook.conftest import PlatformAPI, Running, Webhooks, message, post_generic
 
 WAIT_SECS = 10.0
@@ -90,3 +91,24 @@ async def test_work_left_for_a_disabled_platform_holds_up_nothing_and_is_named_o
         f" they are kept and {done} once the platform is enabled again"
     ]
     assert not any("secret" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("provider", [GatedProvider()], ids=["gated"])
+async def test_reply_of_a_turn_finished_within_the_grace_period_is_sent_before_close(
+    provider: GatedProvider,
+    webhooks: Webhooks,
+    generic: GenericPlatform,
+    client: aiohttp.ClientSession,
+    platform_api: PlatformAPI,
+) -> None:
+    """Before, the delivery worker stopped at once: the turn finished, but its reply
+    waited in the queue for the next start, however far off that was."""
+    bot = await webhooks.start(generic)
+    await post_generic(client, bot.url("generic"), message("hello", "m1"))
+    await provider.entered.wait()
+    closing = asyncio.create_task(bot.server.close(grace_secs=WAIT_SECS))
+    await asyncio.sleep(0)  # the close has begun: no new turns, no new sends
+    provider.gate.set()
+    await closing
+    assert await bot.store.queue_depth() == 0
+    assert [r.json()["text"] for r in platform_api.requests] == ["You said: hello"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import traceback
@@ -344,3 +345,23 @@ async def test_delivery_failures_leave_the_token_out_of_logs_and_the_queue(
     ours = [logging.Formatter().format(r) for r in caplog.records if r.name.startswith("picobot")]
     assert any("Forbidden" in line for line in ours)
     assert not any(BOT_TOKEN in line for line in ours)
+
+
+async def test_parts_of_a_long_reply_are_each_sent_once_when_one_is_retried(
+    webhooks: Webhooks, platform_api: PlatformAPI, client: aiohttp.ClientSession
+) -> None:
+    # Sending parts back to back is what runs into Telegram's per-chat limit; the
+    # retry must go on from the part refused, not repeat the ones the chat has shown.
+    bot = await webhooks.start(platform(platform_api.url("")))
+    platform_api.reply(200, {"ok": True, "result": {}})
+    too_many = {"ok": False, "error_code": 429, "parameters": {"retry_after": 0}}
+    platform_api.reply(429, too_many)
+    question = "word " * 900  # the echo is two messages long
+    assert await post(client, bot.url("telegram"), update(question.strip())) == 200
+    # Bounded: before, the reply was one queue item, delivered (once) after 4 requests.
+    await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivered == 2), 10)
+    texts = [r.json()["text"] for r in platform_api.requests]
+    first, refused, second = texts
+    assert refused == second and first != second
+    assert f"{first} {second}" == f"You said: {question.strip()}"
+    assert bot.server.stats.delivery_retries == 1

@@ -13,7 +13,8 @@ outbound queue with retries. A platform module only knows its own wire format:
   with the user id built from the authenticated payload in the channel's documented
   form (never from a field the sender can choose freely);
 - :meth:`Platform.send` delivers one reply through the platform's API and raises
-  :class:`DeliveryError` (``retry`` True for 429/5xx/network errors).
+  :class:`DeliveryError` (``retry`` True for 429/5xx/network errors); a reply longer
+  than :attr:`Platform.max_text_chars` is cut into several before it is queued.
 """
 
 from __future__ import annotations
@@ -72,6 +73,15 @@ class Platform(Protocol):
     @property
     def allowed_senders(self) -> frozenset[str]:
         """Senders allowed to chat; empty means everyone who passes verification."""
+        ...
+
+    @property
+    def max_text_chars(self) -> int | None:
+        """Longest text of one message (UTF-16 units), or None for no limit.
+
+        A longer reply is queued as several messages, each delivered (and retried) on
+        its own, so a retry never repeats a part the chat has already shown.
+        """
         ...
 
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:

@@ -102,6 +102,11 @@ class GenericPlatform:
         """User names allowed to chat; empty means every signed message."""
         return self._allowed
 
+    @property
+    def max_text_chars(self) -> None:
+        """None: the callback takes a reply of any length, whole."""
+        return None
+
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """There is no handshake."""
         return None

@@ -16,6 +16,7 @@ again on restart.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -29,6 +30,7 @@ from aiohttp import web
 
 from picobot.channels.webhook.base import Platform, PlatformMessage, WebhookError
 from picobot.channels.webhook.workers import (
+    TURN_TASK,
     Backoff,
     DeliveryWorker,
     InboxWorker,
@@ -144,18 +146,27 @@ class WebhookServer:
         }
 
     async def close(self, grace_secs: float = 0.0) -> None:
-        """Take up no new work, let turns and sends in flight finish for up to
-        ``grace_secs``, then cancel the rest (it stays pending for the next start).
+        """Take up no new turns, let turns in flight finish and the replies due (theirs
+        too) go out for up to ``grace_secs``, then cancel the rest (it stays pending for
+        the next start).
 
         Requests are still accepted into the inbox meanwhile: nothing acknowledged is
         lost, it is only answered after the restart.
         """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_secs
         self._inbox.stop()
+        turns = {t for t in self._tasks if t.get_name() == TURN_TASK}
+        if turns and grace_secs > 0:
+            await asyncio.wait(turns, timeout=grace_secs)
+        if deadline > loop.time() and not all(t.done() for t in self._loops):
+            # The delivery worker runs on until nothing is due or in flight (a reply
+            # waiting for a retry waits for the next start).
+            self._delivery.idle.clear()
+            self._delivery.wake()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._delivery.idle.wait(), deadline - loop.time())
         self._delivery.stop()
-        # The two loops never finish on their own; wait only for turns and sends.
-        work = self._tasks - self._loops
-        if work and grace_secs > 0:
-            await asyncio.wait(work, timeout=grace_secs)
         tasks = [t for t in self._tasks if not t.done()]
         for task in tasks:
             task.cancel()

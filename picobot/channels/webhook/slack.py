@@ -106,6 +106,11 @@ class SlackPlatform:
         """``team:user`` ids allowed to chat; empty means everyone in the workspace."""
         return self._allowed
 
+    @property
+    def max_text_chars(self) -> int:
+        """What Slack recommends for one message."""
+        return MAX_TEXT_CHARS
+
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """Answer a signed ``url_verification`` with its challenge.
 
@@ -181,9 +186,9 @@ class SlackPlatform:
     ) -> None:
         """Post ``text`` to the channel (thread), as several messages if it is long.
 
-        Slack reports most failures as HTTP 200 with ``{"ok": false, "error"}``. A
-        part that fails fails the whole reply; its retry sends the earlier parts
-        again (replies are delivered at least once).
+        Slack reports most failures as HTTP 200 with ``{"ok": false, "error"}``.
+        Replies are queued cut to :attr:`max_text_chars` already, so each part is sent
+        and retried on its own; this only splits a reply queued whole by an older version.
         """
         channel = reply_to.get("channel")
         if not isinstance(channel, str) or not channel:

@@ -90,6 +90,11 @@ class TelegramPlatform:
         """Telegram user ids allowed to chat; empty means everyone."""
         return self._allowed
 
+    @property
+    def max_text_chars(self) -> int:
+        """Telegram's limit of one sendMessage, in UTF-16 units."""
+        return MAX_TEXT_CHARS
+
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """There is no handshake: setWebhook is a call we make, not one we answer."""
         return None
@@ -159,8 +164,8 @@ class TelegramPlatform:
     ) -> None:
         """Send ``text`` to the chat, as several messages if it is long.
 
-        A part that fails fails the whole reply; its retry sends the earlier parts
-        again (replies are delivered at least once).
+        Replies are queued cut to :attr:`max_text_chars` already, so each part is sent
+        and retried on its own; this only splits a reply queued whole by an older version.
         """
         chat = reply_to.get("chat_id")
         if not isinstance(chat, int | str) or isinstance(chat, bool) or chat == "":

@@ -101,6 +101,11 @@ class WhatsAppPlatform:
         """wa_ids allowed to chat; empty means everyone who can message the number."""
         return self._allowed
 
+    @property
+    def max_text_chars(self) -> int:
+        """The Cloud API's limit of one text body."""
+        return MAX_TEXT_CHARS
+
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """Answer Meta's GET subscription check; anything else is not a handshake."""
         if request.method != "GET" or "hub.mode" not in request.query:
@@ -178,8 +183,8 @@ class WhatsAppPlatform:
     ) -> None:
         """Send ``text`` to ``reply_to["to"]``, as several messages if it is long.
 
-        A part that fails fails the whole reply; its retry sends the earlier parts
-        again (replies are delivered at least once).
+        Replies are queued cut to :attr:`max_text_chars` already, so each part is sent
+        and retried on its own; this only splits a reply queued whole by an older version.
         """
         to = reply_to.get("to")
         number = reply_to.get("phone_number_id") or self._settings.phone_number_id

@@ -28,6 +28,7 @@ from typing import Any
 import aiohttp
 
 from picobot.channels.webhook.base import DeliveryError, Platform
+from picobot.channels.webhook.common import split_text
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Inbound, OutboundKind
@@ -45,6 +46,8 @@ crashing the process, say) is answered with an apology instead of being run agai
 MAX_RETRY_AFTER_SECS = 3600.0
 """A platform's Retry-After is honoured up to this long."""
 BATCH = 100
+TURN_TASK = "webhook-chat"
+"""Name of the tasks that run one chat's turns."""
 
 Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
 
@@ -206,7 +209,7 @@ class InboxWorker(_Worker):
                     self._chats[key].append(item)
                 else:
                     self._chats[key] = deque([item])
-                    self.ctx.spawn("webhook-chat", self._chat(key))
+                    self.ctx.spawn(TURN_TASK, self._chat(key))
             if len(items) < BATCH:
                 return
             after = items[-1].id
@@ -241,7 +244,7 @@ class InboxWorker(_Worker):
             replies, failed = await self._turn(platform, item)
         enqueued = await self.ctx.store.mark_processed(
             item.id,
-            replies,
+            as_messages(replies, platform.max_text_chars),
             platform=platform.name,
             reply_to=item.reply_to,
             user_id=item.user_id,
@@ -269,6 +272,13 @@ class InboxWorker(_Worker):
         return replies, False
 
 
+def as_messages(replies: list[str], limit: int | None) -> list[str]:
+    """The replies as the platform's messages: each cut to ``limit`` (None: kept whole)."""
+    if limit is None:
+        return replies
+    return [part for reply in replies for part in split_text(reply, limit)]
+
+
 class DeliveryWorker(_Worker):
     """Sends due replies through their platform, retrying with backoff."""
 
@@ -285,12 +295,16 @@ class DeliveryWorker(_Worker):
         self.backoff = backoff
         self.clock = clock
         self.session: aiohttp.ClientSession | None = None
+        self.idle = asyncio.Event()
+        """Set when a pass found nothing to send now and no send is in flight."""
 
     async def run(self) -> None:
         """Send what is due whenever woken, or when the next retry comes due."""
         while True:
             self.wake_event.clear()
             timeout = None if self.stopping else await self._dispatch()
+            if not self.inflight:
+                self.idle.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake_event.wait(), timeout)
 
