@@ -13,18 +13,21 @@ class GatedProvider(ScriptedProvider):
     """The scripted model, held before its first token until ``gate`` is set.
 
     ``entered`` is set once a turn waits at the gate: the kernel has stored the user's
-    message by then, so cancelling the turn there interrupts no database write.
+    message by then, so cancelling the turn there interrupts no database write. With
+    ``only``, just the turns whose message contains that text are held.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, only: str | None = None) -> None:
         super().__init__()
         self.gate = asyncio.Event()
         self.entered = asyncio.Event()
+        self._only = only
 
     async def stream(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> AsyncIterator[StreamEvent]:
-        self.entered.set()
-        await self.gate.wait()
+        if self._only is None or self._only in messages[-1].content:
+            self.entered.set()
+            await self.gate.wait()
         async for event in super().stream(messages, tools):
             yield event

@@ -281,3 +281,13 @@ async def post_generic(
 def message(text: str, message_id: str, *, user: str = "alice", chat: str = "c1") -> dict[str, Any]:
     """A generic webhook body."""
     return {"user": user, "chat": chat, "text": text, "message_id": message_id}
+
+
+async def rows(runtime: Runtime, sql: str, *params: object) -> list[tuple[object, ...]]:
+    """Every row of a query on the runtime's database, as tuples."""
+    return [tuple(r) for r in await runtime.db.fetchall(sql, params)]
+
+
+def texts(api: PlatformAPI) -> list[str]:
+    """The texts the generic platform's stand-in API was sent, in order."""
+    return [r.json()["text"] for r in api.requests]

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -19,9 +18,8 @@ from picobot.channels.webhook.common import ReplyApi, retry_after_secs
 from picobot.channels.webhook.generic import GenericPlatform, sign
 from picobot.config_channels import GenericWebhookSettings
 from picobot.errors import ConfigError
-from picobot.llm.base import ChatMessage, StreamEvent, ToolSpec
 from picobot.llm.scripted import ScriptedProvider
-from picobot.runtime import Runtime
+from tests.channels.gated import GatedProvider
 from tests.webhook.conftest import (
     SECRET,
     PlatformAPI,
@@ -29,30 +27,10 @@ from tests.webhook.conftest import (
     Webhooks,
     message,
     post_generic,
+    rows,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-async def rows(runtime: Runtime, sql: str, *params: object) -> list[tuple[object, ...]]:
-    return [tuple(r) for r in await runtime.db.fetchall(sql, params)]
-
-
-class GatedProvider(ScriptedProvider):
-    """Echoes, but only once the test opens the gate."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = asyncio.Event()
-        self.started = asyncio.Event()
-
-    async def stream(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
-    ) -> AsyncIterator[StreamEvent]:
-        self.started.set()
-        await self.gate.wait()
-        async for event in super().stream(messages, tools):
-            yield event
 
 
 @pytest.fixture
@@ -71,7 +49,7 @@ async def test_signed_message_is_acknowledged_before_the_turn_and_answered_signe
     status, answer = await post_generic(client, bot.url("generic"), message("hello", "m1"))
     # 200 while the model is still blocked: the turn runs after the acknowledgement.
     assert (status, answer) == (200, {"ok": True})
-    await provider.started.wait()
+    await provider.entered.wait()
     assert platform_api.requests == []
     provider.gate.set()
     (request,) = await platform_api.wait_requests(1)
@@ -102,7 +80,7 @@ async def test_a_secret_waiting_in_the_inbox_is_stored_redacted(
     bot = await webhooks.start(generic)
     status, _ = await post_generic(client, bot.url("generic"), message(f"my key {key}", "m1"))
     assert status == 200
-    await provider.started.wait()  # accepted, the turn waits at the model
+    await provider.entered.wait()  # accepted, the turn waits at the model
     ((text,),) = await rows(bot.runtime, "SELECT text FROM webhook_inbox")
     assert key not in str(text) and "[REDACTED:" in str(text)
     provider.gate.set()
