@@ -98,7 +98,7 @@ class PurgeCommands:
         if identity.channel in TOKEN_CHANNELS:
             return None
         actor = actor_of(identity)
-        pending = self._controller.pending_for(actor, (identity.channel, identity.chat_id))
+        pending = self._controller.pending_for(actor, (identity.channel, identity.chat_id), text)
         if pending is None:
             return None
         return await self._confirm(pending.token, actor, text)

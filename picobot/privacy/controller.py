@@ -38,6 +38,14 @@ DAY = 86400.0
 MAX_PURGE_DAYS = 36_500
 """Largest N of an older-than-N-days purge (100 years); larger is a mistake, not a plan."""
 YES = frozenset({"y", "yes"})
+EXPIRED_KEPT_SECS = DAY
+"""How long an expired purge asked in a chat is remembered: a late y/yes there is told
+that nothing was deleted, rather than taken for chat that the model then answers."""
+
+
+def is_yes(answer: str) -> bool:
+    """Whether an answer confirms: ``y`` or ``yes``, in any case."""
+    return answer.strip().lower() in YES
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,13 +198,24 @@ class PrivacyController:
             self._pending[pending.token] = pending
         return pending
 
-    def pending_for(self, actor: Actor, origin: tuple[str, str]) -> PendingPurge | None:
-        """The actor's unexpired pending purge requested from ``origin``, if any."""
+    def pending_for(
+        self, actor: Actor, origin: tuple[str, str], answer: str
+    ) -> PendingPurge | None:
+        """The actor's pending purge requested from ``origin`` that ``answer``, their
+        next message there, answers, if any.
+
+        One that expired still takes a y/yes (:meth:`confirm` then says that nothing was
+        deleted); any other message drops it and is not an answer.
+        """
         self._expire()
-        return next(
+        pending = next(
             (p for p in self._pending.values() if p.plan.actor == actor and p.origin == origin),
             None,
         )
+        if pending is not None and self._clock() > pending.expires_at and not is_yes(answer):
+            del self._pending[pending.token]
+            return None
+        return pending
 
     async def confirm(self, token: str, actor: Actor, answer: str) -> PurgeResult | None:
         """Answer a pending purge: execute on y/yes, cancel on anything else.
@@ -211,7 +230,7 @@ class PrivacyController:
         if self._clock() > pending.expires_at:
             log.info("purge confirmation expired: %s by %s", pending.plan.scope, actor.id)
             raise UserError("The purge confirmation expired; nothing was deleted.")
-        if answer.strip().lower() not in YES:
+        if not is_yes(answer):
             log.info("purge cancelled: %s by %s", pending.plan.scope, actor.id)
             return None
         return await self.execute(pending.plan)
@@ -276,5 +295,6 @@ class PrivacyController:
     def _expire(self) -> None:
         now = self._clock()
         for token, pending in list(self._pending.items()):
-            if now > pending.expires_at:
+            kept = 0 if pending.origin is None else EXPIRED_KEPT_SECS
+            if now > pending.expires_at + kept:
                 del self._pending[token]

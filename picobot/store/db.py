@@ -96,11 +96,7 @@ class Database:
         writer = None
         conns: list[aiosqlite.Connection] = []
         try:
-            writer = await connect(path, busy_timeout_ms)
-            await pragma(writer, "journal_mode=WAL")
-            # Checkpoints run in the background (checkpoint_passive), not inside a commit:
-            # the automatic one made ~1% of writes take ~6 ms (docs/performance.md).
-            await pragma(writer, "wal_autocheckpoint=0")
+            writer = await connect(path, busy_timeout_ms, writer=True)
             for _ in range(max(1, readers)):
                 conns.append(await connect(path, busy_timeout_ms))
                 # Reads run inside BEGIN ... ROLLBACK: a write slipped in by mistake

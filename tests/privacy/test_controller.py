@@ -13,6 +13,7 @@ from picobot.errors import AccessDenied, UserError
 from picobot.kernel.memory_retriever import MemoryRetriever
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
+from picobot.privacy.commands import PurgeCommands
 from picobot.privacy.controller import (
     DAY,
     MAX_PURGE_DAYS,
@@ -156,7 +157,26 @@ async def test_confirmation_expires(tmp_path: Path, rt: Runtime) -> None:
     with pytest.raises(UserError, match="confirmation expired"):
         await controller.confirm(pending.token, actor, "y")
     assert await count(rt, "messages") == 2
-    assert controller.pending_for(actor, origin) is None
+    assert controller.pending_for(actor, origin, "y") is None
+
+
+async def test_a_late_yes_in_chat_is_told_the_purge_expired(rt: Runtime) -> None:
+    clock = Clock()
+    PurgeCommands(PrivacyController(rt.db, clock=clock)).register(rt.kernel)
+    await say(rt, ALICE, "hello")
+    assert (await say(rt, ALICE, "/purge user"))[-1].kind == OutboundKind.CONFIRM_REQUEST
+    clock.now += 61
+    late = await say(rt, ALICE, "yes")
+    # Not a chat turn (a model answering "yes" could claim the data was deleted).
+    assert late[-1].kind == OutboundKind.ERROR
+    assert "expired; nothing was deleted" in late[-1].text
+    assert await count(rt, "messages") == 2
+    # After an expiry, any other message is ordinary chat; so is a later "yes".
+    await say(rt, ALICE, "/purge user")
+    clock.now += 61
+    assert (await say(rt, ALICE, "something else"))[-1].kind == OutboundKind.DONE
+    assert (await say(rt, ALICE, "yes"))[-1].kind == OutboundKind.DONE
+    assert await count(rt, "messages") == 6
 
 
 async def test_operator_rights(rt: Runtime) -> None:

@@ -158,6 +158,32 @@ async def test_garbage_file_is_a_clear_error(tmp_path: Path) -> None:
         await Database.open(path)
 
 
+async def test_another_applications_database_is_refused_and_left_untouched(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "conversations.db"
+    with contextlib.closing(sqlite3.connect(path)) as other:
+        other.execute("CREATE TABLE moz_places (id INTEGER PRIMARY KEY, url TEXT)")
+        other.execute("INSERT INTO moz_places (url) VALUES ('https://example.com')")
+        other.commit()
+    before = path.read_bytes()
+    with pytest.raises(StoreUnavailable, match=r"not a PicoBot database.*moz_places"):
+        await Database.open(path)
+    # Neither PicoBot's tables nor WAL mode were written into the other file.
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["conversations.db"]
+
+
+async def test_an_empty_file_is_opened_as_a_new_database(tmp_path: Path) -> None:
+    path = tmp_path / "conversations.db"
+    path.touch()
+    db = await Database.open(path)
+    try:
+        assert len(await applied_versions(db)) == len(MIGRATIONS)
+    finally:
+        await db.close()
+
+
 async def test_cancelled_begin_does_not_poison_the_writer(tmp_path: Path) -> None:
     import asyncio
 
