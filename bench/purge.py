@@ -23,7 +23,8 @@ from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.privacy.controller import Actor, PrivacyController, UserScope
 from picobot.runtime import build_kernel, open_database
 from picobot.store.db import Database
-from picobot.store.purge import PurgeStore, erase_residue
+from picobot.store.erase import erase_residue
+from picobot.store.purge import PurgeStore
 
 
 class _Chatter:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from picobot.errors import AccessDenied, UserError
 from picobot.metrics import observe_purge
 from picobot.store.db import Database
-from picobot.store.purge import PurgeCounts, PurgeStore, erase_residue
+from picobot.store.erase import erase_residue
+from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.retention import (
     PURGE_ERASE_TASK_NAME,

@@ -47,7 +47,7 @@ async def connect(
         await pragma(conn, f"busy_timeout={int(busy_timeout_ms)}")
         await pragma(conn, "foreign_keys=ON")
         # Purged text must not survive in free space: zero every deleted cell and freed
-        # page instead of only unlinking it (see picobot.store.purge.erase_residue).
+        # page instead of only unlinking it (see picobot.store.erase.erase_residue).
         await pragma(conn, "secure_delete=ON")
         # NORMAL is durable against process crashes in WAL mode; only an OS crash or
         # power loss can undo the last commits.

@@ -9,7 +9,8 @@ a large sweep never holds the writer lock for long and chat turns keep flowing.
 Search index entries go with their source rows (the m002 triggers delete them in the
 same transaction), and dependent rows are deleted explicitly before their session
 rather than left to ``ON DELETE CASCADE``, so every removed row is counted. Deleting
-rows only unlinks most of their bytes; call :func:`erase_residue` afterwards to make
+rows only unlinks most of their bytes; call :func:`picobot.store.erase.erase_residue`
+afterwards to make
 the text unrecoverable from the database file, its WAL and the FTS5 index.
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from typing import Any
@@ -25,7 +25,6 @@ from typing import Any
 import aiosqlite
 
 from picobot.store.db import Database
-from picobot.store.search import SearchIndex
 from picobot.store.webhooks import WebhookStore
 
 DEFAULT_BATCH_SIZE = 500
@@ -153,13 +152,18 @@ class PurgeStore:
 
     async def count_session(self, session_id: str) -> PurgeCounts:
         """What :meth:`delete_session` would remove now."""
-        return await self._count(_session_scope(session_id))
+        counts = await self._count(_session_scope(session_id))
+        queued = await WebhookStore(self._db).count_session(session_id)
+        return counts + PurgeCounts(webhook_rows=queued)
 
     async def delete_session(
         self, session_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
     ) -> PurgeCounts:
-        """Delete one session with its messages, summary, tool records and index entries."""
-        return await self._delete(_session_scope(session_id), batch_size)
+        """Delete one session with its messages, summary, tool records, index entries and
+        the webhook rows of its messages (found through the messages, so first)."""
+        queued = await WebhookStore(self._db).delete_session(session_id)
+        counts = await self._delete(_session_scope(session_id), batch_size)
+        return counts + PurgeCounts(webhook_rows=queued)
 
     async def count_user(self, user_id: str) -> PurgeCounts:
         """What :meth:`delete_user` would remove now."""
@@ -357,44 +361,3 @@ async def _scalar(conn: aiosqlite.Connection, sql: str, keys: str) -> int:
     async with conn.execute(sql, (keys,)) as cur:
         row = await cur.fetchone()
     return int(row[0]) if row else 0
-
-
-async def erase_residue(
-    db: Database, *, vacuum: bool = True, timings: dict[str, float] | None = None
-) -> None:
-    """Make deleted text unrecoverable from every file of the database.
-
-    Call after a purge or retention sweep, outside any transaction. Each place that
-    keeps deleted text after its rows are gone has its remedy:
-
-    - The FTS5 index: SQLite 3.40 has no FTS5 ``secure-delete``; a delete appends a
-      segment repeating the row's terms, and older segments still hold them. The index
-      is merged into one segment without them, in steps (:meth:`SearchIndex.optimize`).
-    - Freed cells and pages: every connection runs with ``PRAGMA secure_delete=ON``
-      (see :mod:`picobot.store.db`), which zeroes them as rows are deleted.
-    - Stale copies in live pages: when a b-tree rebalances, cells moved to another
-      page are not wiped from the unused space of the page they left, and a later
-      delete zeroes only the live copy (measured on FTS5 segment pages; see
-      tests/privacy/test_erasure.py). ``VACUUM`` rebuilds every page from the live
-      rows. It rewrites the whole file (about 2 s for 250 MB) and needs free disk of
-      about twice its size; ``vacuum=False`` skips it and accepts that residue.
-    - The WAL: it holds page images from before the deletes (and the whole VACUUM)
-      until a checkpoint; a TRUNCATE checkpoint copies the current pages into the
-      database file and cuts the WAL to 0 bytes. Raises StoreUnavailable when a
-      reader (possibly another process) kept it from finishing.
-
-    ``timings``, when given, receives each step's duration in seconds (the bench).
-    """
-    steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
-        ("fts_optimize_s", SearchIndex(db).optimize)
-    ]
-    if vacuum:
-        steps.append(("vacuum_s", db.vacuum))
-    # Copy what it can without the writer lock first (the VACUUM put the whole file in
-    # the WAL); the TRUNCATE, which holds the lock, then has only the rest to do.
-    steps += [("checkpoint_passive_s", db.checkpoint_passive), ("checkpoint_s", db.checkpoint)]
-    for name, step in steps:
-        started = time.perf_counter()
-        await step()
-        if timings is not None:
-            timings[name] = time.perf_counter() - started

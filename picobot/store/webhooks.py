@@ -12,8 +12,8 @@ Replies of one chat go out in queue order: only the oldest pending reply of a ch
 
 Text is kept only while it is needed: a processed inbox row and a sent reply have
 their text blanked (the conversation itself lives in ``messages``); what remains is
-ids and timestamps for de-duplication and metrics. Every row carries ``user_id`` so
-a user purge can delete it (:meth:`WebhookStore.delete_user`).
+ids and timestamps for de-duplication and metrics. A user purge deletes a user's rows
+by their ``user_id``, a session purge those of its messages.
 """
 
 from __future__ import annotations
@@ -127,6 +127,17 @@ _BY_PLATFORM = (
 )
 _PENDING_MESSAGES_BY_PLATFORM = _BY_PLATFORM.format(table="webhook_inbox")
 _PENDING_REPLIES_BY_PLATFORM = _BY_PLATFORM.format(table="outbound_queue")
+
+# The inbox rows of one session's messages: a webhook message's ``source_id`` is
+# "<platform>:<message id>" (m007), which the inbox's UNIQUE (platform, message_id) finds.
+_SESSION_INBOX_IDS = """
+    SELECT i.id FROM messages m JOIN webhook_inbox i
+      ON i.platform = substr(m.source_id, 1, instr(m.source_id, ':') - 1)
+     AND i.message_id = substr(m.source_id, instr(m.source_id, ':') + 1)
+    WHERE m.session_id = ? AND m.source_id IS NOT NULL
+"""
+_SESSION_INBOX = f"id IN ({_SESSION_INBOX_IDS})"
+_OF_SESSION_INBOX = f"inbox_id IN ({_SESSION_INBOX_IDS})"
 
 
 def _names(platforms: Collection[str]) -> tuple[list[str], str]:
@@ -339,28 +350,27 @@ class WebhookStore:
 
     async def count_user(self, user_id: str) -> int:
         """Inbox and queue rows of one user (what :meth:`delete_user` removes)."""
-        row = await self._db.fetchone(
-            "SELECT (SELECT COUNT(*) FROM webhook_inbox WHERE user_id = ?)"
-            " + (SELECT COUNT(*) FROM outbound_queue WHERE user_id = ?) AS n",
-            (user_id, user_id),
-        )
-        return int(row["n"]) if row else 0
+        return await self._count_where("user_id = ?", "user_id = ?", user_id)
 
     async def delete_user(self, user_id: str) -> int:
         """Delete every inbox and queue row of one user; return how many."""
-        async with self._db.transaction() as conn:
-            a = await conn.execute("DELETE FROM outbound_queue WHERE user_id = ?", (user_id,))
-            b = await conn.execute("DELETE FROM webhook_inbox WHERE user_id = ?", (user_id,))
-            return a.rowcount + b.rowcount
+        return await self._delete_where("user_id = ?", "user_id = ?", user_id)
+
+    async def count_session(self, session_id: str) -> int:
+        """Rows of one session's messages (what :meth:`delete_session` removes)."""
+        return await self._count_where(_OF_SESSION_INBOX, _SESSION_INBOX, session_id)
+
+    async def delete_session(self, session_id: str) -> int:
+        """Delete the inbox rows of a session's messages and their replies, sent, pending
+        or given up on (a reply's text is the session's); return how many.
+
+        Run before the session's messages are deleted: their ``source_id`` finds the rows.
+        """
+        return await self._delete_where(_OF_SESSION_INBOX, _SESSION_INBOX, session_id)
 
     async def count_before(self, cutoff: float) -> int:
         """Rows :meth:`delete_before` would remove for the same cutoff."""
-        row = await self._db.fetchone(
-            "SELECT (SELECT COUNT(*) FROM outbound_queue WHERE created_at < ?)"
-            " + (SELECT COUNT(*) FROM webhook_inbox WHERE received_at < ?) AS n",
-            (cutoff, cutoff),
-        )
-        return int(row["n"]) if row else 0
+        return await self._count_where("created_at < ?", "received_at < ?", cutoff)
 
     async def delete_before(self, cutoff: float) -> int:
         """Delete rows older than ``cutoff``, finished or not.
@@ -372,7 +382,19 @@ class WebhookStore:
         :meth:`mark_processed`). Removing old inbox rows also ends their
         de-duplication, which platforms only need for hours.
         """
+        return await self._delete_where("created_at < ?", "received_at < ?", cutoff)
+
+    # The clauses are constants of this module; only the parameter comes from callers.
+    async def _count_where(self, outbound: str, inbox: str, param: object) -> int:
+        row = await self._db.fetchone(
+            f"SELECT (SELECT COUNT(*) FROM outbound_queue WHERE {outbound})"  # noqa: S608
+            f" + (SELECT COUNT(*) FROM webhook_inbox WHERE {inbox}) AS n",
+            (param, param),
+        )
+        return int(row["n"]) if row else 0
+
+    async def _delete_where(self, outbound: str, inbox: str, param: object) -> int:
         async with self._db.transaction() as conn:
-            a = await conn.execute("DELETE FROM outbound_queue WHERE created_at < ?", (cutoff,))
-            b = await conn.execute("DELETE FROM webhook_inbox WHERE received_at < ?", (cutoff,))
+            a = await conn.execute(f"DELETE FROM outbound_queue WHERE {outbound}", (param,))  # noqa: S608
+            b = await conn.execute(f"DELETE FROM webhook_inbox WHERE {inbox}", (param,))  # noqa: S608
             return a.rowcount + b.rowcount

@@ -4,7 +4,7 @@
 (``tasks.every("retention", interval, task.run, run_at_start=True)``) and what
 ``picobot retention run`` runs once. A run deletes expired messages, tool records,
 summaries and empty sessions in small transactions (:mod:`picobot.store.purge`), then
-makes the deleted text unrecoverable (:func:`~picobot.store.purge.erase_residue`).
+makes the deleted text unrecoverable (:func:`~picobot.store.erase.erase_residue`).
 Explicit user memories are never touched.
 
 The erasure rewrites the whole index and file and stalls every writer meanwhile
@@ -32,7 +32,8 @@ from datetime import UTC, datetime
 
 from picobot.metrics import observe_retention
 from picobot.store.db import Database, Row
-from picobot.store.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeStore, erase_residue
+from picobot.store.erase import erase_residue
+from picobot.store.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeStore
 
 log = logging.getLogger(__name__)
 

@@ -23,9 +23,10 @@ import pytest
 
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
+from picobot.store.erase import erase_residue
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
-from picobot.store.purge import PurgeStore, erase_residue
+from picobot.store.purge import PurgeStore
 from picobot.store.search import SearchIndex, user_token
 from tests.privacy.test_purge_store import (
     DAY,

@@ -12,9 +12,10 @@ import aiosqlite
 import pytest
 
 from picobot.store.db import Database
+from picobot.store.erase import erase_residue
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
-from picobot.store.purge import PurgeCounts, PurgeStore, erase_residue
+from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.search import SearchIndex, user_token
 from picobot.store.summaries import SummaryRepo
 from picobot.store.tool_records import ToolRecordRepo

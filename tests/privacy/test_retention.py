@@ -15,10 +15,11 @@ import pytest
 
 from picobot.cli_ops import add_ops_commands, format_status, human_bytes, human_duration
 from picobot.store.db import Database
+from picobot.store.erase import erase_residue
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS
-from picobot.store.purge import PurgeCounts, PurgeStore, erase_residue
+from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks import retention as retention_module

@@ -6,6 +6,7 @@ are the same.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +17,7 @@ from picobot.channels.webhook.generic import GenericPlatform
 from picobot.channels.webhook.workers import Backoff
 from picobot.errors import StoreUnavailable
 from picobot.runtime import Runtime
+from picobot.store.purge import PurgeStore
 from picobot.store.webhooks import InboundMessage, WebhookStore
 from tests.webhook.conftest import (
     FakeClock,
@@ -165,3 +167,30 @@ async def test_store_failures_after_the_turn_or_the_send_are_retried(
     # Sent, but not recorded: sent again after a pause (at least once), then recorded.
     assert texts(platform_api)[1:] == ["You said: again", "You said: again"]
     assert await bot.server.queue_depth() == 0
+
+
+async def test_a_session_purge_takes_its_webhook_rows_and_no_others(
+    webhooks: Webhooks,
+    generic: GenericPlatform,
+    client: aiohttp.ClientSession,
+    platform_api: PlatformAPI,
+) -> None:
+    platform_api.fail(1, status=403)  # the first reply fails for good: its text stays queued
+    bot = await webhooks.start(generic)
+    url = bot.url("generic")
+    await post_generic(client, url, message("first TOPSECRET", "m1"))
+    await bot.server.wait_for(lambda s: s.delivery_failures == 1)
+    await post_generic(client, url, message("/new", "m2"))
+    await post_generic(client, url, message("second", "m3"))
+    await bot.server.wait_for(lambda s: s.delivered == 2)
+    ((first,), _) = await rows(bot.runtime, "SELECT id FROM sessions ORDER BY created_at, rowid")
+    store = PurgeStore(bot.runtime.db)
+
+    assert (await store.count_session(str(first))).webhook_rows == 2  # m1 and its reply
+    assert (await store.delete_session(str(first))).webhook_rows == 2
+
+    inbox = await rows(bot.runtime, "SELECT message_id FROM webhook_inbox ORDER BY id")
+    assert [json.loads(str(m))[-1] for (m,) in inbox] == ["m2", "m3"]
+    queue = await rows(bot.runtime, "SELECT status, text FROM outbound_queue ORDER BY id")
+    assert len(queue) == 2 and ("failed", "You said: first TOPSECRET") not in queue
+    assert all(status == "sent" for status, _ in queue)
