@@ -103,9 +103,10 @@ async def purge(
             result: PurgeResult | None = await controller.confirm(pending.token, operator, answer)
         except StoreUnavailable as exc:
             fail(
-                f"the purge failed: {exc}\nWhat it deleted before the failure stays deleted;"
-                " the bytes it left on disk are erased by the next retention run (the"
-                " server's, or `picobot retention run`)."
+                f"the purge failed: {exc}\nRows it deleted before the failure, if any, stay"
+                " deleted: run the same purge again to finish it. What they left on disk"
+                " is erased by the next retention run (the server's, or `picobot retention"
+                " run`)."
             )
             return EXIT_ERROR
         if result is None:

@@ -199,6 +199,7 @@ def test_a_failed_erasure_is_reported_and_left_to_retention(
     err = capsys.readouterr().err
     assert "the purge failed: database or disk is full" in err
     assert "erased by the next retention run" in err
+    assert "if any, stay deleted: run the same purge again" in err
     assert count_messages(tmp_path / "data") == {"tui:bob": 2}
 
     monkeypatch.setattr(controller_module, "erase_residue", real)
