@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from picobot.errors import UserError
+from picobot.errors import UNREADABLE_JSON, UserError
 from picobot.kernel.context import ToolContext
 from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ToolSpec
@@ -58,8 +58,11 @@ class ToolRegistry:
             return False, f"unknown tool {name!r}"
         try:
             args = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            return False, f"arguments are not valid JSON: {exc.msg}"
+        except UNREADABLE_JSON as exc:
+            # Besides syntax errors: nesting too deep for the decoder (RecursionError)
+            # and an integer past Python's digit limit (ValueError).
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "too deep or too long"
+            return False, f"arguments are not valid JSON: {why}"
         if not isinstance(args, dict):
             return False, "arguments must be a JSON object"
         try:
