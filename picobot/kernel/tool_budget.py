@@ -9,6 +9,9 @@ round then adds the model's call and the tools' output to the prompt, and
   visible ``[... truncated]`` marker (the tool record keeps it whole);
 - once less than ``MIN_OUTPUT_TOKENS`` of that half is left, no more tools are
   offered, so the model has to answer;
+- one round runs at most ``MAX_CALLS_PER_ROUND`` calls: the model's further calls of
+  that round are left out of the exchange (and not run), since every call that stays
+  needs a result, and even a result cut to nothing costs its framing;
 - when the prompt and the exchange together exceed the budget, the kernel has the
   retriever rebuild the prompt with the exchange's cost reserved
   (``PromptRequest.reserve_tokens``), so the retriever's own order decides what makes
@@ -20,17 +23,23 @@ them as sent); a call larger than the whole share can still take the prompt over
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from picobot.kernel.tokens import TokenEstimator, message_cost, prompt_cost, truncate_to_tokens
 from picobot.llm.base import ChatMessage, ToolCall
 from picobot.tools.base import wrap_untrusted
 
+log = logging.getLogger(__name__)
+
 TOOL_SHARE = 2
 """The exchange may take at most ``budget // TOOL_SHARE`` tokens."""
 
 MIN_OUTPUT_TOKENS = 64
 """Below this much room left for the exchange, no further tool round is offered."""
+
+MAX_CALLS_PER_ROUND = 16
+"""Tool calls run per round; more (a model looping within one answer) are left out."""
 
 
 class ToolBudget:
@@ -49,9 +58,21 @@ class ToolBudget:
         self.used += prompt_cost(self._est, (message,))
         return message
 
-    def call(self, text: str, calls: tuple[ToolCall, ...]) -> None:
-        """Add the model's message asking for ``calls``."""
+    def call(self, text: str, calls: tuple[ToolCall, ...]) -> tuple[ToolCall, ...]:
+        """Add the model's message asking for ``calls``; return the calls to run.
+
+        Those past ``MAX_CALLS_PER_ROUND`` are left out of the message as well, so the
+        exchange the model sees next is whole: every call in it has its result.
+        """
+        if len(calls) > MAX_CALLS_PER_ROUND:
+            log.warning(
+                "the model asked for %d tool calls in one round; running the first %d",
+                len(calls),
+                MAX_CALLS_PER_ROUND,
+            )
+            calls = calls[:MAX_CALLS_PER_ROUND]
         self._add(ChatMessage("assistant", text, tool_calls=calls))
+        return calls
 
     def result(self, call: ToolCall, output: str) -> None:
         """Add a tool's output (untrusted data), cut to what the share has left."""
