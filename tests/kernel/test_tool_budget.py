@@ -97,6 +97,22 @@ async def test_a_round_of_hundreds_of_calls_runs_a_bounded_few_within_budget(
     assert ran == MAX_CALLS_PER_ROUND
 
 
+async def test_parallel_calls_run_only_while_their_results_fit_the_share(
+    make_kernel: KernelFactory, db: Database
+) -> None:
+    # Even a result cut to nothing costs its framing: four of them overran 256 tokens.
+    calls = tuple(ToolCall(f"c{i}", "big", "{}") for i in range(4))
+    provider = ScriptedProvider([ScriptedTurn(tool_calls=calls), "done"])
+    kernel = make_kernel(provider, tools=[BigTool(1000)], budget=256)
+    await run(kernel, ALICE, "go " + "q" * 400)
+    assert [prompt_cost(EST, p) <= 256 for p in provider.prompts] == [True, True]
+    second = provider.prompts[1]
+    (asked,) = [m for m in second if m.tool_calls]
+    assert 1 <= len(asked.tool_calls) < 4
+    assert [m.tool_call_id for m in second if m.role == "tool"] == [c.id for c in asked.tool_calls]
+    assert "HEAD" in second[-len(asked.tool_calls)].content  # the first output is not starved
+
+
 def test_the_share_bounds_outputs_and_closes_at_the_minimum() -> None:
     budget = ToolBudget(EST, 800)
     budget.call("", (ToolCall("a", "big", "{}"),))
