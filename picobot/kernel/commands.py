@@ -58,11 +58,12 @@ class CommandRouter:
         self, identity: Identity, session_id: str | None, text: str
     ) -> list[Outbound]:
         """Run the command named in ``text``."""
-        name, _, args = text[1:].strip().partition(" ")
+        # Any whitespace ends the name: a line break or tab is where a space was meant.
+        name, *args = text[1:].split(maxsplit=1) or [""]
         command = self._commands.get(name.lower())
         if command is None:
             raise UserError(f"Unknown command /{name}. Type /help for the list.")
-        return await command.handler(CommandCall(identity, session_id, args.strip()))
+        return await command.handler(CommandCall(identity, session_id, "".join(args).strip()))
 
     async def _help(self, call: CommandCall) -> list[Outbound]:
         width = max(len(c.usage) for c in self._commands.values())

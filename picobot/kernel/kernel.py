@@ -365,8 +365,7 @@ class Kernel:
                     calls += event.calls
             if not calls or not offer:
                 return
-            exchange.call("".join(round_text), calls)
-            for call in calls:
+            for call in exchange.call("".join(round_text), calls):
                 ok, output = await self.tools.call(ctx, call.name, call.arguments)
                 await self._record_tool(ctx, call, ok, output)
                 exchange.result(call, output)

@@ -16,6 +16,9 @@ from picobot.llm.base import ChatMessage, LLMProvider
 # Role markers and separators that chat templates add around each message.
 MESSAGE_OVERHEAD_TOKENS = 4
 
+TRUNCATED = " [... truncated]"
+"""The visible marker at the end of a text cut to fit (:func:`truncate_to_tokens`)."""
+
 
 class TokenEstimator(Protocol):
     """Estimates how many tokens a text costs."""
@@ -68,7 +71,7 @@ def truncate_to_tokens(estimator: TokenEstimator, text: str, max_tokens: int) ->
     """Cut ``text`` so it fits ``max_tokens``, with a visible marker when cut."""
     if estimator.estimate(text) <= max_tokens:
         return text
-    marker = " [... truncated]"
+    marker = TRUNCATED
     room = max(0, max_tokens - estimator.estimate(marker))
     # Binary search on the prefix length: tokenizers are not linear in characters.
     lo, hi = 0, len(text)

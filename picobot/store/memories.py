@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from picobot.errors import UserError
+from picobot.messages import storable
 from picobot.store.db import Database, Row
 
 GLOBAL_USER = "global:shared"
@@ -64,10 +65,15 @@ def validate_key(key: str) -> str:
 
 
 def validate_content(content: str, max_chars: int) -> str:
-    """Return the stripped content, or raise UserError if it is empty or too long."""
+    """Return the stripped content, or raise UserError if it is empty, too long or
+    not storable (lone surrogates: a JSON escape, or argv bytes that are not UTF-8)."""
     content = content.strip()
     if not content:
         raise UserError("A memory needs some content to remember.")
+    if not storable(content):
+        raise UserError(
+            "Memory content is not valid Unicode text (typed in an encoding other than UTF-8?)."
+        )
     if len(content) > max_chars:
         raise UserError(
             f"Memory content is {len(content)} characters long; at most {max_chars} are allowed."

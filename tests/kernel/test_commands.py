@@ -60,6 +60,20 @@ async def test_resume_switches_to_own_session(make_kernel: KernelFactory) -> Non
     assert history.messages[0].content == "remember this chat"
 
 
+async def test_a_line_break_or_tab_after_the_name_separates_the_argument(
+    make_kernel: KernelFactory,
+) -> None:
+    # Phone keyboards and pasted text put a line break where a space was meant.
+    kernel = make_kernel()
+    first = (await run(kernel, ALICE, "hello"))[0].session_id
+    await run(kernel, ALICE, "/new")
+    for text in (f"/resume\n{first}", f"/resume\t{first}", f"/RESUME \n {first}"):
+        await run(kernel, ALICE, "/new")
+        resumed = await run(kernel, ALICE, text)
+        assert resumed[-1].kind == OutboundKind.NOTICE, text
+        assert resumed[0].session_id == first
+
+
 async def test_resume_of_another_users_session_is_refused(make_kernel: KernelFactory) -> None:
     kernel = make_kernel()
     alices = (await run(kernel, ALICE, "private"))[0].session_id

@@ -173,6 +173,10 @@ async def test_text_of_rounds_either_side_of_a_tool_is_not_run_together(
         (call("nope", {}), "unknown tool"),
         (call("echo", "{not json"), "not valid JSON"),
         (call("echo", "[1, 2]"), "must be a JSON object"),
+        # What json.loads raises besides JSONDecodeError: nesting too deep for it, and
+        # an integer past Python's 4300-digit limit (both used to fail the whole turn).
+        (call("echo", "[" * 5000), "not valid JSON"),
+        (call("echo", '{"text": ' + "9" * 5000 + "}"), "not valid JSON"),
         (call("echo", {"fail": True}), "bad echo input"),
     ],
 )

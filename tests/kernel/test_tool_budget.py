@@ -10,7 +10,7 @@ from typing import Any
 from picobot.config import Settings
 from picobot.kernel.context import ToolContext
 from picobot.kernel.tokens import CharTokenEstimator, prompt_cost
-from picobot.kernel.tool_budget import MIN_OUTPUT_TOKENS, ToolBudget
+from picobot.kernel.tool_budget import MAX_CALLS_PER_ROUND, MIN_OUTPUT_TOKENS, ToolBudget
 from picobot.llm.base import ToolCall, ToolSpec
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import OutboundKind
@@ -74,6 +74,43 @@ async def test_small_outputs_leave_the_prompt_and_tools_alone(make_kernel: Kerne
     assert all("TAIL" in m.content for m in provider.prompts[-1] if m.role == "tool")
     # No rebuild was needed: the prompt before the exchange is the same each time.
     assert provider.prompts[0] == provider.prompts[2][: len(provider.prompts[0])]
+
+
+async def test_a_round_of_hundreds_of_calls_runs_a_bounded_few_within_budget(
+    make_kernel: KernelFactory, db: Database
+) -> None:
+    # A small model stuck in a loop can emit one tool call after another in one answer.
+    calls = tuple(ToolCall(f"c{i}", "big", "{}") for i in range(300))
+    provider = ScriptedProvider([ScriptedTurn(tool_calls=calls), "done"])
+    kernel = make_kernel(provider, tools=[BigTool(100)], budget=4000)
+    events = await run(kernel, ALICE, "go")
+    assert events[-1].kind == OutboundKind.DONE and events[-1].text == "done"
+    assert [prompt_cost(EST, p) <= 4000 for p in provider.prompts] == [True, True]
+    # The transcript holds the calls that ran, each with its result, and no others.
+    second = provider.prompts[1]
+    (asked,) = [m for m in second if m.tool_calls]
+    assert [c.id for c in asked.tool_calls] == [f"c{i}" for i in range(MAX_CALLS_PER_ROUND)]
+    answered = [m.tool_call_id for m in second if m.role == "tool"]
+    assert answered == [c.id for c in asked.tool_calls]
+    with sqlite3.connect(db.path) as conn:
+        (ran,) = conn.execute("SELECT COUNT(*) FROM tool_records").fetchone()
+    assert ran == MAX_CALLS_PER_ROUND
+
+
+async def test_parallel_calls_run_only_while_their_results_fit_the_share(
+    make_kernel: KernelFactory, db: Database
+) -> None:
+    # Even a result cut to nothing costs its framing: four of them overran 256 tokens.
+    calls = tuple(ToolCall(f"c{i}", "big", "{}") for i in range(4))
+    provider = ScriptedProvider([ScriptedTurn(tool_calls=calls), "done"])
+    kernel = make_kernel(provider, tools=[BigTool(1000)], budget=256)
+    await run(kernel, ALICE, "go " + "q" * 400)
+    assert [prompt_cost(EST, p) <= 256 for p in provider.prompts] == [True, True]
+    second = provider.prompts[1]
+    (asked,) = [m for m in second if m.tool_calls]
+    assert 1 <= len(asked.tool_calls) < 4
+    assert [m.tool_call_id for m in second if m.role == "tool"] == [c.id for c in asked.tool_calls]
+    assert "HEAD" in second[-len(asked.tool_calls)].content  # the first output is not starved
 
 
 def test_the_share_bounds_outputs_and_closes_at_the_minimum() -> None:

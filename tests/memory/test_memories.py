@@ -71,6 +71,9 @@ def test_content_is_stripped_and_bounded() -> None:
         validate_content("x" * 101, 100)
     # The limit applies after stripping, so padding does not count.
     assert validate_content("  " + "x" * 100 + "  ", 100) == "x" * 100
+    # Lone surrogates (a JSON escape, or a non-UTF-8 argv byte) cannot be stored.
+    with pytest.raises(UserError, match="not valid Unicode"):
+        validate_content("caf\udce9", 100)
 
 
 async def test_save_then_get(repo: MemoryRepo) -> None:

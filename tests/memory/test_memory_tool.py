@@ -117,6 +117,8 @@ async def test_save_update_list_delete(tools: ToolRegistry, repo: MemoryRepo) ->
         ('{"action": "save", "key": "system_x", "content": "x"}', "reserved"),
         ('{"action": "save", "key": "pet", "content": "   "}', "needs some content"),
         ('{"action": "save", "key": "pet", "content": "' + "x" * 41 + '"}', "at most 40"),
+        # JSON may escape a lone surrogate, which SQLite cannot store.
+        ('{"action": "save", "key": "pet", "content": "caf\\udce9"}', "not valid Unicode"),
         ("not json", "arguments are not valid JSON"),
         ("[1]", "arguments must be a JSON object"),
     ],
