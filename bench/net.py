@@ -35,8 +35,10 @@ WARMUP_TURNS = 2
 
 
 @asynccontextmanager
-async def child(args: Sequence[str], log: Path, profile: Path | None = None) -> AsyncIterator[Any]:
-    """Run ``python -m bench.server ARGS``; yield its ``{"ws", "http"}`` URLs."""
+async def child(
+    args: Sequence[str], log: Path, profile: Path | None = None, module: str = "bench.server"
+) -> AsyncIterator[Any]:
+    """Run ``python -m MODULE ARGS``; yield its ``{"ws", "http"}`` URLs."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     if profile is not None:
         env["BENCH_PROFILE"] = str(profile)
@@ -44,7 +46,7 @@ async def child(args: Sequence[str], log: Path, profile: Path | None = None) -> 
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "bench.server",
+            module,
             *args,
             cwd=ROOT,
             env=env,
