@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from picobot.errors import UserError
 from picobot.messages import storable
 from picobot.store.db import Database, Row
+from picobot.store.messages import SessionGone
 
 GLOBAL_USER = "global:shared"
 """Owner id of the shared memories (MemoryRead/MemoryWrite{Global})."""
@@ -128,8 +129,14 @@ class MemoryRepo:
         *,
         max_count: int,
         now: float | None = None,
+        session_id: str | None = None,
     ) -> Memory:
         """Insert or update ``user_id``'s memory ``key``; return the stored row.
+
+        With ``session_id`` (a turn's save), only while that session exists, checked in
+        the same transaction: a purge deletes its sessions last, then sweeps memories
+        once more, so a save racing it either lands before that sweep or raises
+        :class:`SessionGone`.
 
         A new key is refused with a UserError when the owner already has ``max_count``
         memories; updating an existing key always works. The count and the write share
@@ -140,6 +147,10 @@ class MemoryRepo:
         """
         ts = time.time() if now is None else now
         async with self._db.transaction() as conn:
+            if session_id is not None:
+                async with conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) as c:
+                    if await c.fetchone() is None:
+                        raise SessionGone(session_id)
             async with conn.execute(
                 "SELECT 1 FROM user_memories WHERE user_id = ? AND key = ?", (user_id, key)
             ) as cur:

@@ -258,6 +258,9 @@ class PurgeStore:
                 sql, params = scope.current
                 await conn.execute(f"DELETE FROM current_sessions WHERE {sql}", params)  # noqa: S608
         done += await self._sweep("sessions", "id", scope.sessions, batch_size, _del_sessions)
+        # A turn's memory save checks its session in its own write (MemoryRepo.save): one
+        # that got in after the sweep above but before its session went is taken here.
+        done += await self._sweep("user_memories", "id", scope.memories, batch_size, _del_memories)
         return done
 
     async def _sweep(

@@ -16,6 +16,7 @@ from picobot.errors import UNREADABLE_JSON, UserError
 from picobot.kernel.context import ToolContext
 from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ToolSpec
+from picobot.store.messages import SessionGone
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,8 @@ class ToolRegistry:
             return True, await tool.run(ctx, args)
         except UserError as exc:
             return False, str(exc)
+        except SessionGone:
+            raise  # purged meanwhile: the turn ends (the kernel says so), not the tool
         except Exception:
             log.exception("tool %s failed for %s", name, ctx.user_id)
             return False, "the tool failed with an internal error"

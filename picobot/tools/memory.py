@@ -63,15 +63,28 @@ class MemoryService:
         return GLOBAL_USER if scope == Scope.GLOBAL else ctx.user_id
 
     async def save(
-        self, ctx: ToolContext, key: str, content: str, scope: Scope = Scope.USER
+        self,
+        ctx: ToolContext,
+        key: str,
+        content: str,
+        scope: Scope = Scope.USER,
+        *,
+        in_turn: bool = False,
     ) -> tuple[Memory, bool]:
-        """Save or update a memory; return it and whether it is new."""
+        """Save or update a memory; return it and whether it is new.
+
+        ``in_turn``: the model's save, kept only while the turn's session exists (a
+        purge of it or its user meanwhile raises SessionGone; see MemoryRepo.save).
+        """
         owner = self.owner(ctx, Action.MEMORY_WRITE, scope)
         key = validate_key(key)
         # Secrets never reach the store, the index or a prompt.
         content = self.redact(validate_content(content, self.max_chars))
         existed = await self.repo.get(owner, key) is not None
-        memory = await self.repo.save(owner, key, content, max_count=self.max_count)
+        bound = ctx.session_id if in_turn else None
+        memory = await self.repo.save(
+            owner, key, content, max_count=self.max_count, session_id=bound
+        )
         return memory, not existed
 
     async def list(self, ctx: ToolContext, scope: Scope = Scope.USER) -> builtins.list[Memory]:
@@ -203,5 +216,5 @@ class MemoryTool:
             gone = await service.delete(ctx, key, scope)
             return f"Deleted memory {gone.key!r}."
         content = _text_arg(args, "content", required=True) or ""
-        memory, created = await service.save(ctx, key, content, scope)
+        memory, created = await service.save(ctx, key, content, scope, in_turn=True)
         return service.saved_text(memory, created, scope)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 
 from picobot.llm.base import ChatMessage, StreamEvent, ToolSpec
-from picobot.llm.scripted import ScriptedProvider
+from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 
 
 class GatedProvider(ScriptedProvider):
@@ -17,8 +17,10 @@ class GatedProvider(ScriptedProvider):
     ``only``, just the turns whose message contains that text are held.
     """
 
-    def __init__(self, only: str | None = None) -> None:
-        super().__init__()
+    def __init__(
+        self, turns: Iterable[ScriptedTurn | str] = (), *, only: str | None = None
+    ) -> None:
+        super().__init__(turns)
         self.gate = asyncio.Event()
         self.entered = asyncio.Event()
         self._only = only

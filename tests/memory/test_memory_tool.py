@@ -30,8 +30,10 @@ from picobot.tools.memory import MemoryTool
 
 ALICE = Identity("tui", "tui:alice", "local")
 BOB = Identity("tui", "tui:bob", "local")
-ALICE_CTX = ToolContext(user_id="tui:alice", session_id="s-alice", channel="tui")
-BOB_CTX = ToolContext(user_id="tui:bob", session_id="s-bob", channel="tui")
+# No session: a turn's save is also bound to its session, which must then exist (see
+# tests/kernel/test_purge_mid_turn.py); these test the tool's own rules.
+ALICE_CTX = ToolContext(user_id="tui:alice", channel="tui")
+BOB_CTX = ToolContext(user_id="tui:bob", channel="tui")
 
 
 @pytest.fixture
