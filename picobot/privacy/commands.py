@@ -75,8 +75,10 @@ class PurgeCommands:
         ]
 
     def _scope(self, call: CommandCall) -> PurgeScope:
-        what, _, rest = call.args.partition(" ")
-        rest = rest.strip()
+        # Any whitespace separates the scope from its argument (a tab, a line break).
+        parts = call.args.split(None, 1)
+        what = parts[0] if parts else ""
+        rest = parts[1].strip() if len(parts) > 1 else ""
         if what == "session":
             sid = rest or call.session_id
             if not sid:

@@ -146,6 +146,17 @@ async def test_chat_user_cannot_purge_older_or_someone_else(rt: Runtime) -> None
     assert await count(rt, "messages") == 2
 
 
+@pytest.mark.parametrize("gap", [" ", "\t", "\n", "  "])
+async def test_purge_scope_and_its_argument_may_be_apart_by_any_whitespace(
+    rt: Runtime, gap: str
+) -> None:
+    sid = (await say(rt, ALICE, "hello"))[0].session_id
+    # A tab or line break (a pasted command, a phone keyboard) is not a usage error.
+    asked = await say(rt, ALICE, f"/purge session{gap}{sid}")
+    assert asked[-1].kind == OutboundKind.CONFIRM_REQUEST and asked[-1].token is not None
+    assert sid is not None and sid in asked[-1].text
+
+
 async def test_confirmation_expires(tmp_path: Path, rt: Runtime) -> None:
     clock = Clock()
     controller = PrivacyController(rt.db, confirmation_timeout_secs=60, clock=clock)
