@@ -29,8 +29,10 @@ def silence_stdout() -> None:
     So that the interpreter's final flush of what is still buffered does not fail
     again with an "Exception ignored" message (the recipe in Python's ``signal`` docs).
     """
+    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):  # no real descriptor behind stdout (tests, embedding)
         pass
+    finally:
+        os.close(devnull)
