@@ -10,8 +10,8 @@ Search index entries go with their source rows (the m002 triggers delete them in
 same transaction), and dependent rows are deleted explicitly before their session
 rather than left to ``ON DELETE CASCADE``, so every removed row is counted. Deleting
 rows only unlinks most of their bytes; call :func:`picobot.store.erase.erase_residue`
-afterwards to make
-the text unrecoverable from the database file, its WAL and the FTS5 index.
+afterwards to make the text unrecoverable from the database file, its WAL and the
+FTS5 index.
 """
 
 from __future__ import annotations
