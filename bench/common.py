@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import Scale, TextGen
-from picobot.config import Settings
+from picobot.config.settings import Settings
 
 Progress = Callable[[str], None]
 

@@ -27,7 +27,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from bench.common import BenchContext
 from bench.server import KEYED_USERS, SIGNATURE_HEADER, WEBHOOK_SECRET, api_key
 from bench.stats import dist_ms, now_ns, ratio
-from picobot.channels.webhook.generic import sign
+from picobot.channels.webhook.platforms.generic import sign
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 60.0

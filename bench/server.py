@@ -1,6 +1,6 @@
 """The server side of the network benches, run as a child process.
 
-``python -m bench.server picobot DATA_DIR CALLBACK_URL``: ``picobot.serve.serve`` on
+``python -m bench.server picobot DATA_DIR CALLBACK_URL``: ``picobot.cli.serve.serve`` on
 the corpus copy in DATA_DIR with the WebSocket channel (API keys for corpus users
 0-299, :data:`KEYED_USERS`) and the generic signed webhook, whose replies go to CALLBACK_URL; an
 instant model.
@@ -84,8 +84,8 @@ async def run_sink() -> None:
 
 async def run_picobot(data_dir: Path, callback: str) -> None:
     """``serve`` on the corpus copy until SIGTERM; webhook replies go to ``callback``."""
-    from picobot.serve import ServeInfo
-    from picobot.serve import serve as picobot_serve
+    from picobot.cli.serve import ServeInfo
+    from picobot.cli.serve import serve as picobot_serve
 
     os.environ["PICOBOT_WS_API_KEYS"] = ",".join(
         f"{api_key(i)}:{user_name(i)}" for i in range(KEYED_USERS)

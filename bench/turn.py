@@ -19,7 +19,7 @@ from bench.raw import CURRENT, LAST, RawStore, RawTurn
 from bench.stats import Paired, Ticker, dist_ms, now_ns
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.keywords import extract_terms
-from picobot.kernel.memory_retriever import RECALL_CANDIDATES
+from picobot.kernel.memory_prompt import RECALL_CANDIDATES
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.runtime import build_kernel, open_database
 from picobot.store.search import SearchQuery, search_records, search_sql

@@ -2,6 +2,6 @@
 
 import sys
 
-from picobot.cli import main
+from picobot.cli.main import main
 
 sys.exit(main())

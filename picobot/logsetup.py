@@ -18,7 +18,7 @@ from pathlib import Path
 
 from aiohttp.http_exceptions import HttpProcessingError
 
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.privacy.redaction import RedactingFilter, Redactor
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -13,17 +13,17 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.memory_commands import MemoryCommands
-from picobot.kernel.memory_retriever import MemoryRetriever
+from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.kernel.permissions import grants_for
+from picobot.kernel.purge_commands import PurgeCommands
 from picobot.kernel.search_commands import SearchCommands
 from picobot.kernel.summary_commands import SummaryCommands
 from picobot.kernel.tokens import ProviderTokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.llm.factory import build_provider
-from picobot.privacy.commands import PurgeCommands
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor

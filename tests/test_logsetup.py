@@ -8,7 +8,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.logsetup import logging_to
 
 

@@ -19,7 +19,7 @@ from picobot.metrics import (
     observe_retention,
     observe_turn,
 )
-from tests.exposition import parse_exposition, sample
+from tests.admin.exposition import parse_exposition, sample
 
 
 async def test_counter_with_labels_renders_each_series() -> None:

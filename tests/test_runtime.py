@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.kernel.tokens import prompt_cost
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from picobot.errors import LLMError, StoreUnavailable, UserError
 from picobot.kernel.commands import CommandRouter, SessionCommands
 from picobot.kernel.context import Grant, ToolContext, own_data_grants
-from picobot.kernel.retriever import ContextRetriever, PromptRequest
+from picobot.kernel.prompt import ContextRetriever, PromptRequest
 from picobot.kernel.tokens import TokenEstimator
 from picobot.kernel.tool_budget import ToolBudget
 from picobot.llm.base import LLMProvider, TextDelta, ToolCall, ToolCalls

@@ -7,7 +7,7 @@ prefix, case-folding or pattern matching, so a look-alike id never inherits a gr
 
 from __future__ import annotations
 
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.kernel.context import Action, Grant, Scope, own_data_grants
 
 CONFIG_GRANT = "config grant"

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from picobot.config import LLMSettings
+from picobot.config.settings import LLMSettings
 from picobot.errors import UNREADABLE_JSON, ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from picobot.config import LLMSettings
+from picobot.config.settings import LLMSettings
 from picobot.llm.base import LLMProvider
 
 

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from picobot.config import LLMSettings
+from picobot.config.settings import LLMSettings
 from picobot.errors import UNREADABLE_JSON, LLMError
 from picobot.llm.retry import RETRY_STATUSES, RetryPolicy, parse_retry_after
 from picobot.llm.sse import SSEEvent, iter_sse

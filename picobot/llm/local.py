@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from picobot.config import LLMSettings
+from picobot.config.settings import LLMSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,

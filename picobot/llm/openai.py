@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 
-from picobot.config import LLMSettings
+from picobot.config.settings import LLMSettings
 from picobot.errors import UNREADABLE_JSON, ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,

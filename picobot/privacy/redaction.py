@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from picobot.errors import UNREADABLE_JSON, ConfigError
 
 if TYPE_CHECKING:
-    from picobot.config import PrivacySettings
+    from picobot.config.settings import PrivacySettings
 
 __all__ = ["BUILTIN_TYPES", "RedactingFilter", "Redactor", "marker", "redact_json"]
 

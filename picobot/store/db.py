@@ -32,8 +32,8 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from picobot.errors import StoreUnavailable
+from picobot.store.batches import WriteFn, group_commit, read_batch
 from picobot.store.connect import connect, explain, pragma
-from picobot.store.threadwork import WriteFn, group_commit, read_batch
 
 log = logging.getLogger(__name__)
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 import aiosqlite
 
 from picobot.errors import StoreUnavailable, UserError
+from picobot.store.migration_script import run_script
 from picobot.store.migrations_search import (
     m002_search_index,
     m005_user_terms,
     m006_deferred_message_index,
     m009_search_tidy_steps,
 )
-from picobot.store.sqlscript import run_script
 
 if TYPE_CHECKING:
     from picobot.store.db import Database

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import aiosqlite
 
-from picobot.store.sqlscript import run_script
+from picobot.store.migration_script import run_script
 
 
 async def m002_search_index(conn: aiosqlite.Connection) -> None:

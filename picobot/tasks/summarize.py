@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from picobot.config import LLMSettings, MemorySettings
+from picobot.config.settings import LLMSettings, MemorySettings
 from picobot.errors import PicobotError
 from picobot.kernel.context import ToolContext
 from picobot.kernel.tokens import TokenEstimator, truncate_to_tokens

@@ -25,11 +25,11 @@ from picobot.channels.tui.remote import (
     run_remote_tui,
 )
 from picobot.channels.tui.widgets import ConfirmScreen, StatusLine
-from picobot.channels.websocket import WebSocketChannel
-from picobot.channels.ws_connection import CUT_OFF
-from picobot.cli import main
-from picobot.config import DataSettings, Settings
-from picobot.config_channels import WebSocketSettings
+from picobot.channels.websocket.connection import CUT_OFF
+from picobot.channels.websocket.server import WebSocketChannel
+from picobot.cli.main import main
+from picobot.config.channels import WebSocketSettings
+from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Outbound, OutboundKind, error
 from picobot.runtime import Runtime, open_runtime

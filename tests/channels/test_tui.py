@@ -21,7 +21,7 @@ from picobot.channels.tui import run_tui
 from picobot.channels.tui.app import GENERIC_FAILURE, PicoBotApp
 from picobot.channels.tui.backend import ChatBackend, LocalBackend, tui_identity
 from picobot.channels.tui.widgets import ConfirmScreen, StatusLine
-from picobot.config import DataSettings, LLMSettings, LoggingSettings, Settings
+from picobot.config.settings import DataSettings, LLMSettings, LoggingSettings, Settings
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Outbound, OutboundKind, error, notice
 from picobot.runtime import open_runtime

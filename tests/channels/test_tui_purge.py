@@ -9,7 +9,7 @@ import pytest
 from picobot.channels.tui import LocalBackend, PicoBotApp
 from picobot.channels.tui.backend import tui_identity
 from picobot.channels.tui.widgets import ConfirmScreen
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import open_runtime
 from tests.channels.test_tui import say, settle, shown, status

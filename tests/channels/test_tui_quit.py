@@ -20,7 +20,7 @@ from textual.widgets import Input
 from picobot.channels.tui.app import PicoBotApp, run_chat
 from picobot.channels.tui.backend import LocalBackend, tui_identity
 from picobot.channels.tui.widgets import ConfirmScreen
-from picobot.config import DataSettings, Settings
+from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import open_runtime
 from tests.channels.gated import GatedProvider

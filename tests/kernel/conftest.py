@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from picobot.kernel.kernel import Kernel
-from picobot.kernel.retriever import WindowRetriever
+from picobot.kernel.prompt import WindowRetriever
 from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.llm.scripted import ScriptedProvider

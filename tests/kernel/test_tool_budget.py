@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.kernel.context import ToolContext
 from picobot.kernel.tokens import CharTokenEstimator, prompt_cost
 from picobot.kernel.tool_budget import MAX_CALLS_PER_ROUND, MIN_OUTPUT_TOKENS, ToolBudget

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from picobot.config import LLMSettings
+from picobot.config.settings import LLMSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.anthropic import (
     ANTHROPIC_VERSION,

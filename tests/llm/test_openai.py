@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from picobot.config import LLMSettings
+from picobot.config.settings import LLMSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,

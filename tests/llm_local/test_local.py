@@ -21,7 +21,7 @@ import pytest_asyncio
 
 pytest.importorskip("llama_cpp")
 
-from picobot.config import LLMSettings
+from picobot.config.settings import LLMSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from picobot.config import PermissionsSettings, Settings
+from picobot.config.settings import PermissionsSettings, Settings
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandRouter
 from picobot.kernel.context import ToolContext
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.memory_commands import MemoryCommands
 from picobot.kernel.permissions import grants_for
-from picobot.kernel.retriever import WindowRetriever
+from picobot.kernel.prompt import WindowRetriever
 from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from picobot.config import PermissionsSettings, Settings, load_settings
+from picobot.config.settings import PermissionsSettings, Settings, load_settings
 from picobot.kernel.context import Action, Grant, Scope, ToolContext, own_data_grants
 from picobot.kernel.permissions import CONFIG_GRANT, grants_for
 

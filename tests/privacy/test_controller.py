@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.errors import AccessDenied, UserError
-from picobot.kernel.memory_retriever import MemoryRetriever
+from picobot.kernel.memory_prompt import MemoryRetriever
+from picobot.kernel.purge_commands import PurgeCommands
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
-from picobot.privacy.commands import PurgeCommands
 from picobot.privacy.controller import (
     DAY,
     MAX_PURGE_DAYS,
@@ -240,7 +240,7 @@ async def test_a_purge_that_fails_midway_tells_the_user_what_happened(
 ) -> None:
     import picobot.privacy.controller as controller_module
     from picobot.errors import StoreUnavailable
-    from picobot.privacy.commands import PURGE_FAILED
+    from picobot.kernel.purge_commands import PURGE_FAILED
     from picobot.tasks.retention import erasure_state
 
     async def disk_full(*_args: object, **_kw: object) -> None:

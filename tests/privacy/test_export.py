@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from picobot import cli_data
-from picobot.config import DataSettings, Settings
+from picobot.cli import data as cli_data
+from picobot.config.settings import DataSettings, Settings
 from picobot.privacy import export
 from picobot.privacy.export import count_user_data, export_user, iter_user_jsonl
 from picobot.store.db import Database
@@ -395,7 +395,7 @@ def test_unwritable_target_is_a_clean_error(
 
 
 def test_main_runs_export(world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from picobot.cli import main
+    from picobot.cli.main import main
 
     # conftest chdirs into tmp_path, so the default data dir is the fixture's.
     target = tmp_path / "out.jsonl"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.privacy.export import export_user
 from picobot.privacy.importer import import_sessions_json

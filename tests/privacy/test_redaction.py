@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from picobot.config import DataSettings, PrivacySettings, Settings
+from picobot.config.settings import DataSettings, PrivacySettings, Settings
 from picobot.errors import ConfigError
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn

@@ -13,7 +13,7 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from picobot.cli_ops import add_ops_commands, format_status, human_bytes, human_duration
+from picobot.cli.ops import add_ops_commands, format_status, human_bytes, human_duration
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
 from picobot.store.memories import MemoryRepo
@@ -379,7 +379,7 @@ async def test_an_erasure_recorded_in_the_future_does_not_defer_the_next(
 
 @pytest.mark.parametrize("interval", [86_400, 0])
 async def test_the_server_erases_on_its_configured_interval(tmp_path: Path, interval: int) -> None:
-    from picobot.config import Settings
+    from picobot.config.settings import Settings
     from picobot.llm.scripted import ScriptedProvider
     from picobot.runtime import open_runtime
 
@@ -522,7 +522,7 @@ def test_cli_status_reports_contents_and_last_run(
 
 
 def test_status_warns_about_stale_failed_and_unfinished_runs() -> None:
-    from picobot.cli_ops import StoreStatus
+    from picobot.cli.ops import StoreStatus
     from picobot.tasks.retention import TaskRun
 
     def lines(run: TaskRun, now: float) -> list[str]:

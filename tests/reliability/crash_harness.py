@@ -25,7 +25,7 @@ from aiohttp import web
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from picobot.channels.webhook.generic import sign
+from picobot.channels.webhook.platforms.generic import sign
 
 from .conftest import SAFETY, free_port, integrity, query, user_texts
 

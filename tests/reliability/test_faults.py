@@ -25,11 +25,11 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from websockets.asyncio.client import ClientConnection, connect
 
-from picobot.channels.webhook.generic import GenericPlatform, sign
+from picobot.channels.webhook.platforms.generic import GenericPlatform, sign
 from picobot.channels.webhook.server import WebhookServer
-from picobot.channels.websocket import WebSocketChannel
-from picobot.config import DataSettings, Settings
-from picobot.config_channels import GenericWebhookSettings, WebhookSettings, WebSocketSettings
+from picobot.channels.websocket.server import WebSocketChannel
+from picobot.config.channels import GenericWebhookSettings, WebhookSettings, WebSocketSettings
+from picobot.config.settings import DataSettings, Settings
 from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind

@@ -23,7 +23,7 @@ import tomli_w
 from hypothesis import given
 from hypothesis import strategies as st
 
-from picobot.channels.ws_protocol import (
+from picobot.channels.websocket.protocol import (
     MAX_HISTORY_LIMIT,
     ClientChat,
     ClientConfirm,
@@ -33,8 +33,8 @@ from picobot.channels.ws_protocol import (
     encode_client_message,
     parse_client_message,
 )
-from picobot.config import DataSettings, Settings, load_settings, validate_file
-from picobot.configfile import collect
+from picobot.config.reference import collect
+from picobot.config.settings import DataSettings, Settings, load_settings, validate_file
 from picobot.errors import ConfigError, UserError
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, OutboundKind

@@ -25,16 +25,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from picobot.channels.webhook.base import Platform, PlatformMessage, WebhookError
-from picobot.channels.webhook.generic import GenericPlatform, sign
+from picobot.channels.webhook.platforms.generic import GenericPlatform, sign
 from picobot.channels.webhook.server import WebhookServer
-from picobot.config import DataSettings, Settings
-from picobot.config_channels import (
+from picobot.config.channels import (
     GenericWebhookSettings,
     SlackSettings,
     TelegramSettings,
     WebhookSettings,
     WhatsAppSettings,
 )
+from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import open_runtime
 from picobot.store.webhooks import WebhookStore
@@ -75,7 +75,7 @@ def build(name: str) -> tuple[Platform, Callable[[bytes], dict[str, str]]]:
         )
         return generic, lambda body: {"X-PicoBot-Signature": sign(GENERIC_SECRET.encode(), body)}
     if name == "whatsapp":
-        wa = pytest.importorskip("picobot.channels.webhook.whatsapp")
+        wa = pytest.importorskip("picobot.channels.webhook.platforms.whatsapp")
         platform = wa.WhatsAppPlatform(
             WhatsAppSettings(enabled=True, graph_base_url=NOWHERE),
             verify_token=WA_VERIFY,
@@ -84,14 +84,14 @@ def build(name: str) -> tuple[Platform, Callable[[bytes], dict[str, str]]]:
         )
         return platform, lambda body: {wa.SIGNATURE_HEADER: "sha256=" + _hex(WA_APP_SECRET, body)}
     if name == "telegram":
-        tg = pytest.importorskip("picobot.channels.webhook.telegram")
+        tg = pytest.importorskip("picobot.channels.webhook.platforms.telegram")
         platform = tg.TelegramPlatform(
             TelegramSettings(enabled=True, api_base_url=NOWHERE),
             secret_token=TG_SECRET,
             bot_token="123:fuzz-bot-token",
         )
         return platform, lambda body: {tg.SECRET_HEADER: TG_SECRET}
-    slack = pytest.importorskip("picobot.channels.webhook.slack")
+    slack = pytest.importorskip("picobot.channels.webhook.platforms.slack")
     platform = slack.SlackPlatform(
         SlackSettings(enabled=True, api_base_url=NOWHERE),
         signing_secret=SLACK_SECRET,

@@ -18,10 +18,10 @@ from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 
-from picobot.channels.websocket import WebSocketChannel
-from picobot.channels.ws_connection import RATE_BURST
-from picobot.config import DataSettings, Settings
-from picobot.config_channels import WebSocketSettings
+from picobot.channels.websocket.connection import RATE_BURST
+from picobot.channels.websocket.server import WebSocketChannel
+from picobot.config.channels import WebSocketSettings
+from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import open_runtime
 

@@ -8,7 +8,7 @@ from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from picobot.store.sessions import SessionRepo
-from tests.search.test_search import old_message
+from tests.store.search.test_search import old_message
 
 
 async def contents(db: Database) -> list[tuple[str, int, str]]:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from picobot.config import MemorySettings
+from picobot.config.settings import MemorySettings
 from picobot.kernel.commands import CommandRouter
 from picobot.kernel.context import ToolContext
 from picobot.kernel.kernel import Kernel
-from picobot.kernel.retriever import WindowRetriever
+from picobot.kernel.prompt import WindowRetriever
 from picobot.kernel.summary_commands import SummaryCommands
 from picobot.kernel.tokens import CharTokenEstimator, prompt_cost
 from picobot.llm.base import ChatMessage, Completion, ToolSpec

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from picobot.channels.tui.app import PicoBotApp, run_chat
 from picobot.channels.tui.backend import ChatBackend, LocalBackend, tui_identity
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.errors import PicobotError
 from picobot.logsetup import logging_to
 

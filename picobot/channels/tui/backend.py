@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol, runtime_checkable
 
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.messages import Identity, Inbound, Outbound
 
 HistoryLines = list[tuple[str, str]]

@@ -1,7 +1,7 @@
 """The terminal UI attached to a remote PicoBot over its WebSocket channel.
 
 :class:`RemoteBackend` implements :class:`ChatBackend` with the WebSocket protocol of
-:mod:`picobot.channels.ws_protocol`: the widgets cannot tell it from the local kernel.
+:mod:`picobot.channels.websocket.protocol`: the widgets cannot tell it from the local kernel.
 Each call sends one message with a fresh ``id`` and reads the frames answering it up to
 their ``end``; calls run one at a time, as the TUI's job queue already does. A lost
 connection is reported as an error event and re-opened on the next call; since the
@@ -27,7 +27,7 @@ from websockets.uri import parse_uri
 
 from picobot.channels.tui.app import run_chat
 from picobot.channels.tui.backend import HistoryLines
-from picobot.channels.ws_protocol import (
+from picobot.channels.websocket.protocol import (
     ClientChat,
     ClientConfirm,
     ClientHistory,
@@ -37,7 +37,7 @@ from picobot.channels.ws_protocol import (
     encode_client_message,
     parse_server_frame,
 )
-from picobot.config import Settings
+from picobot.config.settings import Settings
 from picobot.errors import UserError
 from picobot.logsetup import logging_to
 from picobot.messages import Outbound, OutboundKind, error

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from picobot.channels.webhook.base import DeliveryError, WebhookError
-from picobot.config_sections import http_url_problem
+from picobot.config.sections import http_url_problem
 from picobot.errors import UNREADABLE_JSON, ConfigError
 
 T = TypeVar("T")

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 from picobot.channels.webhook.base import Platform
-from picobot.channels.webhook.generic import GenericPlatform
-from picobot.channels.webhook.slack import SlackPlatform
-from picobot.channels.webhook.telegram import TelegramPlatform
-from picobot.channels.webhook.whatsapp import WhatsAppPlatform
-from picobot.config_channels import WebhookSettings
+from picobot.channels.webhook.platforms.generic import GenericPlatform
+from picobot.channels.webhook.platforms.slack import SlackPlatform
+from picobot.channels.webhook.platforms.telegram import TelegramPlatform
+from picobot.channels.webhook.platforms.whatsapp import WhatsAppPlatform
+from picobot.config.channels import WebhookSettings
 
 # name -> (section of [channels.webhook], factory building the platform from it)
 PLATFORMS: dict[str, Callable[[Any], Platform]] = {

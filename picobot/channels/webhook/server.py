@@ -37,7 +37,7 @@ from picobot.channels.webhook.workers import (
     WebhookStats,
     WorkerContext,
 )
-from picobot.config_channels import WebhookSettings
+from picobot.config.channels import WebhookSettings
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
 from picobot.messages import storable

@@ -1,0 +1,1 @@
+"""Operator interfaces: the admin HTTP API (and its OpenAPI document)."""

@@ -1,0 +1,271 @@
+"""The admin HTTP API: operator access to sessions, memories, search, export and purges.
+
+Mounted by ``picobot serve`` on the same aiohttp Application as the webhooks, and only
+when operator keys are configured (``[server] admin_api_keys_env``): without keys there
+is no admin route at all. Every ``/api/v1`` route and ``/metrics`` needs
+``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; ``/healthz`` is public and
+says nothing but "ok" or "unavailable". Chat keys (WebSocket) are a different set and
+never open this API.
+
+Each key acts as the operator ``api:<first 8 characters>``. Purges use the same
+two-step exchange as the chat: ``POST /api/v1/purge`` returns the exact counts and a
+confirmation token bound to that key; ``POST /api/v1/purge/{token}/confirm`` with
+``{"answer": "y"}`` executes it. Reference: ``docs/api.md`` and ``/api/v1/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from picobot.admin.http import (
+    ApiError,
+    StreamAborted,
+    error_response,
+    json_response,
+    query,
+)
+from picobot.admin.openapi import OPENAPI
+from picobot.admin.routes_data import DataRoutes
+from picobot.admin.routes_ops import OpsRoutes
+from picobot.config.channels import ServerSettings
+from picobot.errors import ConfigError, StoreUnavailable, UserError
+from picobot.metrics import CONTENT_TYPE, METRICS, PicobotMetrics
+from picobot.privacy.controller import Actor, PrivacyController
+from picobot.privacy.redaction import Redactor
+from picobot.runtime import Runtime
+from picobot.tasks.retention import TASK_NAME, last_run
+
+log = logging.getLogger(__name__)
+
+MIN_KEY_LENGTH = 16
+"""Shorter keys are refused: the 8-character prefix in the actor id must not give them away."""
+KEY_PREFIX_LENGTH = 8
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ActorHandler = Callable[[web.Request, Actor], Awaitable[web.StreamResponse]]
+
+
+def parse_admin_keys(raw: str, env_name: str) -> list[str]:
+    """Comma-separated operator keys; ConfigError naming ``env_name`` (never a key)."""
+    keys: list[str] = []
+    for position, entry in enumerate(raw.split(","), start=1):
+        key = entry.strip()
+        if not key:
+            continue
+        where = f"{env_name}: entry {position}"
+        if len(key) < MIN_KEY_LENGTH:
+            raise ConfigError(
+                f"{where}: admin API keys must be at least {MIN_KEY_LENGTH} characters"
+            )
+        if not key.isascii() or not key.isprintable() or " " in key:
+            raise ConfigError(f"{where}: admin API keys must be printable ASCII without spaces")
+        if key in keys:
+            raise ConfigError(f"{where}: duplicate key")
+        # The actor id is the prefix; two keys sharing it would share pending purges.
+        if any(k[:KEY_PREFIX_LENGTH] == key[:KEY_PREFIX_LENGTH] for k in keys):
+            raise ConfigError(f"{where}: two keys share their first {KEY_PREFIX_LENGTH} characters")
+        keys.append(key)
+    return keys
+
+
+def load_admin_keys(
+    settings: ServerSettings, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """The operator keys from the env var named by ``admin_api_keys_env`` ([] if unset)."""
+    env = os.environ if environ is None else environ
+    name = settings.admin_api_keys_env
+    return parse_admin_keys(env.get(name, ""), name)
+
+
+def operator_actor(key: str) -> Actor:
+    """The operator a key acts as: ``api:<first 8 characters of the key>``."""
+    return Actor(f"api:{key[:KEY_PREFIX_LENGTH]}", operator=True)
+
+
+def _presented_key(request: web.Request) -> str | None:
+    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    return request.headers.get("X-API-Key", "").strip() or None
+
+
+class AdminAPI:
+    """The admin routes over one runtime; mount with :meth:`add_routes`.
+
+    ``queue_depth`` reports the webhook outbound queue for ``/metrics``. ``privacy``
+    is the controller that holds pending purges (one is built from the runtime's
+    settings if not given); ``clock`` is its clock and the expiry clock of tokens.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        keys: Sequence[str],
+        *,
+        queue_depth: Callable[[], Awaitable[int]] | None = None,
+        privacy: PrivacyController | None = None,
+        clock: Callable[[], float] | None = None,
+        metrics: PicobotMetrics = METRICS,
+    ) -> None:
+        checked = parse_admin_keys(",".join(keys), "admin API keys")
+        if not checked:
+            # Deny by default: an admin API that nobody can open must not be mounted.
+            raise ConfigError("the admin API needs at least one operator key")
+        self._keys = [(k.encode("ascii"), operator_actor(k)) for k in checked]
+        self._db = runtime.db
+        self._clock = clock or runtime.kernel.clock
+        settings = runtime.settings
+        privacy = privacy or PrivacyController(
+            runtime.db,
+            confirmation_timeout_secs=settings.privacy.confirmation_timeout_secs,
+            batch_size=settings.privacy.retention_batch_size,
+            clock=self._clock,
+        )
+        self._metrics = metrics
+        if queue_depth is not None:
+            metrics.outbound_queue_depth.set_callback(queue_depth)
+        self._data = DataRoutes(
+            runtime.db, settings.session.memory, Redactor.from_settings(settings.privacy).redact
+        )
+        self._ops = OpsRoutes(runtime.db, settings, runtime.tasks, privacy, self._clock)
+
+    def routes(self) -> list[web.RouteDef]:
+        """Every admin route (HEAD is not added: the OpenAPI document lists all)."""
+        d, o, p = self._data, self._ops, self._protected
+        return [
+            web.get("/healthz", self.healthz, allow_head=False),
+            web.get("/metrics", p(self.metrics), allow_head=False),
+            web.get("/api/v1/openapi.json", p(self.openapi), allow_head=False),
+            web.get("/api/v1/sessions", p(d.list_sessions), allow_head=False),
+            web.get("/api/v1/sessions/{id}", p(d.get_session), allow_head=False),
+            web.get("/api/v1/users/{user_id}/memories", p(d.list_memories), allow_head=False),
+            web.post("/api/v1/users/{user_id}/memories", p(d.create_memory)),
+            web.put("/api/v1/users/{user_id}/memories/{key}", p(d.update_memory)),
+            web.delete("/api/v1/users/{user_id}/memories/{key}", p(d.delete_memory)),
+            web.get("/api/v1/users/{user_id}/export", p(d.export), allow_head=False),
+            web.get("/api/v1/search", p(d.search), allow_head=False),
+            web.get("/api/v1/retention", p(o.retention), allow_head=False),
+            web.post("/api/v1/purge", p(o.purge)),
+            web.post("/api/v1/purge/{token}/confirm", p(o.confirm)),
+        ]
+
+    def add_routes(self, app: web.Application) -> None:
+        """Mount the admin routes on ``app`` (shared with the webhook routes)."""
+        app.add_routes(self.routes())
+
+    def authenticate(self, request: web.Request) -> Actor | None:
+        """The operator of the key the request presents, or None."""
+        presented = _presented_key(request)
+        if presented is None:
+            return None
+        candidate = presented.encode("utf-8", "surrogateescape")
+        found: Actor | None = None
+        for key, actor in self._keys:
+            # Every key is compared, without an early exit, so timing reveals nothing.
+            if hmac.compare_digest(candidate, key):
+                found = actor
+        return found
+
+    def _protected(self, handler: ActorHandler) -> Handler:
+        """Authenticate, run ``handler``, and turn failures into JSON errors."""
+
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            actor = self.authenticate(request)
+            if actor is None:
+                log.info(
+                    "admin API refused %s %s: missing or invalid key", request.method, request.path
+                )
+                return error_response(
+                    401,
+                    "unauthorized",
+                    "Missing or invalid API key.",
+                    {"WWW-Authenticate": 'Bearer realm="picobot-admin"'},
+                )
+            try:
+                return await handler(request, actor)
+            except ApiError as exc:
+                return exc.response()
+            except UserError as exc:
+                # Validation rules shared with the chat commands; their text is safe.
+                return error_response(400, "invalid", str(exc))
+            except StoreUnavailable:
+                log.exception(
+                    "admin API: store unavailable for %s %s", request.method, request.path
+                )
+                return error_response(503, "store_unavailable", "The database is unavailable.")
+            except (StreamAborted, web.HTTPException):
+                raise
+            except Exception:
+                log.exception("admin API: %s %s failed", request.method, request.path)
+                return error_response(500, "internal", "Internal error; see the server log.")
+
+        return guarded
+
+    # --- health, metrics, document ---------------------------------------------------------
+
+    async def healthz(self, request: web.Request) -> web.StreamResponse:
+        """``GET /healthz`` (public): 200 when the database answers, else 503."""
+        try:
+            await self._db.fetchone("SELECT 1")
+        except Exception:
+            # No detail in a public answer; the log has it.
+            log.warning("health check: the database does not answer", exc_info=True)
+            return json_response({"status": "unavailable", "database": "unavailable"}, 503)
+        return json_response({"status": "ok", "database": "ok"})
+
+    async def metrics(self, request: web.Request, actor: Actor) -> web.StreamResponse:
+        """``GET /metrics``: the Prometheus text exposition."""
+        query(request, frozenset())
+        try:
+            # task_runs is the durable record: it survives restarts and includes runs
+            # of `picobot retention run` from the command line.
+            run = await last_run(self._db, TASK_NAME)
+        except StoreUnavailable:
+            log.warning("metrics: could not read the last retention run", exc_info=True)
+        else:
+            finished = None if run is None else run.last_finished_at
+            self._metrics.retention_last_run_timestamp.set(finished or 0.0)
+            self._metrics.retention_last_run_ok.set(1.0 if run is not None and run.ok else 0.0)
+        text = await self._metrics.render()
+        response = web.Response(body=text.encode("utf-8"))
+        response.headers["Content-Type"] = CONTENT_TYPE
+        return response
+
+    async def openapi(self, request: web.Request, actor: Actor) -> web.StreamResponse:
+        """``GET /api/v1/openapi.json``: the OpenAPI 3.1 document of this API."""
+        query(request, frozenset())
+        return json_response(OPENAPI)
+
+
+def webhook_metrics_middleware(metrics: PicobotMetrics = METRICS) -> Middleware:
+    """A middleware counting ``/webhooks/<platform>`` requests by platform and status.
+
+    Only requests routed to a registered webhook route are counted, so the platform
+    label takes only configured names: a scan of random paths adds no series.
+    """
+
+    @web.middleware
+    async def count(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        path = resource.canonical if resource is not None else ""
+        if not path.startswith("/webhooks/") or "{" in path:
+            return await handler(request)
+        platform = path.removeprefix("/webhooks/")
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            metrics.webhook_requests.inc(platform=platform, status=str(exc.status))
+            raise
+        except Exception:
+            metrics.webhook_requests.inc(platform=platform, status="500")
+            raise
+        metrics.webhook_requests.inc(platform=platform, status=str(response.status))
+        return response
+
+    return count

@@ -1,0 +1,1 @@
+"""Webhook platforms: one module per platform, each a parser/verifier and a sender."""

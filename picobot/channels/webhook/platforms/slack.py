@@ -1,0 +1,233 @@
+"""Slack Events API webhook (``/webhooks/slack``).
+
+Slack signs every request: ``X-Slack-Signature: v0=<hex HMAC-SHA256>`` of
+``v0:<X-Slack-Request-Timestamp>:<raw body>`` under the app's signing secret. A
+timestamp more than five minutes away from our clock (either way) is refused, so a
+captured request cannot be replayed later. The ``url_verification`` challenge sent
+when the Request URL is set is answered only after that check.
+
+Only ``event_callback`` events of ``type: "message"`` with a ``user`` and ``text`` and
+no ``subtype`` or ``bot_id`` are chat messages: edits, deletions, joins and every
+bot's messages (our own replies included) are skipped. Slack escapes ``&``, ``<``
+and ``>`` in message text both ways: they are decoded in what the kernel gets and
+encoded in what we post, so a reply cannot mention ``<!channel>`` or anyone else. The user id is
+``slack:<team_id>:<user>``, the chat id the channel, and the message id the
+``event_id``, which Slack keeps when it retries a delivery. A reply goes to
+``POST {api_base_url}/chat.postMessage`` in the same channel, in the thread if the
+message was in one; Slack recommends at most 4000 characters per message, so longer
+replies are sent as several messages, in order.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
+from picobot.channels.webhook.common import (
+    ReplyApi,
+    load_object,
+    message_id,
+    optional,
+    required,
+    safe_name,
+    split_text,
+)
+from picobot.channels.webhook.signing import (
+    hmac_sha256_hex,
+    require_secret,
+    same,
+    secret_from_env,
+)
+from picobot.config.channels import SlackSettings
+
+SIGNATURE_HEADER = "X-Slack-Signature"
+TIMESTAMP_HEADER = "X-Slack-Request-Timestamp"
+MAX_SKEW_SECS = 300
+"""How far a request's timestamp may be from our clock, as Slack recommends."""
+MAX_TEXT_CHARS = 4000
+MAX_CHALLENGE_CHARS = 256
+_ENTITY = re.compile(r"&(amp|lt|gt);")
+_DECODED = {"amp": "&", "lt": "<", "gt": ">"}
+TRANSIENT_ERRORS = frozenset(
+    {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+"""``ok: false`` errors that a later try may get past; any other error is final."""
+
+
+class SlackPlatform:
+    """The Slack Events API: signed events, url_verification, chat.postMessage."""
+
+    def __init__(
+        self,
+        settings: SlackSettings,
+        *,
+        signing_secret: str,
+        bot_token: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._settings = settings
+        self._signing_secret = require_secret(
+            signing_secret, settings.signing_secret_env, "Slack signing secret"
+        )
+        bot_token = require_secret(bot_token, settings.bot_token_env, "Slack bot token")
+        self._auth = {"Authorization": f"Bearer {bot_token}"}
+        self._clock = clock
+        self._allowed = frozenset(settings.allowed_senders)
+        self._api = ReplyApi("Slack chat.postMessage", secrets=(bot_token,))
+
+    @classmethod
+    def from_settings(
+        cls, settings: SlackSettings, *, clock: Callable[[], float] = time.time
+    ) -> SlackPlatform:
+        """Build from config; each secret comes from the env var the config names."""
+        key = "channels.webhook.slack"
+        return cls(
+            settings,
+            signing_secret=secret_from_env(
+                settings.signing_secret_env, f"{key}.signing_secret_env"
+            ),
+            bot_token=secret_from_env(settings.bot_token_env, f"{key}.bot_token_env"),
+            clock=clock,
+        )
+
+    @property
+    def name(self) -> str:
+        """Always ``slack``."""
+        return "slack"
+
+    @property
+    def allowed_senders(self) -> frozenset[str]:
+        """``team:user`` ids allowed to chat; empty means everyone in the workspace."""
+        return self._allowed
+
+    @property
+    def max_text_chars(self) -> int:
+        """What Slack recommends for one message."""
+        return MAX_TEXT_CHARS
+
+    async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
+        """Answer a signed ``url_verification`` with its challenge.
+
+        The core asks before it checks the signature, so the signature is checked
+        here first, before a byte of the body is parsed: an unsigned challenge must not
+        prove our URL to anyone, and an unsigned body gets no parser's attention. A
+        request that fails the check is not a handshake; the core's own check refuses
+        it (and counts it).
+        """
+        if request.method != "POST":
+            return None
+        try:
+            self.verify(request, body)
+            data = load_object(body)
+        except WebhookError:
+            return None  # not a handshake; verify and parse refuse it
+        if data.get("type") != "url_verification":
+            return None
+        challenge = data.get("challenge")
+        if not isinstance(challenge, str) or not 0 < len(challenge) <= MAX_CHALLENGE_CHARS:
+            raise WebhookError(400, "missing or oversized challenge")
+        return web.Response(text=challenge, content_type="text/plain")
+
+    def verify(self, request: web.Request, body: bytes) -> None:
+        """Check the timestamp window, then the v0 signature, in constant time."""
+        stamp = request.headers.get(TIMESTAMP_HEADER, "").strip()
+        given = request.headers.get(SIGNATURE_HEADER)
+        if not stamp or not given:
+            raise WebhookError(401, "missing signature or timestamp")
+        if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12):
+            raise WebhookError(401, "invalid timestamp")
+        if abs(self._clock() - int(stamp)) > MAX_SKEW_SECS:
+            raise WebhookError(401, "stale timestamp")
+        # The exact header string is signed, so it is used as sent, not re-rendered.
+        base = b"v0:" + stamp.encode() + b":" + body
+        if not same(given.strip(), "v0=" + hmac_sha256_hex(self._signing_secret, base)):
+            raise WebhookError(401, "invalid signature")
+
+    def parse(self, body: bytes) -> list[PlatformMessage]:
+        """The one chat message of a verified event callback, or nothing."""
+        data = load_object(body)
+        kind = required(data, "type", str, "body")
+        if kind != "event_callback":
+            return []  # url_verification (answered by handshake), app_rate_limited, ...
+        team = safe_name(required(data, "team_id", str, "body"), "team_id")
+        event_id = message_id(required(data, "event_id", str, "body"), "event_id")
+        event = required(data, "event", dict, "body")
+        if event.get("type") != "message" or "subtype" in event or "bot_id" in event:
+            return []
+        user = optional(event, "user", str, "event")
+        text = optional(event, "text", str, "event")
+        if not user or text is None or not text.strip():
+            return []
+        user = safe_name(user, "event.user")
+        channel = safe_name(required(event, "channel", str, "event"), "event.channel")
+        reply_to: dict[str, Any] = {"channel": channel}
+        thread = optional(event, "thread_ts", str, "event")
+        if thread:
+            reply_to["thread_ts"] = thread
+        return [
+            PlatformMessage(
+                message_id=event_id,
+                user_id=f"slack:{team}:{user}",
+                chat_id=channel,
+                sender=f"{team}:{user}",
+                text=unescape(text),
+                reply_to=reply_to,
+            )
+        ]
+
+    async def send(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], text: str
+    ) -> None:
+        """Post ``text`` to the channel (thread), as several messages if it is long.
+
+        Slack reports most failures as HTTP 200 with ``{"ok": false, "error"}``.
+        Replies are queued cut to :attr:`max_text_chars` already, so each part is sent
+        and retried on its own; this only splits a reply queued whole by an older version.
+        """
+        channel = reply_to.get("channel")
+        if not isinstance(channel, str) or not channel:
+            raise DeliveryError("Slack reply without a channel", retry=False)
+        url = f"{self._settings.api_base_url.rstrip('/')}/chat.postMessage"
+        # Cut before escaping, so no entity is cut in two; an escaped part may pass the
+        # recommended 4000 characters, far below the 40000 where Slack truncates.
+        for part in split_text(text, MAX_TEXT_CHARS):
+            payload = {"channel": channel, "text": escape(part)}
+            if reply_to.get("thread_ts"):
+                payload["thread_ts"] = str(reply_to["thread_ts"])
+            answer = await self._api.post(session, url, payload, self._auth)
+            if not answer.ok:
+                raise self._api.failure(answer, answer.field("error"))
+            if answer.field("ok") is not True:
+                error = answer.field("error")
+                error = error[:100] if isinstance(error, str) and error else "no ok in the answer"
+                retry = error in TRANSIENT_ERRORS
+                raise self._api.error(
+                    f"Slack chat.postMessage failed: {error}",
+                    retry=retry,
+                    retry_after=answer.retry_after if retry else None,
+                )
+
+
+def unescape(text: str) -> str:
+    """Slack's message text as typed: ``&amp;``, ``&lt;``, ``&gt;`` decoded, in one pass.
+
+    Slack escapes these three characters in the text it sends, because ``<`` and
+    ``>`` mark its own syntax (``<@U123>``, ``<!channel>``, ``<https://...|label>``),
+    which stays as it is. One pass: ``&amp;lt;`` is the typed ``&lt;``, not ``<``.
+    """
+    return _ENTITY.sub(lambda m: _DECODED[m.group(1)], text)
+
+
+def escape(text: str) -> str:
+    """``text`` with ``&``, ``<`` and ``>`` escaped, as Slack asks of the text we post.
+
+    So a reply shows exactly what the model wrote and can never form Slack syntax: a
+    model that writes ``<!channel>`` must not notify a whole channel.
+    """
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,191 @@
+"""Telegram Bot API webhook (``/webhooks/telegram``).
+
+Set the webhook with ``setWebhook(url=.../webhooks/telegram, secret_token=<yours>)``;
+Telegram then sends every Update as a JSON ``POST`` with the header
+``X-Telegram-Bot-Api-Secret-Token: <yours>``, which is all there is to check: Telegram
+does not sign bodies, so whoever holds the secret token can speak as any Telegram
+user to this bot. Keep it secret and long.
+
+Only new ``message`` updates with ``text`` from a person are chat messages; edits,
+channel posts, callbacks, media without text and messages from bots are skipped.
+The user id is ``telegram:<from.id>``, the chat id ``<chat.id>`` (a private chat,
+group or supergroup), and the message id ``<chat.id>:<message_id>``: Telegram
+redelivers an unacknowledged update with the same message, and unlike ``update_id``
+(which restarts at a random value after a quiet week) it never repeats for another
+message. Commands come as Telegram writes them and are made the kernel's: ``/start``
+(the first message of every private chat) is ``/help``, and the ``@BotUsername`` that
+groups append is dropped (a command for another bot is skipped when ``bot_username``
+is set). Replies go to ``POST {api_base_url}/bot<token>/sendMessage``, 4096
+characters per message (longer replies are sent as several messages, in order).
+The bot token is part of that URL, so it is scrubbed from every delivery error.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
+from picobot.channels.webhook.common import (
+    ReplyApi,
+    load_object,
+    optional,
+    required,
+    split_text,
+)
+from picobot.channels.webhook.signing import require_secret, same, secret_from_env
+from picobot.config.channels import TelegramSettings
+from picobot.errors import ConfigError
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
+MAX_TEXT_CHARS = 4096
+"""Longest text of one sendMessage (Telegram counts UTF-16 code units)."""
+_SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
+"""What setWebhook accepts as secret_token."""
+_COMMAND = re.compile(r"/([A-Za-z0-9_]+)(?:@([A-Za-z0-9_]+))?(?=\s|$)")
+"""A command as Telegram writes it: ``/name``, or ``/name@BotUsername`` in groups."""
+
+
+class TelegramPlatform:
+    """The Telegram Bot API: secret-token webhooks, sendMessage replies."""
+
+    def __init__(self, settings: TelegramSettings, *, secret_token: str, bot_token: str) -> None:
+        secret_token = require_secret(
+            secret_token, settings.secret_token_env, "Telegram secret token"
+        )
+        if not _SECRET_TOKEN.fullmatch(secret_token):
+            # Telegram would refuse it in setWebhook, so no webhook could ever pass.
+            raise ConfigError(
+                f"the Telegram secret token ({settings.secret_token_env}) must be 1-256 "
+                "characters of A-Z, a-z, 0-9, _ and -"
+            )
+        self._settings = settings
+        self._secret_token = secret_token
+        bot_token = require_secret(bot_token, settings.bot_token_env, "Telegram bot token")
+        self._send_url = f"{settings.api_base_url.rstrip('/')}/bot{bot_token}/sendMessage"
+        self._allowed = frozenset(settings.allowed_senders)
+        self._username = settings.bot_username.lower()  # Telegram ignores its case
+        self._api = ReplyApi("Telegram sendMessage", secrets=(bot_token,))
+
+    @classmethod
+    def from_settings(cls, settings: TelegramSettings) -> TelegramPlatform:
+        """Build from config; each secret comes from the env var the config names."""
+        key = "channels.webhook.telegram"
+        return cls(
+            settings,
+            secret_token=secret_from_env(settings.secret_token_env, f"{key}.secret_token_env"),
+            bot_token=secret_from_env(settings.bot_token_env, f"{key}.bot_token_env"),
+        )
+
+    @property
+    def name(self) -> str:
+        """Always ``telegram``."""
+        return "telegram"
+
+    @property
+    def allowed_senders(self) -> frozenset[str]:
+        """Telegram user ids allowed to chat; empty means everyone."""
+        return self._allowed
+
+    @property
+    def max_text_chars(self) -> int:
+        """Telegram's limit of one sendMessage, in UTF-16 units."""
+        return MAX_TEXT_CHARS
+
+    async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
+        """There is no handshake: setWebhook is a call we make, not one we answer."""
+        return None
+
+    def verify(self, request: web.Request, body: bytes) -> None:
+        """Check the secret token header in constant time."""
+        given = request.headers.get(SECRET_HEADER)
+        if not given:
+            raise WebhookError(401, "missing secret token")
+        if not same(given, self._secret_token):
+            raise WebhookError(401, "invalid secret token")
+
+    def parse(self, body: bytes) -> list[PlatformMessage]:
+        """The one text message of an Update, or nothing."""
+        update = load_object(body)
+        required(update, "update_id", int, "update")
+        msg = optional(update, "message", dict, "update")
+        if msg is None:
+            return []  # edited_message, channel_post, callback_query, my_chat_member, ...
+        text = optional(msg, "text", str, "message")
+        sender = optional(msg, "from", dict, "message")
+        if text is None or not text.strip() or sender is None or sender.get("is_bot") is True:
+            # Media, service messages, other bots, anonymous group admins.
+            return []
+        user = required(sender, "id", int, "message.from")
+        chat = required(required(msg, "chat", dict, "message"), "id", int, "message.chat")
+        number = required(msg, "message_id", int, "message")
+        text = self._as_command(text)
+        if text is None:
+            return []  # a command for another bot in the same group
+        reply_to: dict[str, Any] = {"chat_id": chat}
+        if msg.get("is_topic_message") is True:
+            # Without it the reply would land in the forum's General topic.
+            reply_to["message_thread_id"] = required(msg, "message_thread_id", int, "message")
+        return [
+            PlatformMessage(
+                message_id=f"{chat}:{number}",
+                user_id=f"telegram:{user}",
+                chat_id=str(chat),
+                sender=str(user),
+                text=text,
+                reply_to=reply_to,
+            )
+        ]
+
+    def _as_command(self, text: str) -> str | None:
+        """``text`` with a Telegram command made one the kernel knows, or None.
+
+        In groups Telegram appends the bot's username (``/new@PicoBot``): it is dropped
+        when it names this bot, or any bot if ``bot_username`` is not configured; a
+        command naming another bot is None. ``/start``, the message Telegram sends when
+        someone opens a chat with the bot, is ``/help``.
+        """
+        stripped = text.lstrip()
+        match = _COMMAND.match(stripped)
+        if match is None:
+            return text
+        name, bot = match.groups()
+        if bot and self._username and bot.lower() != self._username:
+            return None
+        if name.lower() == "start":
+            name = "help"
+        return f"/{name}{stripped[match.end() :]}"
+
+    async def send(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], text: str
+    ) -> None:
+        """Send ``text`` to the chat, as several messages if it is long.
+
+        Replies are queued cut to :attr:`max_text_chars` already, so each part is sent
+        and retried on its own; this only splits a reply queued whole by an older version.
+        """
+        chat = reply_to.get("chat_id")
+        if not isinstance(chat, int | str) or isinstance(chat, bool) or chat == "":
+            raise DeliveryError("Telegram reply without a chat_id", retry=False)
+        thread = reply_to.get("message_thread_id")
+        for part in split_text(text, MAX_TEXT_CHARS):
+            payload: dict[str, Any] = {"chat_id": chat, "text": part}
+            if thread is not None:
+                payload["message_thread_id"] = thread
+            answer = await self._api.post(session, self._send_url, payload)
+            if answer.ok and answer.field("ok") is True:
+                continue
+            # A 429 says how long to wait in its body (parameters.retry_after).
+            wait = answer.field("parameters", "retry_after")
+            raise self._api.failure(
+                answer,
+                answer.field("description"),
+                retry_after=float(wait) if _is_number(wait) else None,
+            )
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,208 @@
+"""WhatsApp Cloud API webhook (``/webhooks/whatsapp``).
+
+Subscription: Meta checks the callback URL with ``GET ?hub.mode=subscribe&
+hub.verify_token=<yours>&hub.challenge=<n>``; the challenge is echoed only when the
+token matches. Notifications: ``POST`` bodies signed with the app secret in
+``X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the raw body>``, shaped
+``{"object": "whatsapp_business_account", "entry": [{"changes": [{"value": {
+"metadata": {"phone_number_id"}, "contacts": [...], "messages": [...]}}]}]}``.
+
+Only ``type: "text"`` messages are chat messages; other types (media, reactions,
+locations, ...) and ``statuses`` updates (sent/delivered/read of our replies) are
+skipped. The user id is ``whatsapp:<wa_id>@s.whatsapp.net`` from the message's
+``from``, which the app secret's signature covers. Replies go to
+``POST {graph_base_url}/{phone_number_id}/messages``, 4096 characters per message
+(longer replies are sent as several messages, in order).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
+from picobot.channels.webhook.common import (
+    ReplyApi,
+    load_object,
+    message_id,
+    objects,
+    optional,
+    required,
+    safe_name,
+    split_text,
+)
+from picobot.channels.webhook.signing import (
+    hmac_sha256_hex,
+    require_secret,
+    same,
+    secret_from_env,
+)
+from picobot.config.channels import WhatsAppSettings
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "X-Hub-Signature-256"
+MAX_TEXT_CHARS = 4096
+"""Longest text body the Cloud API accepts in one message."""
+MAX_CHALLENGE_CHARS = 256
+_NUMBER_ID = re.compile(r"[0-9]{1,32}")
+RATE_LIMIT_CODES = frozenset({4, 80007, 130429, 131048, 131056})
+"""Graph error codes of throttling (app, account, throughput, spam, per-pair): these
+come as HTTP 400 but are worth retrying later."""
+
+
+class WhatsAppPlatform:
+    """The WhatsApp Cloud API: GET verification, signed notifications, Graph replies."""
+
+    def __init__(
+        self,
+        settings: WhatsAppSettings,
+        *,
+        verify_token: str,
+        app_secret: str,
+        access_token: str,
+    ) -> None:
+        self._settings = settings
+        self._verify_token = require_secret(
+            verify_token, settings.verify_token_env, "WhatsApp verify token"
+        )
+        self._app_secret = require_secret(
+            app_secret, settings.app_secret_env, "WhatsApp app secret"
+        )
+        access_token = require_secret(
+            access_token, settings.access_token_env, "WhatsApp access token"
+        )
+        self._auth = {"Authorization": f"Bearer {access_token}"}
+        self._allowed = frozenset(settings.allowed_senders)
+        self._api = ReplyApi("WhatsApp Graph API", secrets=(access_token,))
+
+    @classmethod
+    def from_settings(cls, settings: WhatsAppSettings) -> WhatsAppPlatform:
+        """Build from config; each secret comes from the env var the config names."""
+        key = "channels.webhook.whatsapp"
+        return cls(
+            settings,
+            verify_token=secret_from_env(settings.verify_token_env, f"{key}.verify_token_env"),
+            app_secret=secret_from_env(settings.app_secret_env, f"{key}.app_secret_env"),
+            access_token=secret_from_env(settings.access_token_env, f"{key}.access_token_env"),
+        )
+
+    @property
+    def name(self) -> str:
+        """Always ``whatsapp``."""
+        return "whatsapp"
+
+    @property
+    def allowed_senders(self) -> frozenset[str]:
+        """wa_ids allowed to chat; empty means everyone who can message the number."""
+        return self._allowed
+
+    @property
+    def max_text_chars(self) -> int:
+        """The Cloud API's limit of one text body."""
+        return MAX_TEXT_CHARS
+
+    async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
+        """Answer Meta's GET subscription check; anything else is not a handshake."""
+        if request.method != "GET" or "hub.mode" not in request.query:
+            return None
+        query = request.query
+        if query.get("hub.mode") != "subscribe":
+            raise WebhookError(400, "unsupported hub.mode")
+        challenge = query.get("hub.challenge", "")
+        if not challenge or len(challenge) > MAX_CHALLENGE_CHARS:
+            raise WebhookError(400, "missing or oversized hub.challenge")
+        if not same(query.get("hub.verify_token"), self._verify_token):
+            raise WebhookError(403, "verify token mismatch")
+        log.info("whatsapp webhook subscription verified")
+        return web.Response(text=challenge, content_type="text/plain")
+
+    def verify(self, request: web.Request, body: bytes) -> None:
+        """Check ``X-Hub-Signature-256`` over the raw body in constant time."""
+        given = request.headers.get(SIGNATURE_HEADER)
+        if not given:
+            raise WebhookError(401, "missing signature")
+        if not same(given.strip(), "sha256=" + hmac_sha256_hex(self._app_secret, body)):
+            raise WebhookError(401, "invalid signature")
+
+    def parse(self, body: bytes) -> list[PlatformMessage]:
+        """The text messages of a verified notification, in order."""
+        data = load_object(body)
+        if data.get("object") != "whatsapp_business_account":
+            raise WebhookError(400, "object must be whatsapp_business_account")
+        found: list[PlatformMessage] = []
+        for entry in objects(data, "entry", "body"):
+            for change in objects(entry, "changes", "entry"):
+                value = optional(change, "value", dict, "change") or {}
+                found += self._messages(value)
+        return found
+
+    def _messages(self, value: dict[str, Any]) -> list[PlatformMessage]:
+        metadata = optional(value, "metadata", dict, "value") or {}
+        phone_number_id = optional(metadata, "phone_number_id", str, "metadata")
+        if phone_number_id is not None and not _NUMBER_ID.fullmatch(phone_number_id):
+            # It becomes a path segment of the reply URL.
+            raise WebhookError(400, "metadata.phone_number_id is not a number id")
+        configured = self._settings.phone_number_id
+        if configured and phone_number_id and phone_number_id != configured:
+            # One Meta app may serve several numbers; this bot answers for one.
+            log.info("whatsapp webhook: skipped messages for another number")
+            return []
+        reply_from = phone_number_id or configured
+        found: list[PlatformMessage] = []
+        for msg in objects(value, "messages", "value"):
+            if msg.get("type") != "text":
+                continue
+            wa_id = safe_name(required(msg, "from", str, "message"), "message.from")
+            msg_id = message_id(required(msg, "id", str, "message"), "message.id")
+            text = required(required(msg, "text", dict, "message"), "body", str, "message.text")
+            if not text.strip():
+                continue
+            found.append(
+                PlatformMessage(
+                    message_id=msg_id,
+                    user_id=f"whatsapp:{wa_id}@s.whatsapp.net",
+                    chat_id=wa_id,
+                    sender=wa_id,
+                    text=text,
+                    reply_to={
+                        "to": wa_id,
+                        "phone_number_id": reply_from,
+                        "reply_to_message_id": msg_id,
+                    },
+                )
+            )
+        return found
+
+    async def send(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], text: str
+    ) -> None:
+        """Send ``text`` to ``reply_to["to"]``, as several messages if it is long.
+
+        Replies are queued cut to :attr:`max_text_chars` already, so each part is sent
+        and retried on its own; this only splits a reply queued whole by an older version.
+        """
+        to = reply_to.get("to")
+        number = reply_to.get("phone_number_id") or self._settings.phone_number_id
+        if not isinstance(to, str) or not to:
+            raise DeliveryError("WhatsApp reply without a recipient", retry=False)
+        if not isinstance(number, str) or not number:
+            raise DeliveryError("no WhatsApp phone_number_id to send from", retry=False)
+        url = f"{self._settings.graph_base_url.rstrip('/')}/{number}/messages"
+        for part in split_text(text, MAX_TEXT_CHARS):
+            payload = {
+                "messaging_product": "whatsapp",
+                "to": to,
+                "type": "text",
+                "text": {"body": part},
+            }
+            answer = await self._api.post(session, url, payload, self._auth)
+            if not answer.ok:
+                code = answer.field("error", "code")
+                detail = f"({code}) {answer.field('error', 'message')}" if code else None
+                throttled = code in RATE_LIMIT_CODES
+                raise self._api.failure(answer, detail, retry=True if throttled else None)

@@ -1,0 +1,1 @@
+"""WebSocket chat channel: the server, one connection, the wire protocol."""

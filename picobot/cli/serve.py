@@ -1,0 +1,218 @@
+"""``picobot serve``: every enabled channel and the background tasks in one process.
+
+Binds 127.0.0.1 by default. On SIGINT/SIGTERM every channel stops accepting at once and
+the turns in flight, of all channels together, get ``[server] shutdown_grace_secs`` to
+finish (a turn cut off later is answered: a WebSocket client gets a ``shutting_down``
+error, and a webhook message is processed again on the next start); then it cancels
+and awaits the background tasks, and exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import gc
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from picobot.channels import host_port
+from picobot.config.settings import Settings
+from picobot.errors import PicobotError
+from picobot.llm.base import LLMProvider
+from picobot.runtime import Runtime, open_runtime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ServeInfo:
+    """Where the server listens, for logs, tests and the start-up banner."""
+
+    http_url: str | None = None
+    websocket_url: str | None = None
+    webhooks: list[str] = field(default_factory=list)
+    admin_api: bool = False
+
+    def lines(self) -> list[str]:
+        """Human-readable start-up lines."""
+        out = []
+        if self.websocket_url:
+            out.append(f"WebSocket chat: {self.websocket_url}")
+        if self.http_url:
+            for name in self.webhooks:
+                out.append(f"webhook {name}: {self.http_url}/webhooks/{name}")
+            if self.admin_api:
+                out.append(f"admin API: {self.http_url}/api/v1 (health: {self.http_url}/healthz)")
+        return out or ["no channel is enabled; see docs/channels.md"]
+
+
+Stop = Callable[[], Awaitable[None]]
+"""Stops one channel: it stops accepting at once, then lets its turns finish."""
+
+
+async def _stop_together(stops: list[Stop]) -> None:
+    """Stop every channel at the same time.
+
+    One after another, a channel kept accepting new clients while an earlier one
+    drained, and each took a grace period of its own.
+    """
+    results = await asyncio.gather(*(stop() for stop in stops), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+
+
+async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
+    """Webhooks and the admin API share one aiohttp app on [server] host:port."""
+    from picobot.admin.api import (
+        AdminAPI,
+        load_admin_keys,
+        webhook_metrics_middleware,
+    )
+    from picobot.channels.webhook.registry import enabled_platforms
+    from picobot.channels.webhook.server import WebhookServer
+    from picobot.store.webhooks import WebhookStore
+
+    settings = rt.settings
+    hooks = settings.channels.webhook
+    platforms = enabled_platforms(hooks)
+    keys = load_admin_keys(settings.server) if settings.server.enable_admin_api else []
+    if not platforms and not keys:
+        log.info("no webhook platform and %s: the HTTP server is not started", _admin_off(settings))
+        return
+    app = web.Application(
+        client_max_size=hooks.max_body_bytes, middlewares=[webhook_metrics_middleware()]
+    )
+    webhooks: WebhookServer | None = None
+    if platforms:
+        webhooks = WebhookServer(
+            rt.kernel,
+            platforms,
+            hooks,
+            store=WebhookStore(rt.db),
+            max_attempts=settings.server.outbound_max_attempts,
+            supervisor=rt.tasks,
+        )
+        webhooks.add_routes(app)
+        info.webhooks = [p.name for p in platforms]
+    if keys:
+        depth = webhooks.queue_depth if webhooks is not None else None
+        AdminAPI(rt, keys, queue_depth=depth).add_routes(app)
+        info.admin_api = True
+    else:
+        log.warning("%s", _admin_off(settings))
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+
+    async def stop() -> None:
+        # Stop accepting HTTP first, then drain the webhooks.
+        await runner.cleanup()
+        if webhooks is not None:
+            await webhooks.close(settings.server.shutdown_grace_secs)
+
+    stops.append(stop)
+    site = web.TCPSite(runner, settings.server.host, settings.server.port)
+    try:
+        await site.start()
+    except OSError as exc:
+        # As the WebSocket channel does: the file may be fine, the port is taken.
+        address = host_port(settings.server.host, settings.server.port)
+        raise PicobotError(f"cannot listen on {address}: {exc.strerror}") from None
+    port = runner.addresses[0][1] if runner.addresses else settings.server.port
+    info.http_url = f"http://{host_port(settings.server.host, port)}"
+    if webhooks is not None:
+        await webhooks.start()
+
+
+def _admin_off(settings: Settings) -> str:
+    """Why the admin API is not mounted: switched off, or no operator keys."""
+    if not settings.server.enable_admin_api:
+        # Keys may well be set; saying there are none would send the operator hunting.
+        return "the admin API is disabled ([server] enable_admin_api = false)"
+    return f"the admin API is off: no keys in ${settings.server.admin_api_keys_env}"
+
+
+async def _start_websocket(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
+    from picobot.channels.websocket.server import WebSocketChannel
+
+    settings = rt.settings
+    channel = WebSocketChannel(
+        rt.kernel, settings.channels.websocket, grace_secs=settings.server.shutdown_grace_secs
+    )
+    await channel.start()
+    stops.append(functools.partial(channel.stop, settings.server.shutdown_grace_secs))
+    info.websocket_url = channel.url
+
+
+async def serve(
+    settings: Settings,
+    *,
+    provider: LLMProvider | None = None,
+    stop: asyncio.Event | None = None,
+    ready: Callable[[ServeInfo], None] | None = None,
+) -> int:
+    """Run until ``stop`` is set (or SIGINT/SIGTERM arrives); return the exit status."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    handled = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Not available off the main thread (tests run serve() in-process).
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+    try:
+        return await _serve(settings, provider, stop, ready)
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+
+
+@contextlib.contextmanager
+def startup_objects_frozen() -> Iterator[None]:
+    """Leave what exists at start-up out of the garbage collector's full passes.
+
+    Modules, classes, settings and the runtime are made before the first message and
+    live until the end, yet every full (generation 2) collection walked them all: under
+    load one ran every two or three seconds and, holding the GIL, stopped every thread
+    for 40-60 ms (docs/performance.md). Frozen, they are skipped; what serving creates
+    is still collected as before. Unfrozen on the way out, so an in-process caller
+    (tests) gets them back.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+async def _serve(
+    settings: Settings,
+    provider: LLMProvider | None,
+    stop: asyncio.Event,
+    ready: Callable[[ServeInfo], None] | None,
+) -> int:
+    info = ServeInfo()
+    async with (
+        open_runtime(settings, provider=provider, warm_up=True) as rt,
+        AsyncExitStack() as stack,
+    ):
+        stops: list[Stop] = []
+        stack.push_async_callback(_stop_together, stops)
+        if settings.channels.websocket.enabled:
+            await _start_websocket(rt, stops, info)
+        await _start_http(rt, stops, info)
+        for line in info.lines():
+            log.info("%s", line)
+        with startup_objects_frozen():
+            if ready is not None:
+                ready(info)
+            await stop.wait()
+        log.info("shutting down: finishing in-flight turns")
+    log.info("stopped")
+    return 0

@@ -1,0 +1,1 @@
+"""Settings: the pydantic-settings root, its sections, channel sections, the reference generator."""

@@ -1,0 +1,159 @@
+"""Config sections of the chat channels and the HTTP server (see :mod:`.settings`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from picobot.config.sections import EnvName, HttpUrl, Section
+
+
+def _url_path(value: str) -> str:
+    if not re.fullmatch(r"/[^\s?#]*", value):
+        raise ValueError("must be a URL path starting with / (no spaces, ? or #), e.g. /ws")
+    return value
+
+
+class TUISettings(Section):
+    """The terminal chat UI."""
+
+    user_name: str = Field(default="local", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    """Local user name; the TUI's user id is tui:<user_name>."""
+
+
+class WebSocketSettings(Section):
+    """The WebSocket chat channel."""
+
+    enabled: bool = False
+    """Start the WebSocket channel with `picobot serve`."""
+    host: str = "127.0.0.1"
+    """Address to bind."""
+    port: int = Field(default=8765, ge=0, le=65535)
+    """Port to bind (0 = any free port)."""
+    path: Annotated[str, AfterValidator(_url_path)] = "/ws"
+    """URL path of the WebSocket endpoint."""
+    api_keys_env: EnvName = "PICOBOT_WS_API_KEYS"
+    """Env var with comma-separated client keys; `key:identity` names the identity."""
+    max_message_bytes: int = Field(default=65536, ge=256)
+    """Largest client message accepted; larger closes nothing but gets an error event."""
+    rate_limit_per_minute: int = Field(default=60, ge=1)
+    """Messages an identity may send per minute, all its connections together (burst 10)."""
+    ping_interval_secs: float = Field(default=20.0, gt=0)
+    """Seconds between keepalive pings."""
+    ping_timeout_secs: float = Field(default=20.0, gt=0)
+    """A connection that does not answer a ping within this time is closed."""
+    send_queue_size: int = Field(default=256, ge=1)
+    """Events buffered for a slow client before its connection is closed."""
+
+
+class WhatsAppSettings(Section):
+    """WhatsApp Cloud API webhook (/webhooks/whatsapp)."""
+
+    enabled: bool = False
+    """Accept WhatsApp webhooks."""
+    verify_token_env: EnvName = "PICOBOT_WHATSAPP_VERIFY_TOKEN"
+    """Env var with the verify token used in the GET subscription handshake."""
+    app_secret_env: EnvName = "PICOBOT_WHATSAPP_APP_SECRET"
+    """Env var with the app secret that signs webhook bodies (X-Hub-Signature-256)."""
+    access_token_env: EnvName = "PICOBOT_WHATSAPP_ACCESS_TOKEN"
+    """Env var with the access token used to send replies."""
+    phone_number_id: str = ""
+    """The business phone number id replies are sent from."""
+    graph_base_url: HttpUrl = "https://graph.facebook.com/v21.0"
+    """Base URL of the Graph API (an absolute http(s) URL, checked at load)."""
+    allowed_senders: list[str] = Field(default_factory=list)
+    """If set, only these wa_ids may chat (deny by default once configured)."""
+
+
+class TelegramSettings(Section):
+    """Telegram Bot API webhook (/webhooks/telegram)."""
+
+    enabled: bool = False
+    """Accept Telegram webhooks."""
+    secret_token_env: EnvName = "PICOBOT_TELEGRAM_SECRET_TOKEN"
+    """Env var with the secret_token set in setWebhook (X-Telegram-Bot-Api-Secret-Token)."""
+    bot_token_env: EnvName = "PICOBOT_TELEGRAM_BOT_TOKEN"
+    """Env var with the bot token used to send replies."""
+    api_base_url: HttpUrl = "https://api.telegram.org"
+    """Base URL of the Bot API (an absolute http(s) URL, checked at load)."""
+    bot_username: str = Field(default="", pattern=r"^([A-Za-z0-9_]{5,32})?$")
+    """The bot's username, without @: group commands for other bots are then ignored."""
+    allowed_senders: list[str] = Field(default_factory=list)
+    """If set, only these Telegram user ids may chat."""
+
+
+class SlackSettings(Section):
+    """Slack Events API webhook (/webhooks/slack)."""
+
+    enabled: bool = False
+    """Accept Slack events."""
+    signing_secret_env: EnvName = "PICOBOT_SLACK_SIGNING_SECRET"
+    """Env var with the signing secret (X-Slack-Signature v0)."""
+    bot_token_env: EnvName = "PICOBOT_SLACK_BOT_TOKEN"
+    """Env var with the bot token used for chat.postMessage."""
+    api_base_url: HttpUrl = "https://slack.com/api"
+    """Base URL of the Web API (an absolute http(s) URL, checked at load)."""
+    allowed_senders: list[str] = Field(default_factory=list)
+    """If set, only these `team:user` ids may chat."""
+
+
+class GenericWebhookSettings(Section):
+    """A generic signed JSON webhook (/webhooks/generic)."""
+
+    enabled: bool = False
+    """Accept generic webhooks."""
+    secret_env: EnvName = "PICOBOT_GENERIC_WEBHOOK_SECRET"
+    """Env var with the HMAC-SHA256 secret."""
+    signature_header: str = "X-PicoBot-Signature"
+    """Header carrying `sha256=<hex HMAC of the raw body>`."""
+    callback_url: str = ""
+    """Where replies are POSTed as JSON {chat, user, text, in_reply_to}: an absolute http(s)
+    URL, required when enabled (start-up fails without it)."""
+    allowed_senders: list[str] = Field(default_factory=list)
+    """If set, only these user names may chat."""
+
+
+class WebhookSettings(Section):
+    """Webhook channels, served on the [server] address."""
+
+    max_body_bytes: int = Field(default=262144, ge=1024)
+    """Largest webhook body accepted (413 above)."""
+    whatsapp: WhatsAppSettings = WhatsAppSettings()
+    """WhatsApp Cloud API."""
+    telegram: TelegramSettings = TelegramSettings()
+    """Telegram Bot API."""
+    slack: SlackSettings = SlackSettings()
+    """Slack Events API."""
+    generic: GenericWebhookSettings = GenericWebhookSettings()
+    """Generic signed webhook."""
+
+
+class ChannelsSettings(Section):
+    """Chat channels."""
+
+    tui: TUISettings = TUISettings()
+    """Terminal UI."""
+    websocket: WebSocketSettings = WebSocketSettings()
+    """WebSocket channel."""
+    webhook: WebhookSettings = WebhookSettings()
+    """Webhook channels."""
+
+
+class ServerSettings(Section):
+    """The HTTP server for webhooks and the admin API."""
+
+    host: str = "127.0.0.1"
+    """Address to bind; loopback by default."""
+    port: int = Field(default=8080, ge=0, le=65535)
+    """Port to bind (0 = any free port)."""
+    admin_api_keys_env: EnvName = "PICOBOT_ADMIN_API_KEYS"
+    """Env var with comma-separated operator keys for the admin API."""
+    enable_admin_api: bool = True
+    """Serve the admin API (/api/v1, /metrics, /healthz) when operator keys are set."""
+    outbound_max_attempts: int = Field(default=8, ge=1)
+    """Delivery attempts of a platform reply before it is marked failed; the waits between
+    them double from 1 s up to 5 min, so 8 span about 2 minutes of outage, 20 about an hour."""
+    shutdown_grace_secs: float = Field(default=10.0, ge=0)
+    """How long `serve` lets in-flight turns finish on SIGINT/SIGTERM."""
