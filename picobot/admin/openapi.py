@@ -79,15 +79,16 @@ NTIME: Schema = {"type": ["string", "null"], "format": "date-time"}
 UNAUTHORIZED = _err("Missing or invalid API key.")
 BAD_REQUEST = _err("Malformed JSON, unknown field or parameter, or a broken validation rule.")
 UNAVAILABLE = _err("The database is unavailable.")
+TOO_MANY = _err("Too many failed authentications from this address (see Retry-After).")
 USER_ID = _path("user_id", "A user id, e.g. telegram:42 (URL-encoded).")
 MEMORY_KEY = _path("key", "A memory key: ^[a-z][a-z0-9_]*$, at most 64 characters.")
 
 
 def _op(summary: str, responses: dict[str, Schema], **extra: Any) -> Schema:
-    """An operation; every protected one can also answer 401 and 503."""
+    """An operation; every protected one can also answer 401, 429 and 503."""
     return {
         "summary": summary,
-        "responses": {**responses, "401": UNAUTHORIZED, "503": UNAVAILABLE},
+        "responses": {**responses, "401": UNAUTHORIZED, "429": TOO_MANY, "503": UNAVAILABLE},
         **extra,
     }
 
@@ -100,6 +101,13 @@ SCHEMAS: dict[str, Schema] = {
     "Error": _obj({"error": _obj({"code": STR, "message": STR})}),
     "Health": _obj(
         {"status": {"enum": ["ok", "unavailable"]}, "database": {"enum": ["ok", "unavailable"]}}
+    ),
+    "Readiness": _obj(
+        {
+            "status": {"enum": ["ready", "unavailable"]},
+            "database": {"enum": ["ok", "unavailable"]},
+            "disk": {"enum": ["ok", "low"]},
+        }
     ),
     "Session": _obj(
         {
@@ -224,6 +232,16 @@ PATHS: dict[str, Schema] = {
             "responses": {
                 "200": _json("The database answers.", "Health"),
                 "503": _json("The database does not answer.", "Health"),
+            },
+        }
+    },
+    "/readyz": {
+        "get": {
+            "summary": "Readiness: the store takes writes (no key needed)",
+            "security": [],
+            "responses": {
+                "200": _json("A write commits and the disk has room.", "Readiness"),
+                "503": _json("Writes fail (locked, read-only, disk low).", "Readiness"),
             },
         }
     },

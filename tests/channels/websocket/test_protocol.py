@@ -13,7 +13,6 @@ from picobot.channels.websocket.protocol import (
     ClientMessage,
     ClientPing,
     ProtocolError,
-    TokenBucket,
     encode_client_message,
     encode_end,
     encode_error,
@@ -27,6 +26,7 @@ from picobot.channels.websocket.protocol import (
 )
 from picobot.errors import ConfigError
 from picobot.messages import Outbound, OutboundKind, error, notice
+from picobot.ratelimit import TokenBucket
 
 KEY_A = "a" * 8 + "-secret-part-1"
 KEY_B = "bbbbbbbb-other-secret"
