@@ -20,6 +20,9 @@ MAX_LOGGED_CHARS = 200
 """Longest request-derived value written to a log line; longer ones are cut."""
 
 _LINE_BREAKING = {"\u2028", "\u2029", "\x85"}
+# Control, format (bidi overrides), line/paragraph separators, and lone surrogates (what
+# undecodable header bytes become; a UTF-8 log file could not even write them).
+_ESCAPED = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def _escape(char: str) -> str:
@@ -31,8 +34,8 @@ def _escape(char: str) -> str:
 
 def loggable(value: object, limit: int = MAX_LOGGED_CHARS) -> str:
     """``value`` as text safe for one log line: at most ``limit`` characters (then ``...``),
-    control, format (bidi overrides) and line-separator characters written as
-    ``\\xNN``/``\\uNNNN``, and a backslash doubled so an escape cannot be faked."""
+    control, format (bidi overrides), line-separator and surrogate characters written
+    as ``\\xNN``/``\\uNNNN``, and a backslash doubled so an escape cannot be faked."""
     text = str(value)
     cut = len(text) > limit
     text = text[:limit]
@@ -40,7 +43,7 @@ def loggable(value: object, limit: int = MAX_LOGGED_CHARS) -> str:
     for char in text:
         if char == "\\":
             out.append("\\\\")
-        elif char in _LINE_BREAKING or unicodedata.category(char) in ("Cc", "Cf", "Zl", "Zp"):
+        elif char in _LINE_BREAKING or unicodedata.category(char) in _ESCAPED:
             out.append(_escape(char))
         else:
             out.append(char)

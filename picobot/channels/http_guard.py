@@ -233,6 +233,14 @@ class HttpGuard:
             protocol.request_started(request)
             try:
                 return await handler(request)
+            except ConnectionResetError:
+                gone = request.transport is None or request.transport.is_closing()
+                if not gone:
+                    raise
+                # The client left mid-request, or a deadline dropped it: there is no one
+                # to answer, and aiohttp would log a traceback per such request, an
+                # unauthenticated way to flood the log. An HTTP error ends it quietly.
+                raise web.HTTPRequestTimeout() from None
             finally:
                 protocol.request_finished()
 
