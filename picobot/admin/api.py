@@ -143,7 +143,9 @@ class AdminAPI:
         self._auth_limit = FailedAuthLimit(
             server.admin_auth_max_failures, server.admin_auth_window_secs, clock=self._clock
         )
-        self._readiness = ReadinessProbe(runtime.db, server.ready_min_free_mb * 1024 * 1024)
+        self._readiness = ReadinessProbe(
+            runtime.db, server.ready_min_free_mb * 1024 * 1024, clock=self._clock
+        )
 
     def routes(self) -> list[web.RouteDef]:
         """Every admin route (HEAD is not added: the OpenAPI document lists all)."""
