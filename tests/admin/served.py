@@ -36,7 +36,9 @@ async def serve_admin(
     """Start the admin API with ``server`` settings and the key :data:`KEY`."""
     settings = Settings(data=DataSettings(dir=str(tmp_path / "data")), server=server)
     runtime = await stack.enter_async_context(open_runtime(settings, provider=ScriptedProvider()))
-    admin = AdminAPI(runtime, load_admin_keys(server, {server.admin_api_keys_env: KEY}), clock=clock)
+    admin = AdminAPI(
+        runtime, load_admin_keys(server, {server.admin_api_keys_env: KEY}), clock=clock
+    )
     app = web.Application()
     admin.add_routes(app)
     client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1", port=0))
