@@ -11,12 +11,15 @@ import asyncio
 import contextlib
 import os
 import resource
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
-from tests.cli.test_serve import ADMIN_KEY, free_port, wait_healthy
+from tests.cli.test_serve import (
+    ADMIN_KEY,
+    free_port,
+    start_subprocess,
+    stop_subprocess,
+    wait_healthy,
+)
 
 OPEN_FILE_LIMIT = 128
 SAFETY = 30.0  # seconds; only a net against hangs
@@ -44,14 +47,8 @@ async def test_accept_errors_when_descriptors_run_out_are_logged_once_a_minute(
         "PICOBOT_SERVER__PORT": str(port),
         "PICOBOT_ADMIN_API_KEYS": ADMIN_KEY,
     }
-    proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, waited for below
-        [sys.executable, "-m", "picobot", "serve"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        preexec_fn=_low_open_file_limit,
-    )
+    # The limit is set in the child before it runs any Python, so no thread exists yet.
+    proc = start_subprocess(tmp_path, env, preexec_fn=_low_open_file_limit)
     held: list[asyncio.StreamWriter] = []
     try:
         await wait_healthy(f"http://127.0.0.1:{port}/healthz", proc)
@@ -62,14 +59,7 @@ async def test_accept_errors_when_descriptors_run_out_are_logged_once_a_minute(
     finally:
         for writer in held:
             writer.close()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = await asyncio.to_thread(proc.communicate, None, SAFETY)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise
-    stderr = err.decode()
+        stderr = await stop_subprocess(proc)
     assert proc.returncode == 0, stderr
     assert f"but the open-file limit is {OPEN_FILE_LIMIT}" in stderr  # warned at start
     assert "socket.accept() out of system resource" not in stderr  # asyncio's traceback

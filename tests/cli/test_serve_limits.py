@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -17,12 +19,10 @@ import pytest
 
 from picobot.channels.webhook.platforms.generic import sign
 from picobot.cli.serve import ServeInfo
+from tests.channels.raw_clients import Stream, open_from, read_until_closed, status_of, trickling
 from tests.cli.test_serve import ADMIN_KEY, SECRET, serve_while
 
 SLOW_PEER = "127.0.0.2"
-SAFETY = 30.0  # seconds; only a net against hangs, never what a test measures
-
-Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
 
 HTTP_ENV = {
     "PICOBOT_ADMIN_API_KEYS": ADMIN_KEY,
@@ -43,32 +43,6 @@ async def post_signed_webhook(http: aiohttp.ClientSession, base: str, message_id
     url = f"{base}/webhooks/generic"
     async with http.post(url, data=body.encode(), headers=signed_webhook(body.encode())) as r:
         return r.status
-
-
-async def open_from(peer: str, port: int) -> Stream:
-    return await asyncio.open_connection("127.0.0.1", port, local_addr=(peer, 0))
-
-
-async def status_of(reader: asyncio.StreamReader) -> int | None:
-    """The status of the response on ``reader``; None when closed without one."""
-    try:
-        async with asyncio.timeout(SAFETY):
-            line = await reader.readline()
-    except ConnectionError:
-        return None
-    return int(line.split()[1]) if line else None
-
-
-async def closed_after(reader: asyncio.StreamReader) -> bytes:
-    """Everything read until the server closes the connection."""
-    data = b""
-    try:
-        async with asyncio.timeout(SAFETY):
-            while chunk := await reader.read(4096):
-                data += chunk
-    except ConnectionError:
-        pass
-    return data
 
 
 def port_of(info: ServeInfo) -> int:
@@ -132,7 +106,7 @@ async def test_connections_past_the_process_cap_are_refused_with_503(
         for _, writer in held:
             writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
         reader, writer = await open_from("127.0.0.1", port)
-        seen["extra"] = await closed_after(reader)
+        seen["extra"] = await read_until_closed(reader)
         writer.close()
         seen["held"] = await finish_heads(held)
 
@@ -148,63 +122,48 @@ async def test_connections_past_the_process_cap_are_refused_with_503(
     assert seen["held"] == [200] * 10
 
 
-async def test_a_request_head_trickled_slowly_is_cut_off_with_408(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A header line every tenth of a second does not extend the head's deadline."""
-    seen: dict[str, bytes] = {}
-
-    async def use(info: ServeInfo, stop: asyncio.Event) -> None:
-        reader, writer = await open_from("127.0.0.1", port_of(info))
-        writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
-
-        async def trickle() -> None:
-            for n in range(300):  # bounded: stops by itself
-                writer.write(b"X-Slow-%d: 1\r\n" % n)
-                await asyncio.sleep(0.1)
-
-        trickling = asyncio.create_task(trickle())
-        try:
-            seen["answer"] = await closed_after(reader)
-        finally:
-            trickling.cancel()
-            writer.close()
-
-    env = {**HTTP_ENV, "PICOBOT_SERVER__HEADER_TIMEOUT_SECS": "0.5"}
-    await serve_while(use, monkeypatch, tmp_path, env)
-    assert seen["answer"].startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+HEAD_TRICKLED = (
+    b"GET /healthz HTTP/1.1\r\nHost: x\r\n",
+    lambda n: b"X-Slow-%d: 1\r\n" % n,  # a header line every tenth of a second
+    "PICOBOT_SERVER__HEADER_TIMEOUT_SECS",
+    b"HTTP/1.1 408 Request Timeout\r\n",
+)
+BODY_TRICKLED = (
+    b"POST /webhooks/generic HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 1000\r\n\r\n{",
+    lambda n: b" ",  # a byte every tenth of a second, short of the declared length
+    "PICOBOT_SERVER__BODY_TIMEOUT_SECS",
+    b"",  # dropped mid-request: no answer, above all no 200
+)
 
 
-async def test_a_body_trickled_slowly_is_dropped(
+@pytest.mark.parametrize(
+    ("start", "piece", "deadline", "answer"),
+    [HEAD_TRICKLED, BODY_TRICKLED],
+    ids=["head", "body"],
+)
+async def test_a_request_trickled_slowly_is_cut_off_at_its_deadline(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
+    start: bytes,
+    piece: Callable[[int], bytes],
+    deadline: str,
+    answer: bytes,
 ) -> None:
+    """Trickling does not extend the deadline, and a cut-off leaves no error in the log."""
     seen: dict[str, bytes] = {}
 
     async def use(info: ServeInfo, stop: asyncio.Event) -> None:
         reader, writer = await open_from("127.0.0.1", port_of(info))
-        writer.write(
-            b"POST /webhooks/generic HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 1000\r\n\r\n{"
-        )
+        writer.write(start)
+        async with trickling(writer, piece):
+            seen["answer"] = await read_until_closed(reader)
 
-        async def trickle() -> None:
-            for _ in range(300):  # bounded, and short of the declared length
-                writer.write(b" ")
-                await asyncio.sleep(0.1)
-
-        trickling = asyncio.create_task(trickle())
-        try:
-            seen["answer"] = await closed_after(reader)
-        finally:
-            trickling.cancel()
-            writer.close()
-
-    env = {**HTTP_ENV, "PICOBOT_SERVER__BODY_TIMEOUT_SECS": "0.5"}
-    await serve_while(use, monkeypatch, tmp_path, env)
-    assert seen["answer"] == b""  # dropped: no answer, above all no 200
-    assert not [r for r in caplog.records if r.levelno >= 40], "no error, no traceback"
+    await serve_while(use, monkeypatch, tmp_path, {**HTTP_ENV, deadline: "0.5"})
+    got = seen["answer"]
+    assert got.startswith(answer) if answer else got == b"", got
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], "no traceback"
 
 
 async def test_an_idle_keep_alive_connection_is_closed(
@@ -216,7 +175,7 @@ async def test_an_idle_keep_alive_connection_is_closed(
         reader, writer = await open_from("127.0.0.1", port_of(info))
         writer.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         seen["status"] = await status_of(reader)
-        seen["rest"] = await closed_after(reader)  # the server closes the idle connection
+        seen["rest"] = await read_until_closed(reader)  # the server closes the idle connection
         writer.close()
 
     env = {**HTTP_ENV, "PICOBOT_SERVER__KEEPALIVE_TIMEOUT_SECS": "0.5"}

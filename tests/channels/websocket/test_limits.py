@@ -4,46 +4,16 @@ against a real server on loopback. Attacking connections come from 127.0.0.2 (al
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
 
-from tests.channels.websocket.test_server import ENV, KEY_A, SAFETY, start
+from tests.channels.raw_clients import open_from, read_until_closed, trickling
+from tests.channels.websocket.test_server import KEY_A, start
 
 OTHER_PEER = "127.0.0.2"
-
-Stream = tuple[asyncio.StreamReader, asyncio.StreamWriter]
-
-
-@pytest.fixture
-async def stack() -> AsyncIterator[AsyncExitStack]:
-    async with AsyncExitStack() as s:
-        yield s
-
-
-@pytest.fixture(autouse=True)
-def api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ENV, KEY_A)
-
-
-async def open_from(peer: str, port: int) -> Stream:
-    return await asyncio.open_connection("127.0.0.1", port, local_addr=(peer, 0))
-
-
-async def read_all(reader: asyncio.StreamReader) -> bytes:
-    """Everything the server sends until it closes the connection."""
-    data = b""
-    try:
-        async with asyncio.timeout(SAFETY):
-            while chunk := await reader.read(4096):
-                data += chunk
-    except ConnectionError:
-        pass
-    return data
 
 
 async def test_a_peer_past_its_cap_is_refused_while_others_still_connect(
@@ -52,7 +22,7 @@ async def test_a_peer_past_its_cap_is_refused_while_others_still_connect(
     server = await start(stack, tmp_path, max_connections_per_peer=2)
     held = [await open_from(OTHER_PEER, server.channel.port) for _ in range(2)]
     reader, writer = await open_from(OTHER_PEER, server.channel.port)
-    refused = await read_all(reader)
+    refused = await read_until_closed(reader)
     writer.close()
     assert refused.startswith(b"HTTP/1.1 503 ") and b"\r\nRetry-After: 1\r\n" in refused
     ws, hello = await server.client(KEY_A)  # from 127.0.0.1: its own allowance
@@ -68,7 +38,7 @@ async def test_connections_past_the_channel_cap_are_refused(
     server = await start(stack, tmp_path, max_connections=2, max_connections_per_peer=0)
     held = [await open_from(OTHER_PEER, server.channel.port) for _ in range(2)]
     reader, writer = await open_from("127.0.0.1", server.channel.port)
-    refused = await read_all(reader)
+    refused = await read_until_closed(reader)
     writer.close()
     assert refused.startswith(b"HTTP/1.1 503 ")
     for _, w in held:
@@ -79,18 +49,8 @@ async def test_a_handshake_trickled_slowly_is_closed(stack: AsyncExitStack, tmp_
     server = await start(stack, tmp_path, handshake_timeout_secs=0.5)
     reader, writer = await open_from("127.0.0.1", server.channel.port)
     writer.write(b"GET /ws HTTP/1.1\r\nHost: x\r\n")
-
-    async def trickle() -> None:
-        for n in range(300):  # bounded: stops by itself
-            writer.write(b"X-Slow-%d: 1\r\n" % n)
-            await asyncio.sleep(0.1)
-
-    trickling = asyncio.create_task(trickle())
-    try:
-        answer = await read_all(reader)
-    finally:
-        trickling.cancel()
-        writer.close()
+    async with trickling(writer, lambda n: b"X-Slow-%d: 1\r\n" % n):
+        answer = await read_until_closed(reader)
     assert b" 101 " not in answer  # closed, never upgraded
 
 
@@ -107,7 +67,7 @@ async def test_a_forged_log_line_in_the_user_agent_stays_on_its_own_line(
         b"X-API-Key: wrong-key-0123456789\r\n\r\n"
     )
     with caplog.at_level(logging.INFO, logger="picobot.channels.websocket.server"):
-        answer = await read_all(reader)
+        answer = await read_until_closed(reader)
     writer.close()
     assert answer.startswith(b"HTTP/1.1 401 ")
     refused = [r.getMessage() for r in caplog.records if "FORGED" in r.getMessage()]
