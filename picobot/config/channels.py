@@ -175,7 +175,7 @@ class ServerSettings(Section):
     admin_api_keys_env: EnvName = "PICOBOT_ADMIN_API_KEYS"
     """Env var with comma-separated operator keys for the admin API."""
     enable_admin_api: bool = True
-    """Serve the admin API (/api/v1, /metrics, /healthz) when operator keys are set."""
+    """Serve the admin API (/api/v1, /metrics, /healthz, /readyz) when operator keys are set."""
     outbound_max_attempts: int = Field(default=8, ge=1)
     """Delivery attempts of a platform reply before it is marked failed; the waits between
     them double from 1 s up to 5 min, so 8 span about 2 minutes of outage, 20 about an hour."""
@@ -201,4 +201,4 @@ class ServerSettings(Section):
     admin_auth_window_secs: float = Field(default=60.0, gt=0)
     """The window of admin_auth_max_failures: that many failures per window at most."""
     ready_min_free_mb: int = Field(default=64, ge=0)
-    """/readyz answers 503 when the data directory's disk has less free space than this."""
+    """/readyz answers 503 when the data directory's disk has less free space (MiB)."""
