@@ -11,7 +11,8 @@ and listens with ``loop.create_server`` itself; every connection:
   byte after the previous response (else ``408`` and closed);
 - must deliver the body within ``body_timeout`` of its head (else closed; the
   handler's read fails);
-- may sit idle between requests for ``keepalive_timeout`` (then closed).
+- may sit idle between requests for ``keepalive_timeout`` (then closed); a response
+  still being sent counts as idle only while the client reads nothing of it.
 
 The head is known to be complete when aiohttp hands the request to the application,
 which :meth:`HttpGuard.middleware` (the outermost middleware) reports. Only public
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -74,6 +76,7 @@ class _GuardedProtocol(asyncio.Protocol):
         self._state = _State.HEAD
         self._timer: asyncio.TimerHandle | None = None
         self._request: web.BaseRequest | None = None
+        self._unsent = math.inf  # bytes of the last response not yet sent, at the last check
 
     # asyncio.Protocol -------------------------------------------------------------
 
@@ -127,6 +130,7 @@ class _GuardedProtocol(asyncio.Protocol):
 
     def request_finished(self) -> None:
         self._state, self._request = _State.IDLE, None
+        self._unsent = math.inf
         self._arm(self._guard.limits.keepalive_timeout)
 
     # deadlines --------------------------------------------------------------------
@@ -147,23 +151,29 @@ class _GuardedProtocol(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         state = self._state
-        if state is _State.BODY and self._request is not None:
-            if self._request.content.is_eof():
-                self._state = _State.BUSY
-                return
-        elif state is _State.IDLE and transport.get_write_buffer_size():
-            # The last response is still going out to a slow reader: not idle yet.
-            self._arm(self._guard.limits.keepalive_timeout)
-            return
-        elif state is not _State.HEAD:
-            return
-        self._guard.timed_out(self._peer or "?", state.value)
         if state is _State.HEAD:
+            self._guard.timed_out(self._peer or "?", "head")
             transport.write(TIMED_OUT)
             transport.close()
-        else:
+        elif state is _State.BODY:
+            if self._request is not None and self._request.content.is_eof():
+                self._state = _State.BUSY  # the body came in time; the handler runs on
+                return
             # Mid-request: drop at once; the handler's read fails with a lost connection.
+            self._guard.timed_out(self._peer or "?", "body")
             transport.abort()
+        elif state is _State.IDLE:
+            pending = transport.get_write_buffer_size()
+            if not pending:
+                transport.close()  # plain keep-alive expiry: nothing to report
+            elif pending < self._unsent:
+                # The last response is still going out, and moving: not idle yet.
+                self._unsent = pending
+                self._arm(self._guard.limits.keepalive_timeout)
+            else:
+                # A client that stopped reading its response holds the connection.
+                self._guard.timed_out(self._peer or "?", "response")
+                transport.abort()
 
 
 class HttpGuard:
