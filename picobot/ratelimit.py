@@ -1,15 +1,33 @@
 """Token buckets: one per identity (chat messages) or per peer (failed logins).
 
 A :class:`TokenBucket` allows a steady rate with a burst on top; :class:`PeerBuckets`
-keeps one per key (a peer address) in bounded memory, for limits that an
+keeps one per key (a peer, see :func:`peer_key`) in bounded memory, for limits that an
 unauthenticated client must not be able to grow without end.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections import OrderedDict
 from collections.abc import Callable
+
+
+def peer_key(address: str) -> str:
+    """What a per-peer limit counts: an IPv4 address, or the /64 network of an IPv6 one.
+
+    One IPv6 host usually holds a whole /64, so counting single addresses would give it
+    as many allowances as it cares to use.
+    """
+    try:
+        ip = ipaddress.ip_address(address.partition("%")[0])
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
 
 
 class TokenBucket:
@@ -24,7 +42,9 @@ class TokenBucket:
 
     def _refill(self) -> None:
         now = self._clock()
-        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._rate)
+        # A wall clock set back must not take tokens away.
+        elapsed = max(0.0, now - self._last)
+        self._tokens = min(self._burst, self._tokens + elapsed * self._rate)
         self._last = now
 
     def take(self) -> bool:

@@ -1,7 +1,8 @@
 """Failed admin API authentications, limited and logged per peer.
 
 Without a limit anyone reaching the port could try keys as fast as the server answers
-(a thousand in a quarter second), each leaving a log line. Each IP address gets
+(a thousand in a quarter second), each leaving a log line. Each IP address (an IPv6
+client: its /64 network) gets
 ``max_failures`` failed attempts at once and regains one every ``window / max_failures``
 seconds; an address with none left is answered 429 with ``Retry-After`` *before* its
 key is checked, so guessing stops paying even with the right key in the batch. Failures
@@ -18,14 +19,14 @@ from aiohttp import web
 
 from picobot.admin.http import error_response
 from picobot.logsafe import LogSummary, loggable
-from picobot.ratelimit import PeerBuckets
+from picobot.ratelimit import PeerBuckets, peer_key
 
 log = logging.getLogger(__name__)
 
 
 def peer_of(request: web.Request) -> str:
-    """The client's address as the socket says it (``?`` when unknown)."""
-    return request.remote or "?"
+    """The client as the limit counts it (its IPv4 address or IPv6 /64; ``?`` unknown)."""
+    return peer_key(request.remote) if request.remote else "?"
 
 
 class FailedAuthLimit:

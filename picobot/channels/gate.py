@@ -23,6 +23,7 @@ from typing import Any
 from websockets.asyncio.server import ServerConnection
 
 from picobot.logsafe import LogSummary, loggable
+from picobot.ratelimit import peer_key
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +49,11 @@ class ConnectionLimits:
 
 
 def peer_address(transport: asyncio.BaseTransport) -> str:
-    """The peer's address without its port (``?`` when the socket does not say)."""
+    """The peer as per-peer caps count it (:func:`picobot.ratelimit.peer_key`); ``?``
+    when the socket does not say."""
     peer: Any = transport.get_extra_info("peername")
     if isinstance(peer, tuple) and peer:
-        return str(peer[0])
+        return peer_key(str(peer[0]))
     return "?"
 
 

@@ -152,11 +152,13 @@ def http_limits(server: ServerSettings) -> HttpLimits:
     )
 
 
-def _check_descriptors(settings: Settings) -> None:
-    """Warn when the connection caps do not fit the open-file limit: past it, accepting
-    fails for everyone, health checks included, which the caps are there to prevent."""
-    total = settings.server.max_connections
-    if settings.channels.websocket.enabled:
+def _check_descriptors(settings: Settings, info: ServeInfo) -> None:
+    """Warn when the caps of the servers started do not fit the open-file limit: past
+    it, accepting fails for everyone, health checks included, which the caps prevent."""
+    total = 0
+    if info.http_url is not None:
+        total += settings.server.max_connections
+    if info.websocket_url is not None:
         total += settings.channels.websocket.max_connections
     problem = descriptor_shortfall(total)
     if problem is not None:
@@ -238,10 +240,10 @@ async def _serve(
     ):
         stops: list[Stop] = []
         stack.push_async_callback(_stop_together, stops)
-        _check_descriptors(settings)
         if settings.channels.websocket.enabled:
             await _start_websocket(rt, stops, info)
         await _start_http(rt, stops, info)
+        _check_descriptors(settings, info)
         for line in info.lines():
             log.info("%s", line)
         with startup_objects_frozen():

@@ -34,9 +34,9 @@ from picobot.channels.websocket.protocol import MIN_KEY_LENGTH, parse_api_keys
 from picobot.config.channels import WebSocketSettings
 from picobot.errors import ConfigError, PicobotError
 from picobot.kernel.kernel import Kernel
-from picobot.logsafe import loggable
+from picobot.logsafe import LogSummary, loggable
 from picobot.messages import Identity
-from picobot.ratelimit import TokenBucket
+from picobot.ratelimit import TokenBucket, peer_key
 
 log = logging.getLogger(__name__)
 # The websockets library logs handshake headers (API keys) and frames (chat content) at
@@ -86,6 +86,8 @@ class WebSocketChannel:
         self._keys = [(k.encode("utf-8"), user_id) for k, user_id in keys.items()]
         self._server: Server | None = None
         self._gate: ConnectionGate | None = None
+        # One line per peer and minute: a key-guessing client must not grow the log.
+        self._refusals = LogSummary(log, "WebSocket: refused handshakes", level=logging.INFO)
         self._port: int | None = None
         self._connections: set[Connection] = set()
         # One rate limit per identity (at most one per key), shared by its connections:
@@ -180,6 +182,7 @@ class WebSocketChannel:
             await server.wait_closed()
         if self._gate is not None:
             self._gate.close()
+        self._refusals.close()
         log.info("WebSocket channel stopped")
 
     async def __aenter__(self) -> WebSocketChannel:
@@ -222,7 +225,8 @@ class WebSocketChannel:
         if request.path.partition("?")[0] != self.settings.path:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not found.\n")
         if self.authenticate(request.headers) is None:
-            log.info(
+            self._refusals.note(
+                _peer_key(ws),
                 "WebSocket refused %s (%s): missing or invalid API key",
                 _peer(ws),
                 loggable(request.headers.get("User-Agent", "no user agent")),
@@ -267,6 +271,13 @@ def _presented_key(headers: Headers) -> str | None:
     if len(api_key) == 1 and api_key[0].strip():
         return api_key[0].strip()
     return None
+
+
+def _peer_key(ws: ServerConnection) -> str:
+    try:
+        return peer_key(str(ws.remote_address[0]))
+    except (TypeError, IndexError, OSError):
+        return "?"
 
 
 def _peer(ws: ServerConnection) -> str:

@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 import pytest
+from websockets.exceptions import InvalidStatus
 
 from tests.channels.raw_clients import open_from, read_until_closed, trickling
 from tests.channels.websocket.test_server import KEY_A, start
@@ -73,3 +74,22 @@ async def test_a_forged_log_line_in_the_user_agent_stays_on_its_own_line(
     refused = [r.getMessage() for r in caplog.records if "FORGED" in r.getMessage()]
     assert len(refused) == 1 and refused[0].splitlines() == [refused[0]]
     assert "probe\\x85INFO picobot: purge executed: FORGED" in refused[0]
+
+
+async def test_wrong_keys_from_one_peer_leave_two_log_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="picobot.channels.websocket.server"):
+        async with AsyncExitStack() as stack:
+            server = await start(stack, tmp_path)
+            for _ in range(50):
+                with pytest.raises(InvalidStatus):
+                    await server.client("wrong-key-0123456789")
+    refused = [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == "picobot.channels.websocket.server" and "refused" in r.getMessage()
+    ]
+    assert len(refused) == 2, refused
+    assert refused[0].startswith("WebSocket refused 127.0.0.1:")
+    assert refused[1] == "WebSocket: refused handshakes: 49 more from 127.0.0.1 in the last 60s"
