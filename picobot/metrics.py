@@ -118,7 +118,8 @@ def server_registry(*collectors: Collector) -> CollectorRegistry:
     Never prometheus_client's global default registry: each server (and each test)
     renders exactly what it registered. A name registered twice raises ValueError.
     """
-    registry = CollectorRegistry()
+    # Auto-described: a collector without describe() is collected once to learn its names.
+    registry = CollectorRegistry(auto_describe=True)
     ProcessCollector(registry=registry)
     GCCollector(registry=registry)
     PlatformCollector(registry=registry)

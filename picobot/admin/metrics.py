@@ -89,35 +89,23 @@ class JobMetrics:
     def __init__(self, tasks: TaskSupervisor) -> None:
         self._tasks = tasks
 
-    def describe(self) -> Iterable[Metric]:
-        """The families, without values."""
-        return self._families()
-
     def collect(self) -> Iterable[Metric]:
         """Read from the supervisor's in-memory status."""
-        runs, failures, tasks = self._families()
+        runs = CounterMetricFamily(
+            "picobot_job_runs", "Finished runs of a periodic background job.", labels=["job"]
+        )
+        failures = CounterMetricFamily(
+            "picobot_job_failures", "Runs of a periodic background job that failed.", labels=["job"]
+        )
         for name, status in sorted(self._tasks.status().items()):
             runs.add_metric([name], status.runs)
             failures.add_metric([name], status.failures)
-        tasks.add_metric([], self._tasks.spawn_failures)
+        tasks = CounterMetricFamily(
+            "picobot_background_task_failures",
+            "One-off background tasks (turns of webhook chats, sends) that raised.",
+            value=self._tasks.spawn_failures,
+        )
         return [runs, failures, tasks]
-
-    @staticmethod
-    def _families() -> list[CounterMetricFamily]:
-        return [
-            CounterMetricFamily(
-                "picobot_job_runs", "Finished runs of a periodic background job.", labels=["job"]
-            ),
-            CounterMetricFamily(
-                "picobot_job_failures",
-                "Runs of a periodic background job that failed.",
-                labels=["job"],
-            ),
-            CounterMetricFamily(
-                "picobot_background_task_failures",
-                "One-off background tasks (turns of webhook chats, sends) that raised.",
-            ),
-        ]
 
 
 class MetricsEndpoint:

@@ -20,45 +20,41 @@ class WebhookMetrics:
     def __init__(self, stats: WebhookStats) -> None:
         self._stats = stats
 
-    def describe(self) -> Iterable[Metric]:
-        """The families, without values."""
-        return self._families()
-
     def collect(self) -> Iterable[Metric]:
         """The counters as they are now."""
-        received, signatures, processed, deliveries = self._families()
         s = self._stats
-        received.add_metric(["accepted"], s.accepted)
-        received.add_metric(["duplicate"], s.duplicates)
-        received.add_metric(["ignored_sender"], s.ignored_senders)
-        signatures.add_metric([], s.rejected_signature)
-        processed.add_metric([], s.processed)
-        deliveries.add_metric(["sent"], s.delivered)
-        deliveries.add_metric(["retry"], s.delivery_retries)
-        deliveries.add_metric(["failed"], s.delivery_failures)
-        return [received, signatures, processed, deliveries]
-
-    @staticmethod
-    def _families() -> list[CounterMetricFamily]:
         return [
-            CounterMetricFamily(
+            _by_outcome(
                 "picobot_webhook_messages",
                 "Messages in webhook requests, by outcome: accepted into the inbox,"
                 " duplicate (a redelivery, skipped), ignored_sender (not allowed).",
-                labels=["outcome"],
+                accepted=s.accepted,
+                duplicate=s.duplicates,
+                ignored_sender=s.ignored_senders,
             ),
             CounterMetricFamily(
                 "picobot_webhook_signature_failures",
                 "Webhook requests refused because their signature did not verify.",
+                value=s.rejected_signature,
             ),
             CounterMetricFamily(
                 "picobot_webhook_messages_processed",
                 "Accepted webhook messages whose turn has run (answered or apologized for).",
+                value=s.processed,
             ),
-            CounterMetricFamily(
+            _by_outcome(
                 "picobot_webhook_deliveries",
                 "Reply delivery attempts, by outcome: sent, retry (failed, tried again"
                 " later), failed (failed for good: final error or out of attempts).",
-                labels=["outcome"],
+                sent=s.delivered,
+                retry=s.delivery_retries,
+                failed=s.delivery_failures,
             ),
         ]
+
+
+def _by_outcome(name: str, help_text: str, **counts: int) -> CounterMetricFamily:
+    family = CounterMetricFamily(name, help_text, labels=["outcome"])
+    for outcome, count in counts.items():
+        family.add_metric([outcome], count)
+    return family
