@@ -98,8 +98,9 @@ def _presented_key(request: web.Request) -> str | None:
 class AdminAPI:
     """The admin routes over one runtime; mount with :meth:`add_routes`.
 
-    ``collectors`` add to what ``/metrics`` reports (``metrics``, queue depths,
-    jobs, process; see :mod:`picobot.admin.metrics`). ``privacy``
+    ``/metrics`` serves ``metrics``, the queue depths, the runtime's jobs and the
+    process metrics (:mod:`picobot.admin.metrics`), plus ``collectors``
+    (prometheus_client collectors, such as the webhook counters). ``privacy``
     is the controller that holds pending purges (one is built from the runtime's
     settings if not given); ``clock`` is its clock and the expiry clock of tokens.
     """

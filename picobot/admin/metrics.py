@@ -62,10 +62,10 @@ class QueueDepths:
         )
         depths: dict[str, int] = {}
         for (name, _), result in zip(QUEUES, results, strict=True):
-            if isinstance(result, StoreUnavailable):
-                log.warning("metrics: could not read %s: %s", name, result)
+            if isinstance(result, Exception):
+                log.warning("metrics: could not read %s", name, exc_info=result)
             elif isinstance(result, BaseException):
-                raise result
+                raise result  # cancelled: the scrape ends here
             else:
                 depths[name] = result
         self._depths = depths

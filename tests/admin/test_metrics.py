@@ -176,6 +176,18 @@ async def test_search_queue_depth_reflects_messages_not_yet_indexed(admin: Admin
     assert sample(await admin.scrape(), "picobot_search_queue_depth") == 0
 
 
+async def test_a_queue_that_cannot_be_read_has_no_sample_and_the_rest_is_served(
+    admin: Admin, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A damaged schema: the recall queue's table is gone.
+    await admin.runtime.db.execute_write("DROP TABLE search_pending")
+    samples = await admin.scrape()
+    assert ("picobot_search_queue_depth", frozenset()) not in samples
+    assert sample(samples, "picobot_outbound_queue_depth") == 0
+    assert sample(samples, "picobot_inbox_queue_depth") == 0
+    assert "could not read picobot_search_queue_depth" in caplog.text
+
+
 async def test_job_runs_and_failures_are_counted(admin: Admin) -> None:
     tasks = admin.runtime.tasks
     before = await admin.scrape()
