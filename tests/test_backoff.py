@@ -13,6 +13,7 @@ from picobot.backoff import (
     parse_retry_after,
     retry_after_secs,
 )
+from picobot.llm.retry import RetryPolicy
 
 NOW = 1_700_000_000.0
 
@@ -121,3 +122,11 @@ def test_failure_backoff_holds_keys_until_their_time() -> None:
     held.succeeded("a")
     assert not held.held("a", NOW)
     assert held.failed("a", NOW) == 10.0
+
+
+def test_model_retries_wait_at_least_the_backoff_and_what_the_server_asks() -> None:
+    policy = RetryPolicy(max_retries=5, backoff_base=1.0, max_backoff=20.0)
+    # A Retry-After shorter than the backoff no longer cuts it short.
+    assert 4.0 <= policy.delay(2, retry_after=0.0) <= 4.4
+    assert policy.delay(0, retry_after=7.0) == 7.0
+    assert policy.delay(0, retry_after=600.0) == 20.0
