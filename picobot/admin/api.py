@@ -212,7 +212,7 @@ class AdminAPI:
     async def healthz(self, request: web.Request) -> web.StreamResponse:
         """``GET /healthz`` (public): 200 when the database answers, else 503."""
         try:
-            await self._db.fetchone("SELECT 1")
+            await self._db.ping()
         except Exception:
             # No detail in a public answer; the log has it.
             log.warning("health check: the database does not answer", exc_info=True)

@@ -1,9 +1,8 @@
 """Admin API routes over stored data: sessions, messages, memories, search, export.
 
-Reads go through the store's repositories; the two paginated listings the repositories
-do not offer (sessions by offset, messages before a sequence number) are read-only
-queries kept here. Memory writes apply the same rules as the chat commands
-(:func:`validate_key`, :func:`validate_content`, the per-user cap, redaction).
+Reads go through the store's repositories (this module holds no SQL). Memory writes
+apply the same rules as the chat commands (:func:`validate_key`,
+:func:`validate_content`, the per-user cap, redaction).
 """
 
 from __future__ import annotations
@@ -33,11 +32,12 @@ from picobot.errors import UserError
 from picobot.kernel.keywords import extract_terms
 from picobot.privacy.controller import Actor
 from picobot.privacy.export import count_user_data, iter_user_jsonl
-from picobot.store.db import Database, Row
+from picobot.store.db import Database
 from picobot.store.memories import Memory, MemoryRepo, validate_content, validate_key
+from picobot.store.messages import MessageRepo, StoredMessage
 from picobot.store.search import MAX_LIMIT as SEARCH_MAX_LIMIT
 from picobot.store.search import SearchIndex
-from picobot.store.sessions import SessionInfo, SessionRepo
+from picobot.store.sessions import SessionRepo
 
 log = logging.getLogger(__name__)
 
@@ -47,24 +47,14 @@ MAX_PAGE = 200
 EXPORT_CHUNK_BYTES = 64 * 1024
 """Export lines are written to the socket in chunks of about this size."""
 
-_SESSION_COLUMNS = (
-    "SELECT s.id, s.user_id, s.channel, s.chat_id, s.parent_session_id, s.created_at,"
-    " s.last_active, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
-    " FROM sessions s"
-)
 
-
-def _session(row: Row) -> SessionInfo:
-    return SessionInfo(*tuple(row))
-
-
-def _message_json(row: Row) -> dict[str, Any]:
+def _message_json(message: StoredMessage) -> dict[str, Any]:
     return {
-        "seq_order": row["seq_order"],
-        "role": row["role"],
-        "content": row["content"],
-        "token_estimate": row["token_estimate"],
-        "created_at": iso(row["created_at"]),
+        "seq_order": message.seq_order,
+        "role": message.role,
+        "content": message.content,
+        "token_estimate": message.token_estimate,
+        "created_at": iso(message.created_at),
     }
 
 
@@ -79,6 +69,7 @@ class DataRoutes:
     def __init__(self, db: Database, memory: MemorySettings, redact: Callable[[str], str]) -> None:
         self._db = db
         self._sessions = SessionRepo(db)
+        self._messages = MessageRepo(db)
         self._memories = MemoryRepo(db)
         self._index = SearchIndex(db)
         self._settings = memory
@@ -92,19 +83,13 @@ class DataRoutes:
         user = user_id_value(params["user"]) if "user" in params else None
         limit = int_param(params, "limit", default=50, minimum=1, maximum=MAX_PAGE) or 50
         offset = int_param(params, "offset", default=0, minimum=0, maximum=2**31) or 0
-        where, args = ("WHERE s.user_id = ?", [user]) if user is not None else ("", [])
-        # One row more than asked tells whether another page exists.
-        rows = await self._db.fetchall(
-            f"{_SESSION_COLUMNS} {where} ORDER BY s.last_active DESC, s.id LIMIT ? OFFSET ?",
-            [*args, limit + 1, offset],
-        )
-        more = len(rows) > limit
+        page = await self._sessions.page(user, limit=limit, offset=offset)
         return json_response(
             {
-                "sessions": [session_json(_session(r)) for r in rows[:limit]],
+                "sessions": [session_json(s) for s in page.sessions],
                 "limit": limit,
                 "offset": offset,
-                "next_offset": offset + limit if more else None,
+                "next_offset": page.next_offset,
             }
         )
 
@@ -120,17 +105,12 @@ class DataRoutes:
         info = await self._sessions.get(request.match_info["id"])
         if info is None:
             raise ApiError(404, "not_found", "No such session.")
-        rows = await self._db.fetchall(
-            "SELECT seq_order, role, content, token_estimate, created_at FROM messages"
-            " WHERE session_id = ? AND seq_order < ? ORDER BY seq_order DESC LIMIT ?",
-            (info.id, before if before is not None else 2**62, limit + 1),
-        )
-        page = list(reversed(rows[:limit]))
+        page = await self._messages.page_before(info.id, limit=limit, before_seq=before)
         return json_response(
             {
                 "session": session_json(info),
-                "messages": [_message_json(r) for r in page],
-                "next_before_seq": page[0]["seq_order"] if len(rows) > limit else None,
+                "messages": [_message_json(m) for m in page.messages],
+                "next_before_seq": page.next_before_seq,
             }
         )
 
