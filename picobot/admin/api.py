@@ -28,8 +28,9 @@ from picobot.admin.http import (
     StreamAborted,
     error_response,
     json_response,
-    query,
+    read_query,
 )
+from picobot.admin.models import NoQuery
 from picobot.admin.openapi import OPENAPI
 from picobot.admin.routes_data import DataRoutes
 from picobot.admin.routes_ops import OpsRoutes
@@ -221,7 +222,7 @@ class AdminAPI:
 
     async def metrics(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /metrics``: the Prometheus text exposition."""
-        query(request, frozenset())
+        read_query(request, NoQuery)
         try:
             # task_runs is the durable record: it survives restarts and includes runs
             # of `picobot retention run` from the command line.
@@ -239,7 +240,7 @@ class AdminAPI:
 
     async def openapi(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/openapi.json``: the OpenAPI 3.1 document of this API."""
-        query(request, frozenset())
+        read_query(request, NoQuery)
         return json_response(OPENAPI)
 
 

@@ -1,24 +1,24 @@
-"""Shared parts of the admin API tests: keys, users, a started API and a client,
-and the test-side schema validator for responses."""
+"""Shared parts of the admin API tests: keys, users, a started API and a client that
+checks every answer against the served OpenAPI document."""
 
 from __future__ import annotations
 
 import json
+import re
 import time
 from contextlib import AsyncExitStack
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from jsonschema import Draft202012Validator
 
 from picobot.admin.api import (
     AdminAPI,
     load_admin_keys,
 )
-from picobot.admin.openapi import OPENAPI
 from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound
@@ -42,13 +42,67 @@ class FakeClock:
         return self.now
 
 
-class Api:
-    """A started admin API and a client for it."""
+class Contract:
+    """The served OpenAPI document as a checker of answers (a real JSON Schema validator).
 
-    def __init__(self, runtime: Runtime, client: TestClient[Any, Any], clock: FakeClock) -> None:
+    Every answer is looked up by method, path template and status: an undocumented
+    status or media type fails, and a JSON body must match the documented schema,
+    ``date-time`` formats included.
+    """
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+        self._templates = [
+            (re.compile("^" + re.sub(r"\{[^/]+\}", "[^/]+", path) + "$"), path)
+            for path in document["paths"]
+        ]
+
+    def operation(self, method: str, path: str) -> dict[str, Any]:
+        """The documented operation that serves ``method path``."""
+        bare = path.split("?", 1)[0]
+        found = [template for pattern, template in self._templates if pattern.match(bare)]
+        assert len(found) == 1, f"{method} {bare}: documented as {found}"
+        operation: dict[str, Any] = self.document["paths"][found[0]][method.lower()]
+        return operation
+
+    def check(self, method: str, path: str, status: int, media_type: str, body: Any) -> None:
+        """Assert that the answer is what the document promises for ``method path``."""
+        replies = self.operation(method, path)["responses"]
+        assert str(status) in replies, f"{method} {path}: {status} is not documented"
+        content = replies[str(status)].get("content")
+        if content is None:
+            assert body is None, f"{method} {path}: {status} has no documented body"
+            return
+        documented = {name.split(";")[0].strip(): spec for name, spec in content.items()}
+        assert media_type in documented, f"{method} {path}: {media_type} not documented"
+        schema = documented[media_type].get("schema")
+        if schema is not None and media_type == "application/json":
+            self.validator(schema).validate(body)
+
+    def validator(self, schema: dict[str, Any]) -> Draft202012Validator:
+        """A validator of ``schema`` whose $refs resolve in the document's components."""
+        root = {**schema, "components": self.document["components"]}
+        return Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
+
+    def schema(self, name: str) -> Draft202012Validator:
+        """A validator of the component schema ``name``."""
+        return self.validator({"$ref": f"#/components/schemas/{name}"})
+
+
+class Api:
+    """A started admin API, a client for it, and the document it serves."""
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        client: TestClient[Any, Any],
+        clock: FakeClock,
+        contract: Contract,
+    ) -> None:
         self.runtime = runtime
         self.client = client
         self.clock = clock
+        self.contract = contract
 
     async def call(
         self,
@@ -58,88 +112,28 @@ class Api:
         key: str | None = KEY_A,
         body: Any = None,
         raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
         expect: int = 200,
-        schema: str | None = None,
     ) -> Any:
-        """Send a request; assert the status; return the JSON (checked against ``schema``)."""
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        """Send a request; assert the status and the documented shape; return the JSON."""
+        sent = {"Authorization": f"Bearer {key}"} if key else {}
+        sent.update(headers or {})
         data = raw if raw is not None else None if body is None else json.dumps(body).encode()
-        async with self.client.request(method, path, headers=headers, data=data) as resp:
+        async with self.client.request(method, path, headers=sent, data=data) as resp:
             text = await resp.text()
             assert resp.status == expect, f"{method} {path}: {resp.status} {text}"
+            payload = None if resp.status == 204 else json.loads(text)
             if resp.status == 204:
                 assert text == ""
-                return None
-            assert resp.content_type == "application/json"
-            payload = json.loads(text)
-        if expect >= 400:
-            validate(payload, ref("Error"))
-        elif schema is not None:
-            validate(payload, ref(schema))
+            else:
+                assert resp.content_type == "application/json"
+            self.contract.check(method, path, resp.status, resp.content_type, payload)
         return payload
 
     async def chat(self, user: str, text: str, channel: str = "telegram") -> list[Outbound]:
         """One message from ``user`` through the kernel; the events it produced."""
         inbound = Inbound(Identity(channel, user, user), text)
         return [event async for event in self.runtime.kernel.handle(inbound)]
-
-
-def ref(name: str) -> dict[str, Any]:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def validate(value: Any, schema: dict[str, Any], where: str = "$") -> None:
-    """The subset of JSON Schema the admin document uses; AssertionError on a mismatch."""
-    if "$ref" in schema:
-        schema = OPENAPI["components"]["schemas"][schema["$ref"].rsplit("/", 1)[1]]
-    if "oneOf" in schema:
-        passed = 0
-        for option in schema["oneOf"]:
-            try:
-                validate(value, option, where)
-            except AssertionError:
-                continue
-            passed += 1
-        assert passed == 1, f"{where}: {passed} oneOf options match {value!r}"
-        return
-    if "enum" in schema:
-        assert value in schema["enum"], f"{where}: {value!r} not in {schema['enum']}"
-    if "const" in schema:
-        assert value == schema["const"], f"{where}: {value!r} != {schema['const']!r}"
-    types = schema.get("type")
-    if types is not None:
-        kinds: dict[str, type | tuple[type, ...]] = {
-            "string": str,
-            "integer": int,
-            "number": (int, float),
-            "boolean": bool,
-            "object": dict,
-            "array": list,
-            "null": type(None),
-        }
-        names = [types] if isinstance(types, str) else types
-        ok = any(
-            isinstance(value, kinds[n]) and not (n in ("integer", "number") and value is True)
-            for n in names
-        )
-        ok = ok and not (isinstance(value, bool) and "boolean" not in names)
-        assert ok, f"{where}: {value!r} is not {types}"
-    if schema.get("format") == "date-time" and isinstance(value, str):
-        datetime.fromisoformat(value)
-    if isinstance(value, int) and "minimum" in schema:
-        assert schema["minimum"] <= value <= schema.get("maximum", value)
-    if isinstance(value, dict) and "properties" in schema:
-        for name in schema.get("required", []):
-            assert name in value, f"{where}: missing {name!r}"
-        if schema.get("additionalProperties") is False:
-            extra = set(value) - set(schema["properties"])
-            assert not extra, f"{where}: undocumented {sorted(extra)}"
-        for name, item in value.items():
-            if name in schema["properties"]:
-                validate(item, schema["properties"][name], f"{where}.{name}")
-    if isinstance(value, list) and "items" in schema:
-        for i, item in enumerate(value):
-            validate(item, schema["items"], f"{where}[{i}]")
 
 
 def users(user: str) -> str:
@@ -166,4 +160,8 @@ async def start(
     client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1", port=0))
     await client.start_server()
     stack.push_async_callback(client.close)
-    return Api(runtime, client, clock)
+    # Answers are checked against what the server says about itself, not a copy.
+    async with client.get("/api/v1/openapi.json", headers={"X-API-Key": KEY_A}) as resp:
+        assert resp.status == 200
+        document = await resp.json()
+    return Api(runtime, client, clock, Contract(document))

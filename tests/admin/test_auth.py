@@ -29,9 +29,7 @@ from tests.admin.helpers import (
     KEY_B,
     WS_KEY,
     Api,
-    ref,
     users,
-    validate,
 )
 
 # --- keys and authentication ------------------------------------------------------------
@@ -94,7 +92,9 @@ async def test_every_protected_route_refuses_missing_wrong_and_chat_keys(chatted
             ) as resp:
                 assert resp.status == 401, (method, path, headers)
                 assert resp.headers["WWW-Authenticate"].startswith("Bearer")
-                validate(await resp.json(), ref("Error"))
+                chatted.contract.check(
+                    method, path, resp.status, resp.content_type, await resp.json()
+                )
     # Nothing was changed by the refused requests.
     assert await MemoryRepo(chatted.runtime.db).get(ALICE, "food") is not None
 

@@ -27,14 +27,14 @@ from tests.admin.helpers import (
 
 async def test_memory_create_update_delete(chatted: Api) -> None:
     path = users(BOB) + "/memories"
-    assert (await chatted.call("GET", path, schema="MemoryList"))["memories"] == []
+    assert (await chatted.call("GET", path))["memories"] == []
     created = await chatted.call(
-        "POST", path, body={"key": "city", "content": " Lisbon "}, expect=201, schema="Memory"
+        "POST", path, body={"key": "city", "content": " Lisbon "}, expect=201
     )
     assert created["key"] == "city" and created["content"] == "Lisbon"
     again = await chatted.call("POST", path, body={"key": "city", "content": "x"}, expect=409)
     assert again["error"]["code"] == "exists"
-    updated = await chatted.call("PUT", path + "/city", body={"content": "Porto"}, schema="Memory")
+    updated = await chatted.call("PUT", path + "/city", body={"content": "Porto"})
     assert updated["content"] == "Porto"
     listing = await chatted.call("GET", path)
     assert [(m["key"], m["content"]) for m in listing["memories"]] == [("city", "Porto")]
@@ -122,3 +122,18 @@ async def test_memory_writes_refused_when_memories_are_off(
             "POST", users(ALICE) + "/memories", body={"key": "a", "content": "b"}, expect=409
         )
         assert error["error"]["code"] == "memories_disabled"
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b'{"key": "ok"}', "Missing field(s): content."),
+        (b'{"key": "ok", "content": "x", "owner": "y", "as": 1}', "Unknown field(s): as, owner."),
+        (b'{"key": 5, "content": "x"}', "Field 'key' must be a string."),
+        (b'{"key": "ok", "content": "\\ud800"}', "Field 'content' is not valid Unicode."),
+    ],
+)
+async def test_body_errors_name_the_field(chatted: Api, raw: bytes, message: str) -> None:
+    error = await chatted.call("POST", users(BOB) + "/memories", raw=raw, expect=400)
+    assert error["error"]["message"] == message
+    assert await MemoryRepo(chatted.runtime.db).count(BOB) == 0

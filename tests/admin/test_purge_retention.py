@@ -29,7 +29,7 @@ from tests.admin.helpers import (
 
 
 async def test_retention_config_last_run_and_expired_now(chatted: Api) -> None:
-    before = await chatted.call("GET", "/api/v1/retention", schema="Retention")
+    before = await chatted.call("GET", "/api/v1/retention")
     assert before["config"] == {
         "max_age_days": 90,
         "cleanup_interval_secs": 3600,
@@ -45,7 +45,7 @@ async def test_retention_config_last_run_and_expired_now(chatted: Api) -> None:
     cutoff = datetime.fromisoformat(later["cutoff"]).timestamp()
     assert cutoff == pytest.approx(chatted.clock.now - 90 * DAY)
     report = await RetentionTask(chatted.runtime.db, max_age_days=90, clock=chatted.clock).run()
-    after = await chatted.call("GET", "/api/v1/retention", schema="Retention")
+    after = await chatted.call("GET", "/api/v1/retention")
     run = after["last_run"]
     assert run["ok"] is True and run["unfinished"] is False and run["error"] is None
     assert datetime.fromisoformat(run["finished_at"]).timestamp() == pytest.approx(
@@ -71,7 +71,7 @@ async def test_retention_shows_residue_waiting_for_its_erasure(chatted: Api) -> 
         ok=True,
         result=RESIDUE_WAITING,
     )
-    got = (await chatted.call("GET", "/api/v1/retention", schema="Retention"))["erasure"]
+    got = (await chatted.call("GET", "/api/v1/retention"))["erasure"]
     assert got.pop("purge_residue_since") is None
     assert {k: datetime.fromisoformat(v).timestamp() for k, v in got.items()} == {
         "last_erased_at": pytest.approx(now - 3600),
@@ -87,7 +87,7 @@ async def test_retention_shows_residue_waiting_for_its_erasure(chatted: Api) -> 
         ok=False,
         error="StoreUnavailable: disk full",
     )
-    got = (await chatted.call("GET", "/api/v1/retention", schema="Retention"))["erasure"]
+    got = (await chatted.call("GET", "/api/v1/retention"))["erasure"]
     assert datetime.fromisoformat(got["purge_residue_since"]).timestamp() == pytest.approx(now - 60)
 
 
@@ -100,7 +100,7 @@ async def test_retention_shows_a_failed_run(chatted: Api) -> None:
         ok=False,
         error="StoreUnavailable: disk full",
     )
-    run = (await chatted.call("GET", "/api/v1/retention", schema="Retention"))["last_run"]
+    run = (await chatted.call("GET", "/api/v1/retention"))["last_run"]
     assert run["ok"] is False and run["error"] == "StoreUnavailable: disk full"
     assert run["result"] is None
 
@@ -111,9 +111,7 @@ async def test_retention_shows_a_failed_run(chatted: Api) -> None:
 async def test_purge_user_two_step(chatted: Api) -> None:
     db = chatted.runtime.db
     stored = await count_user_data(db, ALICE)
-    planned = await chatted.call(
-        "POST", "/api/v1/purge", body={"scope": "user", "user_id": ALICE}, schema="PurgePlan"
-    )
+    planned = await chatted.call("POST", "/api/v1/purge", body={"scope": "user", "user_id": ALICE})
     counts = planned["plan"]["counts"]
     assert planned["plan"]["scope"] == "user" and planned["plan"]["user_id"] == ALICE
     assert counts["sessions"] == stored.sessions == 2
@@ -129,7 +127,7 @@ async def test_purge_user_two_step(chatted: Api) -> None:
     )
     assert other == unknown
     assert (await count_user_data(db, ALICE)).messages == stored.messages
-    done = await chatted.call("POST", confirm, body={"answer": "YES"}, schema="ConfirmResult")
+    done = await chatted.call("POST", confirm, body={"answer": "YES"})
     assert done["deleted"] == counts
     assert (await count_user_data(db, ALICE)).empty
     assert not (await count_user_data(db, BOB)).empty
@@ -141,9 +139,7 @@ async def test_purge_user_two_step(chatted: Api) -> None:
 async def test_purge_anything_but_yes_cancels(chatted: Api, answer: str) -> None:
     planned = await chatted.call("POST", "/api/v1/purge", body={"scope": "user", "user_id": BOB})
     token = planned["confirm_token"]
-    result = await chatted.call(
-        "POST", f"/api/v1/purge/{token}/confirm", body={"answer": answer}, schema="ConfirmResult"
-    )
+    result = await chatted.call("POST", f"/api/v1/purge/{token}/confirm", body={"answer": answer})
     assert result == {"cancelled": True}
     assert (await count_user_data(chatted.runtime.db, BOB)).messages == 2
     await chatted.call("POST", f"/api/v1/purge/{token}/confirm", body={"answer": "y"}, expect=404)
@@ -267,3 +263,19 @@ async def test_confirm_needs_an_answer(chatted: Api) -> None:
     # A malformed answer consumed nothing: the plan still confirms.
     result = await chatted.call("POST", path, body={"answer": "y"})
     assert result["deleted"]["messages"] == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"scope": "everything"}, "Field 'scope' must be one of 'session', 'user', 'older_than'."),
+        ({"scope": "older_than", "days": 0}, "Field 'days' must be at least 1."),
+        ({"scope": "user", "user_id": ALICE, "days": 3}, "Unknown field(s): days."),
+        ({"user_id": ALICE}, "Missing field(s): scope."),
+    ],
+)
+async def test_purge_errors_name_the_field(
+    chatted: Api, body: dict[str, Any], message: str
+) -> None:
+    error = await chatted.call("POST", "/api/v1/purge", body=body, expect=400)
+    assert error["error"]["message"] == message

@@ -16,7 +16,7 @@ from tests.admin.helpers import (
 
 
 async def test_sessions_list_filter_and_pages(chatted: Api) -> None:
-    everything = await chatted.call("GET", "/api/v1/sessions", schema="SessionList")
+    everything = await chatted.call("GET", "/api/v1/sessions")
     assert {s["user_id"] for s in everything["sessions"]} == {ALICE, BOB}
     assert len(everything["sessions"]) == 3
     assert everything["next_offset"] is None
@@ -43,7 +43,7 @@ async def test_session_detail_pages_messages_back(chatted: Api) -> None:
     await chatted.chat(BOB, "third message")
     listing = await chatted.call("GET", f"/api/v1/sessions?user={quote(BOB)}")
     sid = listing["sessions"][0]["id"]
-    full = await chatted.call("GET", f"/api/v1/sessions/{sid}", schema="SessionDetail")
+    full = await chatted.call("GET", f"/api/v1/sessions/{sid}")
     assert full["session"]["message_count"] == 6
     assert [m["seq_order"] for m in full["messages"]] == [1, 2, 3, 4, 5, 6]
     assert full["messages"][0] == {**full["messages"][0], "role": "user"}
@@ -59,3 +59,20 @@ async def test_session_detail_pages_messages_back(chatted: Api) -> None:
 async def test_session_detail_404_for_unknown_session(chatted: Api) -> None:
     error = await chatted.call("GET", "/api/v1/sessions/nope", expect=404)
     assert error["error"]["code"] == "not_found"
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "message"),
+    [
+        ("limit=0", "invalid_parameter", "'limit' must be at least 1."),
+        ("limit=x", "invalid_parameter", "'limit' must be an integer."),
+        ("user=", "invalid_parameter", "'user' must not be empty."),
+        ("usr=x", "unknown_parameter", "Unknown query parameter 'usr'."),
+    ],
+)
+async def test_parameter_errors_name_the_parameter(
+    chatted: Api, query: str, code: str, message: str
+) -> None:
+    # ?user= must not read as "every user": an empty filter is refused, never dropped.
+    error = await chatted.call("GET", f"/api/v1/sessions?{query}", expect=400)
+    assert error["error"] == {"code": code, "message": message}
