@@ -47,6 +47,23 @@ class DocumentSchema(GenerateJsonSchema):
         return False
 
 
+def optional_as_absent(schema: dict[str, Any]) -> dict[str, Any]:
+    """A property schema without the ``null`` branch an optional field's type adds.
+
+    Where null is read as "absent" (a query parameter, a tool argument), the published
+    schema offers only the real type, with no ``default: null``.
+    """
+    prop = dict(schema)
+    branches = [b for b in prop.pop("anyOf", []) if b != {"type": "null"}]
+    if len(branches) == 1:
+        prop = {**branches[0], **prop}
+    elif branches:
+        prop["anyOf"] = branches
+    if "default" in prop and prop["default"] is None:
+        del prop["default"]
+    return prop
+
+
 ProblemKind = Literal["unknown", "missing", "invalid"]
 
 
@@ -55,12 +72,14 @@ class Problem:
     """The one thing a boundary reports about input its model refused.
 
     ``fields`` names every unknown or missing field, or the one invalid field;
-    ``detail`` says what is wrong with an invalid value ("must be a string").
+    ``detail`` says what is wrong with an invalid value ("must be a string"), and
+    ``error`` is pydantic's own report of it, for a boundary that words it its way.
     """
 
     kind: ProblemKind
     fields: tuple[str, ...]
     detail: str = ""
+    error: ErrorDetails | None = None
 
     @property
     def names(self) -> str:
@@ -78,7 +97,7 @@ def problem(exc: ValidationError) -> Problem:
     if missing:
         return Problem("missing", tuple(missing))
     first = errors[0]
-    return Problem("invalid", (_field(first),), _detail(first))
+    return Problem("invalid", (_field(first),), _detail(first), first)
 
 
 _MISSING = frozenset({"missing", "union_tag_not_found"})

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from picobot.admin import models as m
-from picobot.shapes import DocumentSchema
+from picobot.shapes import DocumentSchema, optional_as_absent
 
 Schema = dict[str, Any]
 REF_TEMPLATE = "#/components/schemas/{model}"
@@ -214,14 +214,9 @@ def _parameters(op: Operation) -> list[Schema]:
     schema = op.query.model_json_schema(schema_generator=DocumentSchema)
     required = set(schema.get("required", ()))
     for name, prop in schema.get("properties", {}).items():
-        prop = dict(prop)
+        # An optional parameter is absent, never null.
+        prop = optional_as_absent(prop)
         description = prop.pop("description", "")
-        if prop.get("default", 0) is None:
-            del prop["default"]  # absent, not null
-        # An optional parameter is absent, never null: keep only the non-null branch.
-        branches = [b for b in prop.pop("anyOf", []) if b != {"type": "null"}]
-        if branches:
-            prop = {**branches[0], **prop}
         params.append(
             {
                 "name": name,
