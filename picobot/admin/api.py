@@ -28,9 +28,10 @@ from picobot.admin.http import (
     StreamAborted,
     error_response,
     json_response,
-    query,
+    read_query,
 )
 from picobot.admin.metrics import MetricsEndpoint
+from picobot.admin.models import NoQuery
 from picobot.admin.openapi import OPENAPI
 from picobot.admin.routes_data import DataRoutes
 from picobot.admin.routes_ops import OpsRoutes
@@ -214,7 +215,7 @@ class AdminAPI:
     async def healthz(self, request: web.Request) -> web.StreamResponse:
         """``GET /healthz`` (public): 200 when the database answers, else 503."""
         try:
-            await self._db.fetchone("SELECT 1")
+            await self._db.ping()
         except Exception:
             # No detail in a public answer; the log has it.
             log.warning("health check: the database does not answer", exc_info=True)
@@ -223,5 +224,5 @@ class AdminAPI:
 
     async def openapi(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/openapi.json``: the OpenAPI 3.1 document of this API."""
-        query(request, frozenset())
+        read_query(request, NoQuery)
         return json_response(OPENAPI)

@@ -19,7 +19,8 @@ from aiohttp.typedefs import Middleware
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from picobot.admin.http import query
+from picobot.admin.http import read_query
+from picobot.admin.models import NoQuery
 from picobot.errors import StoreUnavailable
 from picobot.metrics import METRICS, PicobotMetrics, render, server_registry
 from picobot.privacy.controller import Actor
@@ -140,7 +141,7 @@ class MetricsEndpoint:
 
     async def handle(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /metrics``: Prometheus text 0.0.4, or OpenMetrics when the Accept asks."""
-        query(request, frozenset())
+        read_query(request, NoQuery)
         await self.refresh()
         # Encoded with no await after the refresh, so a concurrent scrape cannot swap
         # the queue depths in between.
