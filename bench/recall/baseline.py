@@ -92,7 +92,7 @@ def window_turns(conv: Conversation, max_session_messages: int) -> list[str]:
     """The turns a window-only bot still sees at the end of the last session."""
     keep = max_session_messages // 2
     last = conv.sessions[-1].turns
-    return [t.dia_id for t in last[len(last) - keep :]] if keep else []
+    return [t.dia_id for t in last[-keep:]] if keep else []
 
 
 def recent_turns(conv: Conversation, budget: int) -> list[str]:

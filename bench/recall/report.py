@@ -101,6 +101,16 @@ def build(
             for c, r in zip(convs, replays, strict=True)
         ],
         "questions": [{"sample_id": r.sample_id, **a.row()} for r in replays for a in r.asked],
+        "baseline_questions": [
+            {
+                "sample_id": c.sample_id,
+                "qa_index": q.index,
+                "category": q.category,
+                **{name: flags[(c.sample_id, q.index)] for name, flags in baselines.items()},
+            }
+            for c in convs
+            for q in c.questions
+        ],
     }
 
 
