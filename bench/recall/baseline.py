@@ -110,28 +110,34 @@ def recent_turns(conv: Conversation, budget: int) -> list[str]:
 
 
 def hits(
-    conv: Conversation, budgets: Iterable[int], max_session_messages: int
+    conv: Conversation,
+    budgets: Iterable[int],
+    *,
+    recall_budget: int,
+    context_budget: int,
+    window_messages: int,
 ) -> dict[str, dict[int, bool]]:
-    """Baseline name -> question index -> whether all its evidence was selected."""
+    """Baseline name -> question index -> whether all its evidence was selected.
+
+    BM25 at each of ``budgets``; the window of ``window_messages`` alone and with BM25
+    at ``recall_budget``; the most recent turns filling ``context_budget``.
+    """
     index = Bm25(conv)
-    window = window_turns(conv, max_session_messages)
-    recent = recent_turns(conv, max(budgets))
+    window = window_turns(conv, window_messages)
+    recent = recent_turns(conv, context_budget)
     out: dict[str, dict[int, bool]] = {}
+
+    def put(name: str, question: Question, chosen: Iterable[str]) -> None:
+        out.setdefault(name, {})[question.index] = set(question.evidence) <= set(chosen)
+
     try:
         for question in conv.questions:
             for budget in budgets:
-                got = index.fill(question.text, budget)
-                out.setdefault(f"bm25@{budget}", {})[question.index] = _all(question, got)
-            out.setdefault("window (continue)", {})[question.index] = _all(question, window)
-            both = set(window) | index.fill(question.text, min(budgets), window)
-            out.setdefault(f"window+bm25@{min(budgets)} (continue)", {})[question.index] = _all(
-                question, both
-            )
-            out.setdefault(f"recent@{max(budgets)}", {})[question.index] = _all(question, recent)
+                put(f"bm25@{budget}", question, index.fill(question.text, budget))
+            put("window (continue)", question, window)
+            both = set(window) | index.fill(question.text, recall_budget, window)
+            put(f"window+bm25@{recall_budget} (continue)", question, both)
+            put(f"recent@{context_budget}", question, recent)
     finally:
         index.close()
     return out
-
-
-def _all(question: Question, chosen: Iterable[str]) -> bool:
-    return set(question.evidence) <= set(chosen)

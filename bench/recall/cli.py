@@ -28,16 +28,19 @@ from pathlib import Path
 from typing import Any
 
 from bench.recall import baseline, locomo, report
-from bench.recall.child import ROOT, setting_env
-from bench.recall.replay import MODES, Progress, Replayed, replay
+from bench.recall.child import ROOT, ServerError, setting_env
+from bench.recall.replay import MODES, Progress, Replayed, ReplayError, replay
 from bench.recall.standin import StandIn
 
 DEFAULT_FILE = ROOT.parent / "shared" / "eval" / "locomo-dev.json"
 DEFAULT_OUT = ROOT / "bench" / "results"
-BUDGETS = (800, 4000)
-"""BM25 baseline budgets: PicoBot's recall budget, and its whole context budget."""
-DEFAULT_WINDOW = 20
-"""PicoBot's default ``max_session_messages`` (the window baseline's size)."""
+DEFAULTS = {
+    "recall_budget_tokens": 800,
+    "context_budget_tokens": 4000,
+    "max_session_messages": 20,
+}
+"""PicoBot's defaults of the ``[session.memory]`` keys the baselines copy; a
+``--setting`` of one of them applies to the baselines too."""
 
 
 @dataclass(slots=True)
@@ -84,9 +87,15 @@ def _tag(n: int, sample_id: str) -> str:
     return f"c{n}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", sample_id)[:48]
 
 
-def _window_size(settings_env: dict[str, str]) -> int:
-    value = settings_env.get("PICOBOT_SESSION__MEMORY__MAX_SESSION_MESSAGES")
-    return int(value) if value and value.strip().isdigit() else DEFAULT_WINDOW
+def memory_settings(settings_env: dict[str, str]) -> dict[str, int]:
+    """The ``[session.memory]`` sizes the baselines use: PicoBot's defaults or the
+    ``--setting`` values."""
+    out = dict(DEFAULTS)
+    for key in out:
+        value = settings_env.get(f"PICOBOT_SESSION__MEMORY__{key.upper()}", "").strip()
+        if value.isdigit():
+            out[key] = int(value)
+    return out
 
 
 async def _replay_all(
@@ -125,11 +134,20 @@ async def _replay_all(
 
 
 def _baselines(
-    convs: Sequence[locomo.Conversation], window: int
+    convs: Sequence[locomo.Conversation], sizes: dict[str, int]
 ) -> dict[str, dict[report.Key, bool]]:
+    recall, context = sizes["recall_budget_tokens"], sizes["context_budget_tokens"]
+    budgets = sorted({DEFAULTS["recall_budget_tokens"], DEFAULTS["context_budget_tokens"], recall})
     out: dict[str, dict[report.Key, bool]] = {}
     for conv in convs:
-        for name, hits in baseline.hits(conv, BUDGETS, window).items():
+        flags = baseline.hits(
+            conv,
+            budgets,
+            recall_budget=recall,
+            context_budget=context,
+            window_messages=sizes["max_session_messages"],
+        )
+        for name, hits in flags.items():
             out.setdefault(name, {}).update({(conv.sample_id, i): h for i, h in hits.items()})
     return out
 
@@ -145,12 +163,16 @@ def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="picobot-recall-"))
     try:
         replays, calls = asyncio.run(_replay_all(cfg, convs, workdir, settings_env, progress))
-    finally:
-        if cfg.keep_workdir:
-            progress(f"work directory kept: {workdir}")
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
-    baselines = _baselines(convs, _window_size(settings_env))
+    except BaseException:
+        # The servers' logs and databases are what a failed run is debugged with.
+        progress(f"work directory kept: {workdir}")
+        raise
+    if cfg.keep_workdir:
+        progress(f"work directory kept: {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    sizes = memory_settings(settings_env)
+    baselines = _baselines(convs, sizes)
     data = cfg.file.read_bytes()
     run = {
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -169,8 +191,7 @@ def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
         "settings": settings_env,
         "purge_after_each_question": cfg.purge,
         "model_calls": {k: calls.get(k, 0) for k in ("chat", "background", "rejected")},
-        "baseline_budgets": list(BUDGETS),
-        "window_messages": _window_size(settings_env),
+        "memory_sizes": sizes,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "wall_seconds": round(time.perf_counter() - started, 1),
@@ -287,5 +308,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except locomo.LocomoError as exc:
         print(f"python -m bench.recall: {exc}", file=sys.stderr)
         return 2
+    except (ReplayError, ServerError) as exc:
+        print(f"python -m bench.recall: the replay failed: {exc}", file=sys.stderr)
+        return 1
     print(report.markdown(doc))
     return 0

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
 
 from bench.recall import metric
 from bench.recall.child import PicobotServer
@@ -103,20 +104,30 @@ class Client:
         """Send ``frame``; the frames answering it, up to (without) its ``end``."""
         self._next += 1
         rid = str(self._next)
-        await self._ws.send(json.dumps({**frame, "id": rid}))
         out: list[dict[str, Any]] = []
-        while True:
-            raw = await self._ws.recv()
-            got = json.loads(raw)
-            if got.get("type") == "pong":
-                continue
-            if got.get("reply_to") != rid:
-                raise ReplayError(f"unexpected frame {got.get('type')}: {got.get('message', '')}")
-            if got.get("type") == "end":
-                return out
-            if got.get("type") == "error":
-                raise ReplayError(f"PicoBot error {got.get('code')}: {got.get('message')}")
-            out.append(got)
+        try:
+            await self._ws.send(json.dumps({**frame, "id": rid}))
+            while True:
+                got = json.loads(await self._ws.recv())
+                if self._answered(rid, got, out):
+                    return out
+        except ConnectionClosed as exc:
+            raise ReplayError(f"the server closed the connection ({exc})") from None
+
+    @staticmethod
+    def _answered(rid: str, got: dict[str, Any], out: list[dict[str, Any]]) -> bool:
+        """File one frame answering request ``rid``; True at its ``end``."""
+        kind = got.get("type")
+        if kind == "pong":
+            return False
+        if kind == "error":  # with or without reply_to (a frame it could not accept)
+            raise ReplayError(f"PicoBot error {got.get('code')}: {got.get('message')}")
+        if got.get("reply_to") != rid:
+            raise ReplayError(f"unexpected frame {kind} (waiting for the answer to {rid})")
+        if kind == "end":
+            return True
+        out.append(got)
+        return False
 
     async def chat(self, text: str, session_id: str | None = None) -> list[dict[str, Any]]:
         """A chat message (or command); its frames."""
@@ -184,7 +195,13 @@ class Replay:
         self._earlier: list[str] = []
 
     async def run(self, modes: Sequence[str]) -> Replayed:
-        """The whole replay; the server must be running."""
+        """The whole replay; the server must be running. Failures name the server log."""
+        try:
+            return await self._run(modes)
+        except ReplayError as exc:
+            raise ReplayError(f"{exc} (server log: {self.server.log_path})") from None
+
+    async def _run(self, modes: Sequence[str]) -> Replayed:
         headers = {"Authorization": f"Bearer {self.server.api_key}"}
         async with connect(self.server.ws_url, additional_headers=headers, max_size=None) as ws:
             hello = json.loads(await ws.recv())
@@ -205,7 +222,10 @@ class Replay:
 
     async def _send(self, client: Client, label: str, text: str, sid: str | None) -> Call:
         self.standin.label(self.tag, label)
-        await client.chat(text, sid)
+        try:
+            await client.chat(text, sid)
+        except ReplayError as exc:
+            raise ReplayError(f"{self.conv.sample_id} {label}: {exc}") from None
         calls = self.standin.take(self.tag)
         self.out.background_calls += sum(c.background for c in calls)
         return answering_call(calls, text)

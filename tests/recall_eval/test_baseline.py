@@ -35,7 +35,9 @@ def test_the_window_holds_the_last_turns_of_the_last_session() -> None:
 
 def test_hits_per_baseline() -> None:
     conv = _conv()
-    flags = baseline.hits(conv, (800, 4000), 20)
+    flags = baseline.hits(
+        conv, (800, 4000), recall_budget=800, context_budget=4000, window_messages=20
+    )
     rare = synthetic.KINDS.index("rare")
     window = synthetic.KINDS.index("window")
     unfindable = synthetic.KINDS.index("unfindable")
