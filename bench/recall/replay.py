@@ -91,6 +91,8 @@ class Replayed:
     """dia_id -> the text PicoBot stored (as the model saw it when the turn came in)."""
     seconds: dict[str, float] = field(default_factory=dict)
     background_calls: int = 0
+    changed_turns: int = 0
+    """Turns PicoBot stored otherwise than sent (trimmed whitespace, a redacted secret)."""
 
 
 class Client:
@@ -238,6 +240,7 @@ class Replay:
             for turn in session.turns:
                 call = await self._send(client, turn.dia_id, turn.message(), sid)
                 self.out.stored[turn.dia_id] = call.last_user
+                self.out.changed_turns += call.last_user != turn.message()
             self.progress(f"{self.conv.sample_id}: session {n}/{len(self.conv.sessions)} sent")
         return sid
 

@@ -97,6 +97,7 @@ def build(
                 "skipped": {k: len(v) for k, v in c.skipped.items()},
                 "seconds": r.seconds,
                 "background_model_calls": r.background_calls,
+                "turns_stored_changed": r.changed_turns,
             }
             for c, r in zip(convs, replays, strict=True)
         ],

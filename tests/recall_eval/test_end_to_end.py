@@ -74,6 +74,7 @@ def test_the_stand_in_answered_and_recorded_every_turn_and_question(
     assert doc["run"]["model_calls"]["chat"] == turns + asked
     assert doc["run"]["model_calls"]["rejected"] == 0
     assert all(r["prompt_tokens"] > 0 for r in doc["questions"])
+    assert [c["turns_stored_changed"] for c in doc["conversations"]] == [0] * CONVERSATIONS
 
 
 def test_a_rare_planted_fact_is_found_by_bm25_and_by_recall(
