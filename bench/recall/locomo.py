@@ -7,14 +7,14 @@ that hold the answer). A turn has ``speaker``, ``dia_id``, ``text`` and optional
 ``blip_caption`` (a photo it shares). Anything else in the file is ignored.
 
 A malformed file is refused with one :class:`LocomoError` naming where it is wrong
-(``conversation 2 (conv-30): session_4[7].text: expected a string``). Questions the
+(``conversation 2 (conv-2): session_4[7].text: expected a string``). Questions the
 metric cannot judge are kept out and counted, never guessed at:
 
 - ``no_evidence``: an empty ``evidence`` list;
 - ``unresolved_evidence``: an evidence id that names no turn of the conversation
   (a typo such as ``D`` or a turn that does not exist).
 
-An evidence entry holding several ids (``"D8:6; D9:17"``) is split on ``;``, ``,``
+An evidence entry holding several ids (``"D1:4; D3:4"``) is split on ``;``, ``,``
 and spaces.
 """
 
