@@ -62,6 +62,7 @@ class EvalConfig:
 
 
 def _git_commit() -> str:
+    """The repository's commit, ``+changes`` when picobot/ differs from it."""
     try:
         out = subprocess.run(  # noqa: S603
             ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],  # noqa: S607
@@ -179,7 +180,7 @@ def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
         "file": str(cfg.file),
         "file_name": cfg.file.name,
         "file_sha256": hashlib.sha256(data).hexdigest(),
-        "picobot_commit": _git_commit(),
+        "commit": _git_commit(),
         "modes": list(cfg.modes),
         "questions": sum(len(c.questions) for c in convs),
         "questions_per_conversation_cap": cfg.questions,

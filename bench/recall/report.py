@@ -134,7 +134,7 @@ def markdown(doc: Mapping[str, Any]) -> str:
         f"{len(doc['conversations'])} conversations, {run['questions']} questions judged "
         f"(skipped: {run['skipped']['no_evidence']} without evidence, "
         f"{run['skipped']['unresolved_evidence']} with evidence naming no turn); "
-        f"PicoBot {run['picobot_commit']}; {run['wall_seconds']:.0f} s. See docs/eval.md.",
+        f"commit {run['commit']}; {run['wall_seconds']:.0f} s. See docs/eval.md.",
         "",
         "Evidence recall: share of questions whose evidence turns are all in the prompt.",
         "",
