@@ -16,8 +16,9 @@ from collections.abc import Callable
 from aiohttp import web
 
 from picobot.admin.http import json_response
+from picobot.admin.models import Readiness
 from picobot.store.db import Database
-from picobot.store.health import Readiness, probe_writable
+from picobot.store.health import WriteProbe, probe_writable
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +41,11 @@ class ReadinessProbe:
         self._min_free = min_free_bytes
         self._max_age = max_age_secs
         self._clock = clock
-        self._last: tuple[float, Readiness] | None = None
-        self._running: asyncio.Task[Readiness] | None = None
+        self._last: tuple[float, WriteProbe] | None = None
+        self._running: asyncio.Task[WriteProbe] | None = None
         self._was_ready = True
 
-    async def check(self) -> Readiness:
+    async def check(self) -> WriteProbe:
         """The latest findings, probing again when they are older than ``max_age_secs``."""
         if self._last is not None and self._clock() - self._last[0] < self._max_age:
             return self._last[1]
@@ -53,7 +54,7 @@ class ReadinessProbe:
         # Shielded: one client hanging up must not cancel the probe the others wait for.
         return await asyncio.shield(self._running)
 
-    async def _probe(self) -> Readiness:
+    async def _probe(self) -> WriteProbe:
         try:
             found = await probe_writable(self._db, min_free_bytes=self._min_free)
         finally:
@@ -70,9 +71,9 @@ class ReadinessProbe:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """``GET /readyz`` (public): 200 when the store takes writes, else 503."""
         found = await self.check()
-        body = {
-            "status": "ready" if found.ready else "unavailable",
-            "database": found.database,
-            "disk": found.disk,
-        }
+        body = Readiness(
+            status="ready" if found.ready else "unavailable",
+            database="ok" if found.database_ok else "unavailable",
+            disk="ok" if found.disk_ok else "low",
+        )
         return json_response(body, 200 if found.ready else 503)

@@ -23,11 +23,11 @@ WRITE_PROBE_TIMEOUT_SECS = 2.0
 
 
 @dataclass(frozen=True, slots=True)
-class Readiness:
-    """The probe's findings: ``problem`` is None when the store can write."""
+class WriteProbe:
+    """The probe's findings: ``problem`` (for the log) is None when the store can write."""
 
-    database: str  # "ok" or "unavailable"
-    disk: str  # "ok" or "low"
+    database_ok: bool
+    disk_ok: bool
     problem: str | None
 
     @property
@@ -43,26 +43,26 @@ def _rewrite_user_version(conn: sqlite3.Connection) -> None:
 
 async def probe_writable(
     db: Database, *, min_free_bytes: int, timeout_secs: float = WRITE_PROBE_TIMEOUT_SECS
-) -> Readiness:
+) -> WriteProbe:
     """Commit a write that changes nothing and check free disk space; never raises for
     an unusable store (the reason is in ``problem``, for the log, not for clients)."""
-    database, disk, problems = "ok", "ok", []
+    database_ok, disk_ok, problems = True, True, []
     try:
         async with asyncio.timeout(timeout_secs):
             await db.write(_rewrite_user_version)
     except TimeoutError:
-        database = "unavailable"
+        database_ok = False
         problems.append(f"a write did not commit within {timeout_secs:g}s (database locked?)")
     except StoreUnavailable as exc:
-        database = "unavailable"
+        database_ok = False
         problems.append(str(exc))
     try:
         free = shutil.disk_usage(db.path.parent).free
     except OSError as exc:
-        disk = "low"
+        disk_ok = False
         problems.append(f"cannot read the free space of {db.path.parent}: {exc.strerror}")
     else:
         if free < min_free_bytes:
-            disk = "low"
+            disk_ok = False
             problems.append(f"{free} bytes free on the data directory's disk")
-    return Readiness(database, disk, "; ".join(problems) or None)
+    return WriteProbe(database_ok, disk_ok, "; ".join(problems) or None)
