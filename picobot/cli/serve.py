@@ -55,7 +55,8 @@ class ServeInfo:
             for name in self.webhooks:
                 out.append(f"webhook {name}: {self.http_url}/webhooks/{name}")
             if self.admin_api:
-                out.append(f"admin API: {self.http_url}/api/v1 (health: {self.http_url}/healthz)")
+                url = self.http_url
+                out.append(f"admin API: {url}/api/v1 (probes: {url}/healthz, {url}/readyz)")
         return out or ["no channel is enabled; see docs/channels.md"]
 
 
