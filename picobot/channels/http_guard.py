@@ -27,6 +27,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import cast
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -84,9 +85,9 @@ class _GuardedProtocol(asyncio.Protocol):
         self._peer = self._guard.gate.admit(transport)
         if self._peer is None:
             return
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
-        self._guard.track(transport, self)
+        # A listening TCP server's transports are full (read/write) transports.
+        self._transport = cast(asyncio.Transport, transport)
+        self._guard.track(self._transport, self)
         self._arm(self._guard.limits.header_timeout)
         self._inner.connection_made(transport)
 
