@@ -203,8 +203,9 @@ def test_a_failed_erasure_is_reported_and_left_to_retention(
     assert count_messages(tmp_path / "data") == {"tui:bob": 2}
 
     monkeypatch.setattr(controller_module, "erase_residue", real)
-    assert main(["status"]) == 0
-    assert "warning: a purge started" in capsys.readouterr().out
+    assert main(["status"]) == 4
+    assert "picobot: warning: a purge started" in capsys.readouterr().err
     assert main(["retention", "run"]) == 0
+    capsys.readouterr()
     assert main(["status"]) == 0
-    assert "a purge started" not in capsys.readouterr().out
+    assert "a purge started" not in capsys.readouterr().err
