@@ -24,12 +24,17 @@ BOB = Identity("tui", "tui:bob", "local")
 
 def seed(data_dir: Path) -> None:
     """Two users with one exchange each, through the real kernel."""
+    seed_with(data_dir, "hello from {user_id}")
+
+
+def seed_with(data_dir: Path, text: str) -> None:
+    """Each of alice and bob sends ``text`` (``{user_id}`` filled in) and gets the echo."""
 
     async def go() -> None:
         settings = Settings(data={"dir": str(data_dir)})
         async with open_runtime(settings, provider=ScriptedProvider()) as rt:
             for who in (ALICE, BOB):
-                async for _ in rt.kernel.handle(Inbound(who, f"hello from {who.user_id}")):
+                async for _ in rt.kernel.handle(Inbound(who, text.format(user_id=who.user_id))):
                     pass
 
     asyncio.run(go())
