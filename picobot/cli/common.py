@@ -11,7 +11,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -86,6 +87,22 @@ def with_settings(
         return fn(args, load_settings(getattr(args, "config", None)))
 
     return handler
+
+
+def record_json(
+    record: Any, *, times: Collection[str] = (), drop: Collection[str] = ()
+) -> dict[str, Any]:
+    """A dataclass instance as a JSON object: its fields in order, less ``drop``, with
+    the epoch timestamps named in ``times`` as ISO 8601 UTC.
+
+    One renderer for every record the CLI prints, so a field added to a record shows
+    up in ``--json`` under its own name.
+    """
+    return {
+        f.name: iso(getattr(record, f.name)) if f.name in times else getattr(record, f.name)
+        for f in fields(record)
+        if f.name not in drop
+    }
 
 
 def silence_stdout() -> None:

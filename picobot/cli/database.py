@@ -11,15 +11,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from picobot.cli.common import (
     EXIT_OK,
     Subcommands,
     add_json_flag,
-    iso,
     print_json,
+    record_json,
     with_settings,
 )
 from picobot.config.settings import Settings
@@ -89,8 +88,7 @@ def format_sessions(rows: Sequence[SessionInfo]) -> list[str]:
 
 def session_json(info: SessionInfo) -> dict[str, Any]:
     """A session in ``sessions --json``: every field, times as ISO 8601 UTC."""
-    row = asdict(info)
-    return row | {"created_at": iso(info.created_at), "last_active": iso(info.last_active)}
+    return record_json(info, times=("created_at", "last_active"))
 
 
 async def _list_sessions(settings: Settings, user_id: str | None, limit: int) -> list[SessionInfo]:

@@ -20,8 +20,8 @@ from picobot.cli.common import (
     Subcommands,
     add_json_flag,
     fail,
-    iso,
     print_json,
+    record_json,
 )
 from picobot.cli.operator import command_logging, operator_id
 from picobot.config.settings import Settings, load_settings
@@ -48,12 +48,7 @@ def add_memories_command(
 
 def memory_json(memory: Memory) -> dict[str, Any]:
     """A memory in ``memories --json`` (the owner is the object's ``user_id``)."""
-    return {
-        "key": memory.key,
-        "content": memory.content,
-        "created_at": iso(memory.created_at),
-        "updated_at": iso(memory.updated_at),
-    }
+    return record_json(memory, times=("created_at", "updated_at"), drop=("id", "user_id"))
 
 
 def cmd_memories(args: argparse.Namespace) -> int:

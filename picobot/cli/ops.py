@@ -13,7 +13,6 @@ import argparse
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from picobot.cli.common import (
@@ -22,6 +21,7 @@ from picobot.cli.common import (
     add_json_flag,
     iso,
     print_json,
+    record_json,
     with_settings,
 )
 from picobot.cli.operator import command_logging, operator_id
@@ -127,7 +127,7 @@ def counts_json(counts: PurgeCounts | None) -> dict[str, int]:
     from picobot.store.purge import PurgeCounts
 
     counts = counts or PurgeCounts()
-    return {f.name: int(getattr(counts, f.name)) for f in fields(counts)} | {"total": counts.total}
+    return record_json(counts) | {"total": counts.total}
 
 
 def report_json(

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from picobot.cli.common import EXIT_ATTENTION, EXIT_OK, iso, print_json, warn
+from picobot.cli.common import EXIT_ATTENTION, EXIT_OK, iso, print_json, record_json, warn
 from picobot.config.settings import Settings
 
 if TYPE_CHECKING:
@@ -239,14 +239,8 @@ def _retention_json(
 ) -> dict[str, Any]:
     last: dict[str, Any] | None = None
     if run is not None and run.last_started_at is not None:
-        last = {
-            "started_at": iso(run.last_started_at),
-            "finished_at": iso(run.last_finished_at),
-            "ok": run.ok,
-            "unfinished": run.unfinished,
-            "result": run.result,
-            "error": run.error,
-        }
+        times = ("last_started_at", "last_finished_at")
+        last = record_json(run, times=times, drop=("name",)) | {"unfinished": run.unfinished}
     return {
         "interval_secs": settings.session.retention.cleanup_interval_secs,
         "last_run": last,

@@ -91,9 +91,16 @@ def test_status_json_reports_contents_and_warnings(
         "purge_residue_since",
     }
     last = retention["last_run"]
-    assert set(last) == {"started_at", "finished_at", "ok", "unfinished", "result", "error"}
+    assert set(last) == {
+        "last_started_at",
+        "last_finished_at",
+        "ok",
+        "unfinished",
+        "result",
+        "error",
+    }
     assert last["ok"] is True and last["unfinished"] is False and last["error"] is None
-    assert is_utc_iso(last["started_at"]) and is_utc_iso(last["finished_at"])
+    assert is_utc_iso(last["last_started_at"]) and is_utc_iso(last["last_finished_at"])
 
 
 def test_status_json_for_a_schema_behind(
