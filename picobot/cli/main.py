@@ -179,9 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     # Also accepted after the subcommand; SUPPRESS keeps it from resetting the global value.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help=config_help)
-    sub = _Registry(
-        parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS)
+    # prog: a subcommand's usage starts "picobot NAME", not with the usage spelled out above.
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog=PROG
     )
+    sub = _Registry(commands)
 
     def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_text, description=help_text, parents=[common])

@@ -188,6 +188,10 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
         # Name and its one-line help on the same line.
         assert re.search(rf"^ +{name} +\w", out, re.M), f"{name} missing from --help"
     assert "--config FILE" in out
+    assert out.startswith("usage: picobot [-h] [--version] [--config FILE] COMMAND ...\n")
+    # A subcommand's usage names it right after the program.
+    assert main(["retention", "run", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: picobot retention run [-h]")
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
