@@ -21,25 +21,26 @@ import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
+from prometheus_client.registry import Collector
 
 from picobot.admin.http import (
     ApiError,
     StreamAborted,
     error_response,
     json_response,
-    query,
+    read_query,
 )
+from picobot.admin.metrics import MetricsEndpoint
+from picobot.admin.models import NoQuery
 from picobot.admin.openapi import OPENAPI
 from picobot.admin.routes_data import DataRoutes
 from picobot.admin.routes_ops import OpsRoutes
 from picobot.config.channels import ServerSettings
 from picobot.errors import ConfigError, StoreUnavailable, UserError
-from picobot.metrics import CONTENT_TYPE, METRICS, PicobotMetrics
+from picobot.metrics import METRICS, PicobotMetrics
 from picobot.privacy.controller import Actor, PrivacyController
 from picobot.privacy.redaction import Redactor
 from picobot.runtime import Runtime
-from picobot.tasks.retention import TASK_NAME, last_run
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,9 @@ def _presented_key(request: web.Request) -> str | None:
 class AdminAPI:
     """The admin routes over one runtime; mount with :meth:`add_routes`.
 
-    ``queue_depth`` reports the webhook outbound queue for ``/metrics``. ``privacy``
+    ``/metrics`` serves ``metrics``, the queue depths, the runtime's jobs and the
+    process metrics (:mod:`picobot.admin.metrics`), plus ``collectors``
+    (prometheus_client collectors, such as the webhook counters). ``privacy``
     is the controller that holds pending purges (one is built from the runtime's
     settings if not given); ``clock`` is its clock and the expiry clock of tokens.
     """
@@ -108,7 +111,7 @@ class AdminAPI:
         runtime: Runtime,
         keys: Sequence[str],
         *,
-        queue_depth: Callable[[], Awaitable[int]] | None = None,
+        collectors: Sequence[Collector] = (),
         privacy: PrivacyController | None = None,
         clock: Callable[[], float] | None = None,
         metrics: PicobotMetrics = METRICS,
@@ -127,9 +130,9 @@ class AdminAPI:
             batch_size=settings.privacy.retention_batch_size,
             clock=self._clock,
         )
-        self._metrics = metrics
-        if queue_depth is not None:
-            metrics.outbound_queue_depth.set_callback(queue_depth)
+        self._metrics = MetricsEndpoint(
+            runtime.db, runtime.tasks, metrics=metrics, collectors=collectors
+        )
         self._data = DataRoutes(
             runtime.db, settings.session.memory, Redactor.from_settings(settings.privacy).redact
         )
@@ -140,7 +143,7 @@ class AdminAPI:
         d, o, p = self._data, self._ops, self._protected
         return [
             web.get("/healthz", self.healthz, allow_head=False),
-            web.get("/metrics", p(self.metrics), allow_head=False),
+            web.get("/metrics", p(self._metrics.handle), allow_head=False),
             web.get("/api/v1/openapi.json", p(self.openapi), allow_head=False),
             web.get("/api/v1/sessions", p(d.list_sessions), allow_head=False),
             web.get("/api/v1/sessions/{id}", p(d.get_session), allow_head=False),
@@ -212,60 +215,14 @@ class AdminAPI:
     async def healthz(self, request: web.Request) -> web.StreamResponse:
         """``GET /healthz`` (public): 200 when the database answers, else 503."""
         try:
-            await self._db.fetchone("SELECT 1")
+            await self._db.ping()
         except Exception:
             # No detail in a public answer; the log has it.
             log.warning("health check: the database does not answer", exc_info=True)
             return json_response({"status": "unavailable", "database": "unavailable"}, 503)
         return json_response({"status": "ok", "database": "ok"})
 
-    async def metrics(self, request: web.Request, actor: Actor) -> web.StreamResponse:
-        """``GET /metrics``: the Prometheus text exposition."""
-        query(request, frozenset())
-        try:
-            # task_runs is the durable record: it survives restarts and includes runs
-            # of `picobot retention run` from the command line.
-            run = await last_run(self._db, TASK_NAME)
-        except StoreUnavailable:
-            log.warning("metrics: could not read the last retention run", exc_info=True)
-        else:
-            finished = None if run is None else run.last_finished_at
-            self._metrics.retention_last_run_timestamp.set(finished or 0.0)
-            self._metrics.retention_last_run_ok.set(1.0 if run is not None and run.ok else 0.0)
-        text = await self._metrics.render()
-        response = web.Response(body=text.encode("utf-8"))
-        response.headers["Content-Type"] = CONTENT_TYPE
-        return response
-
     async def openapi(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/openapi.json``: the OpenAPI 3.1 document of this API."""
-        query(request, frozenset())
+        read_query(request, NoQuery)
         return json_response(OPENAPI)
-
-
-def webhook_metrics_middleware(metrics: PicobotMetrics = METRICS) -> Middleware:
-    """A middleware counting ``/webhooks/<platform>`` requests by platform and status.
-
-    Only requests routed to a registered webhook route are counted, so the platform
-    label takes only configured names: a scan of random paths adds no series.
-    """
-
-    @web.middleware
-    async def count(request: web.Request, handler: Handler) -> web.StreamResponse:
-        resource = request.match_info.route.resource
-        path = resource.canonical if resource is not None else ""
-        if not path.startswith("/webhooks/") or "{" in path:
-            return await handler(request)
-        platform = path.removeprefix("/webhooks/")
-        try:
-            response = await handler(request)
-        except web.HTTPException as exc:
-            metrics.webhook_requests.inc(platform=platform, status=str(exc.status))
-            raise
-        except Exception:
-            metrics.webhook_requests.inc(platform=platform, status="500")
-            raise
-        metrics.webhook_requests.inc(platform=platform, status=str(response.status))
-        return response
-
-    return count

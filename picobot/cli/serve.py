@@ -70,11 +70,9 @@ async def _stop_together(stops: list[Stop]) -> None:
 
 async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     """Webhooks and the admin API share one aiohttp app on [server] host:port."""
-    from picobot.admin.api import (
-        AdminAPI,
-        load_admin_keys,
-        webhook_metrics_middleware,
-    )
+    from picobot.admin.api import AdminAPI, load_admin_keys
+    from picobot.admin.metrics import webhook_metrics_middleware
+    from picobot.channels.webhook.metrics import WebhookMetrics
     from picobot.channels.webhook.registry import enabled_platforms
     from picobot.channels.webhook.server import WebhookServer
     from picobot.store.webhooks import WebhookStore
@@ -102,8 +100,8 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
         webhooks.add_routes(app)
         info.webhooks = [p.name for p in platforms]
     if keys:
-        depth = webhooks.queue_depth if webhooks is not None else None
-        AdminAPI(rt, keys, queue_depth=depth).add_routes(app)
+        collectors = [] if webhooks is None else [WebhookMetrics(webhooks.stats)]
+        AdminAPI(rt, keys, collectors=collectors).add_routes(app)
         info.admin_api = True
     else:
         log.warning("%s", _admin_off(settings))

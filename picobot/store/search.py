@@ -284,6 +284,11 @@ class SearchIndex:
             return 0
         return int(await self._db.write(lambda conn: index_pending(conn, limit)))
 
+    async def queue_depth(self) -> int:
+        """Stored messages not yet in the index (``/metrics``: is indexing keeping up?)."""
+        row = await self._db.fetchone("SELECT COUNT(*) AS n FROM search_pending")
+        return int(row["n"]) if row else 0
+
     async def index_in_background(self, batch: int = INDEX_BATCH) -> int:
         """The runtime's periodic indexing: the whole queue, ``batch`` messages a write.
 

@@ -10,6 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from picobot.backoff import parse_retry_after
 from picobot.config.settings import LLMSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.base import (
@@ -25,7 +26,7 @@ from picobot.llm.base import (
     collect,
 )
 from picobot.llm.openai import DEFAULT_OPENAI_MODEL, OpenAIProvider
-from picobot.llm.retry import RetryPolicy, parse_retry_after
+from picobot.llm.retry import RetryPolicy
 from picobot.llm.sse import SSEEvent, SSEParser
 
 from .conftest import HELLO, WEATHER, FakeLLMServer

@@ -23,12 +23,14 @@ import tomli_w
 from hypothesis import given
 from hypothesis import strategies as st
 
-from picobot.channels.websocket.protocol import (
+from picobot.channels.websocket.frames import (
     MAX_HISTORY_LIMIT,
     ClientChat,
     ClientConfirm,
     ClientHistory,
     ClientPing,
+)
+from picobot.channels.websocket.protocol import (
     ProtocolError,
     encode_client_message,
     parse_client_message,

@@ -27,10 +27,8 @@ from websockets.uri import parse_uri
 
 from picobot.channels.tui.app import run_chat
 from picobot.channels.tui.backend import HistoryLines
+from picobot.channels.websocket.frames import ClientChat, ClientConfirm, ClientHistory
 from picobot.channels.websocket.protocol import (
-    ClientChat,
-    ClientConfirm,
-    ClientHistory,
     ClientMessage,
     ProtocolError,
     ServerFrame,
@@ -147,7 +145,7 @@ class RemoteBackend:
 
     async def send(self, text: str) -> AsyncIterator[Outbound]:
         """Send one message (or slash command); yield the turn's events."""
-        message = ClientChat(text, id=self._next_id())
+        message = ClientChat(text=text, id=self._next_id())
         if self._max_bytes is not None:
             size = len(encode_client_message(message).encode("utf-8"))
             if size > self._max_bytes:
@@ -160,14 +158,18 @@ class RemoteBackend:
 
     async def confirm(self, token: str, answer: str) -> AsyncIterator[Outbound]:
         """Answer a confirmation request by its token; yield the resulting events."""
-        async for event in self._events(ClientConfirm(token, answer, id=self._next_id())):
+        async for event in self._events(
+            ClientConfirm(token=token, answer=answer, id=self._next_id())
+        ):
             yield event
 
     async def history(self, limit: int) -> tuple[str | None, HistoryLines]:
         """The current session id and its last ``limit`` (role, content) pairs."""
         try:
             # aclosing: returning from inside the loop must release the lock at once.
-            async with aclosing(self._exchange(ClientHistory(limit, id=self._next_id()))) as frames:
+            async with aclosing(
+                self._exchange(ClientHistory(limit=limit, id=self._next_id()))
+            ) as frames:
                 async for frame in frames:
                     if frame.type == "history":
                         return frame.session_id, list(frame.history)

@@ -28,10 +28,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from picobot.backoff import Backoff
 from picobot.channels.webhook.base import Platform, PlatformMessage, WebhookError
 from picobot.channels.webhook.workers import (
     TURN_TASK,
-    Backoff,
     DeliveryWorker,
     InboxWorker,
     WebhookStats,
@@ -109,7 +109,7 @@ class WebhookServer:
         self._delivery = DeliveryWorker(
             ctx,
             max_attempts=max_attempts,
-            backoff=Backoff(backoff_base_secs, backoff_cap_secs),
+            backoff=Backoff(base_secs=backoff_base_secs, cap_secs=backoff_cap_secs),
             clock=clock,
         )
         # A processed message with replies is the delivery worker's cue.

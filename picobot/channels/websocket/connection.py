@@ -18,12 +18,9 @@ from websockets.exceptions import ConnectionClosed, ConnectionClosedError
 from websockets.frames import CloseCode
 from websockets.protocol import State
 
+from picobot.channels.websocket.frames import ClientChat, ClientConfirm, ClientHistory, ClientPing
 from picobot.channels.websocket.protocol import (
-    ClientChat,
-    ClientConfirm,
-    ClientHistory,
     ClientMessage,
-    ClientPing,
     ProtocolError,
     TokenBucket,
     encode_end,

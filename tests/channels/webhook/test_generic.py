@@ -13,8 +13,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from picobot.backoff import retry_after_secs
 from picobot.channels.webhook.base import DeliveryError, WebhookError
-from picobot.channels.webhook.common import ReplyApi, retry_after_secs
+from picobot.channels.webhook.common import ReplyApi
 from picobot.channels.webhook.platforms.generic import GenericPlatform, sign
 from picobot.config.channels import GenericWebhookSettings
 from picobot.errors import ConfigError
