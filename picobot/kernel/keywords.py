@@ -9,7 +9,7 @@ and the column names are the store's; it is re-exported here for the kernel's us
 from __future__ import annotations
 
 from picobot.store.search import fts_query
-from picobot.store.terms import STOP_WORDS, words
+from picobot.store.terms import STOP_WORDS, UNSPACED_CHAR, words
 
 __all__ = ["STOP_WORDS", "extract_terms", "fts_query"]
 
@@ -22,12 +22,21 @@ def extract_terms(text: str, max_terms: int = 8) -> list[str]:
 
     Lowercased words of two or more letters or digits, without stop words and
     duplicates. Length stands in for rarity: long words are the specific ones
-    (names, places, topics); ties keep their order in the text.
+    (names, places, topics); ties keep their order in the text. In scripts written
+    without spaces (Chinese, Japanese, Korean, Thai) every pair of neighbouring
+    characters is a term, searched as a phrase.
     """
     if max_terms <= 0:
         return []
     seen: dict[str, None] = {}
+    previous = ""
     for word in words(text.lower()):
+        if UNSPACED_CHAR.match(word):
+            if previous:
+                seen.setdefault(previous + word)
+            previous = word
+            continue
+        previous = ""
         if 2 <= len(word) <= MAX_TERM_CHARS and word not in STOP_WORDS:
             seen.setdefault(word)
     # sorted() is stable, so equal lengths stay in first-appearance order.

@@ -31,9 +31,25 @@ WORD = re.compile(rf"(?:[^\W_]|[{_MARKS}])+")
 _WORD_CLASS = re.compile(rf"[\w{_MARKS}]+")
 
 
+# Scripts written without spaces between words (Han, kana, Hangul syllables, Thai):
+# each character is a word of its own, and a query term of several is matched as a
+# phrase (consecutive characters), so any part of a run can be found.
+_UNSPACED = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
+UNSPACED_GLOB = f"*[{_UNSPACED}]*"
+"""An SQL GLOB pattern matching text that holds a character of an unspaced script."""
+_UNSPACED_SPLIT = re.compile(f"[{_UNSPACED}]|[^{_UNSPACED}]+")
+
+
 def words(text: str) -> list[str]:
-    """``WORD.findall(text)``, in half the time (the index and keywords split every text)."""
-    return _WORD_CLASS.findall(text.replace("_", " "))
+    """``WORD.findall(text)``, in half the time (the index and keywords split every text).
+
+    A character of an unspaced script (:data:`UNSPACED_CHAR`) is a word by itself.
+    """
+    found: list[str] = _WORD_CLASS.findall(text.replace("_", " "))
+    if text.isascii() or not UNSPACED_CHAR.search(text):
+        return found
+    return [part for word in found for part in _UNSPACED_SPLIT.findall(word)]
 
 
 _STOP_WORDS_TEXT = """
@@ -61,7 +77,9 @@ def has_content(text: str) -> bool:
     Recall skips messages without one ("ok", "thanks!") when it adds context around a
     hit: they cost tokens and answer nothing.
     """
-    return any(len(w) > 1 and w not in STOP_WORDS for w in words(text.lower()))
+    return any(
+        (len(w) > 1 and w not in STOP_WORDS) or UNSPACED_CHAR.match(w) for w in words(text.lower())
+    )
 
 
 INDEX_TEXT_FUNCTION = "picobot_index_text"
