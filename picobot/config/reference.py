@@ -255,7 +255,7 @@ a config error that names the key and never shows the value.
 
 `picobot check-config [FILE]` validates a file (by default the one PicoBot would load)
 by itself, without the environment, and prints `FILE: ok`, or one line per bad key with
-the reason, unknown keys included, and exits with status 2. It then checks the
+the reason on stderr, unknown keys included, and exits with status 3. It then checks the
 `PICOBOT_*` variables on top of the file; their problems start with `environment:` and
 name the variable, e.g.
 `environment: PICOBOT_LLM__TEMPERATURE (llm.temperature): Input should be less than or equal to 2`.

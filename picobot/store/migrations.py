@@ -23,6 +23,7 @@ from picobot.store.migrations_search import (
     m005_user_terms,
     m006_deferred_message_index,
     m009_search_tidy_steps,
+    m011_split_unspaced_scripts,
 )
 
 if TYPE_CHECKING:
@@ -269,6 +270,7 @@ MIGRATIONS: list[Migration] = [
     m007_message_sources,
     m008_memory_revisions,
     m009_search_tidy_steps,
+    m011_split_unspaced_scripts,
 ]
 
 

@@ -6,6 +6,7 @@ argument and refuses unknown ones. :func:`format_hits` is shared with ``/search`
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from typing import Annotated, Any
@@ -16,7 +17,8 @@ from picobot.errors import UserError
 from picobot.kernel.context import Action, Scope, ToolContext
 from picobot.kernel.keywords import extract_terms
 from picobot.llm.base import ToolSpec
-from picobot.store.search import SearchHit, SearchIndex
+from picobot.store.recall import RecallQuery, recall_records
+from picobot.store.search import MAX_LIMIT, SearchHit, SearchIndex
 from picobot.tools.base import Arguments, argument_schema, parse_arguments
 
 SNIPPET_CHARS = 300
@@ -81,6 +83,16 @@ def format_hits(hits: Sequence[SearchHit], terms: Sequence[str] = ()) -> str:
     return "\n".join(lines)
 
 
+async def ranked(
+    index: SearchIndex, user_id: str, terms: Sequence[str], limit: int
+) -> list[SearchHit]:
+    """The best ``limit`` records for ``terms``, ranked as the prompt's recall ranks them:
+    matches with the messages around them (:mod:`picobot.store.recall`), memories too."""
+    limit = max(1, min(limit, MAX_LIMIT))
+    query = RecallQuery(user_id, terms, candidates=limit, context_hits=limit, include_memories=True)
+    return (await index.read_fresh(functools.partial(recall_records, query=query)))[:limit]
+
+
 class MemorySearchTool:
     """Lets the model search the caller's past messages and saved memories by keywords."""
 
@@ -112,5 +124,4 @@ class MemorySearchTool:
                 "The query has no searchable words (only very common ones); "
                 "use names, places or topics."
             )
-        hits = await self._index.search(ctx.user_id, terms, limit=parsed.top_k)
-        return format_hits(hits, terms)
+        return format_hits(await ranked(self._index, ctx.user_id, terms, parsed.top_k), terms)
