@@ -127,9 +127,9 @@ def _merge(out: EnvInput, path: Path_, value: Any, var: Variable) -> None:
         node = child
     below = node.get(path[-1])
     node[path[-1]] = deep_merge(below, value) if isinstance(below, dict) else value
-    out.provenance[path] = var
-    for sub in _leaves(value, path):
-        out.provenance[sub] = var
+    # Only the keys it holds: a file key beside them in the same section is the file's.
+    for leaf in _leaves(value, path):
+        out.provenance[leaf] = var
 
 
 def deep_merge(base: dict[str, Any], top: Any) -> Any:
@@ -144,10 +144,11 @@ def deep_merge(base: dict[str, Any], top: Any) -> Any:
 
 
 def _leaves(value: Any, path: Path_) -> Iterator[Path_]:
-    if isinstance(value, dict):
-        for key, child in value.items():
-            yield (*path, str(key))
-            yield from _leaves(child, (*path, str(key)))
+    if not isinstance(value, dict):
+        yield path
+        return
+    for key, child in value.items():
+        yield from _leaves(child, (*path, str(key)))
 
 
 def _secret_names(

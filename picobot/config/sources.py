@@ -115,7 +115,7 @@ def read_secret(name: str, environ: Mapping[str, str] | None = None) -> str:
             if var.name == name:
                 return var.value.strip()
     folder = secrets_dir(env)
-    if folder is not None and (folder / name).is_file():
+    if folder is not None and name in _listing(folder):
         return _read(folder / name).strip()
     return ""
 
@@ -133,19 +133,23 @@ def _read(path: Path) -> str:
         raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
 
 
-def _secret_files(folder: Path) -> list[Variable]:
+def _listing(folder: Path) -> list[str]:
+    """The entries of the secrets directory, sorted; a ConfigError if it cannot be read."""
     try:
-        entries = sorted(os.scandir(folder), key=lambda entry: entry.name)
+        return sorted(os.listdir(folder))
     except OSError as exc:
         raise ConfigError(
             f"secrets directory {folder} cannot be read: {exc.strerror}"
             f" (set {SECRETS_DIR_ENV} to another directory, or to nothing to read none)"
         ) from None
+
+
+def _secret_files(folder: Path) -> list[Variable]:
     # Only PICOBOT_* files are settings; others (e.g. OPENAI_API_KEY) wait for read_secret.
     return [
-        Variable(entry.name, _read(Path(entry.path)).strip(), entry.path, priority=0)
-        for entry in entries
-        if _picobot(entry.name)
+        Variable(name, _read(folder / name).strip(), str(folder / name), priority=0)
+        for name in _listing(folder)
+        if _picobot(name)
     ]
 
 
