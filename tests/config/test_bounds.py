@@ -14,6 +14,15 @@ from picobot.errors import ConfigError
 
 WriteConfig = Callable[..., Path]
 
+
+def refused(write_config: WriteConfig, toml: str) -> list[str]:
+    """The problems of loading ``toml`` as ./config.toml (which must fail)."""
+    write_config(toml)
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    return info.value.problems
+
+
 # (table, key, largest value allowed): each was unbounded and broke PicoBot above it.
 BOUNDS = [
     # The retention cutoff fell before year 1: `retention run` and /api/v1/retention crashed.
@@ -50,17 +59,14 @@ def test_a_bounded_key_loads_at_its_bound_and_is_refused_past_it(
     write_config(config(top))
     load_settings()
     for bad in (top + 1, 2**63):
-        write_config(config(bad))
-        with pytest.raises(ConfigError) as info:
-            load_settings()
-        (problem,) = info.value.problems
+        (problem,) = refused(write_config, config(bad))
         assert problem.startswith(f"{table}.{key}: Input should be less than or equal to {top}")
 
 
 def test_the_context_budget_bound(write_config: WriteConfig) -> None:
-    write_config('[llm]\nprovider = "openai"\n[session.memory]\ncontext_budget_tokens = 1048577\n')
-    with pytest.raises(ConfigError, match=r"context_budget_tokens: .* 1048576"):
-        load_settings()
+    toml = '[llm]\nprovider = "openai"\n[session.memory]\ncontext_budget_tokens = 1048577\n'
+    (problem,) = refused(write_config, toml)
+    assert problem.startswith("session.memory.context_budget_tokens: ") and "1048576" in problem
 
 
 @pytest.mark.parametrize("value", ["inf", "-inf", "nan"])
@@ -72,10 +78,8 @@ def test_infinite_or_nan_floats_are_refused(
     write_config: WriteConfig, table: str, key: str, value: str
 ) -> None:
     # Valid TOML, but no timeout or interval works with them.
-    write_config(f"[{table}]\n{key} = {value}\n")
-    with pytest.raises(ConfigError) as info:
-        load_settings()
-    assert any(p.startswith(f"{table}.{key}: ") for p in info.value.problems)
+    problems = refused(write_config, f"[{table}]\n{key} = {value}\n")
+    assert any(p.startswith(f"{table}.{key}: ") for p in problems)
 
 
 def test_retention_runs_at_the_largest_age_and_refuses_a_larger_one(

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from picobot.cli.main import main
 from picobot.config.settings import load_settings
+from tests.cli.test_main import run_picobot
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,30 +64,16 @@ def test_status_says_which_data_directory_and_why(
     assert not user_data.exists()  # status creates nothing
 
 
-def run_picobot(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PICOBOT_")}
-    env.update(XDG_DATA_HOME=str(home / "xdg-data"), HOME=str(home), PICOBOT_SECRETS_DIR="")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    return subprocess.run(  # noqa: S603 - fixed argv, our own interpreter
-        [sys.executable, "-m", "picobot", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_any_directory_finds_the_same_database(tmp_path: Path) -> None:
     one, two = tmp_path / "one", tmp_path / "two"
     one.mkdir()
     two.mkdir()
-    created = run_picobot("migrate", cwd=one, home=tmp_path)
+    # The subprocess inherits XDG_DATA_HOME and HOME under tmp_path from `isolated`.
+    created = run_picobot("migrate", cwd=one)
     assert created.returncode == 0, created.stderr
     db = tmp_path / "xdg-data" / "picobot" / "conversations.db"
     assert f"database: {db}" in created.stdout
-    status = run_picobot("status", cwd=two, home=tmp_path)
+    status = run_picobot("status", cwd=two)
     assert status.returncode == 0, status.stderr
     assert f"database: {db}\n" in status.stdout and "schema version" in status.stdout
     assert not (one / "data").exists() and not (two / "data").exists()
