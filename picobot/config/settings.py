@@ -24,16 +24,11 @@ from picobot.config.channels import ChannelsSettings, ServerSettings
 from picobot.config.environment import EnvInput, deep_merge, env_input
 from picobot.config.location import DataLocation, locate_data_dir
 from picobot.config.sections import EnvName, HttpUrl, RegexPattern, Section
-from picobot.config.sources import (
-    CONFIG_ENV,
-    DEFAULT_CONFIG_FILE,
-    config_path,
-    gather,
-    read_toml,
-)
+from picobot.config.sources import CONFIG_ENV as CONFIG_ENV
+from picobot.config.sources import DEFAULT_CONFIG_FILE as DEFAULT_CONFIG_FILE
+from picobot.config.sources import config_path as config_path
+from picobot.config.sources import gather, read_toml
 from picobot.errors import ConfigError
-
-__all__ = ["CONFIG_ENV", "DEFAULT_CONFIG_FILE", "Settings", "config_path", "load_settings"]
 
 _INPUT: ContextVar[dict[str, Any] | None] = ContextVar("picobot_config_input", default=None)
 DAY_SECS = 86_400
