@@ -38,22 +38,6 @@ REMOTE_KEY_ENV = "PICOBOT_WS_KEY"
 """Default of ``picobot tui --key-env``: the WebSocket key of a TUI attached to a server."""
 
 
-@dataclass(frozen=True, slots=True)
-class Variable:
-    """One ``NAME=value`` pair and where it was found ("" = the process environment)."""
-
-    name: str
-    value: str
-    origin: str = ""
-    priority: int = 2
-    """Which value wins: 2 the environment, 1 the ``.env`` file, 0 the secrets directory."""
-
-    @property
-    def label(self) -> str:
-        """The name, and the file it came from unless that is the environment."""
-        return f"{self.name} in {self.origin}" if self.origin else self.name
-
-
 def env_file(environ: Mapping[str, str] | None = None) -> Path | None:
     """The ``.env`` file to read, or None: none named and no ``./.env``, or switched off."""
     return _located(environ, ENV_FILE_ENV, DEFAULT_ENV_FILE)
@@ -76,6 +60,22 @@ def _located(environ: Mapping[str, str] | None, variable: str, default: str) -> 
     return path if path.exists() else None
 
 
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One ``NAME=value`` pair and where it was found ("" = the process environment)."""
+
+    name: str
+    value: str
+    origin: str = ""
+    priority: int = 2
+    """Which value wins: 2 the environment, 1 the ``.env`` file, 0 the secrets directory."""
+
+    @property
+    def label(self) -> str:
+        """The name, and the file it came from unless that is the environment."""
+        return f"{self.name} in {self.origin}" if self.origin else self.name
+
+
 def gather(environ: Mapping[str, str] | None = None) -> list[Variable]:
     """Every ``PICOBOT_*`` variable of the three sources (each tells its priority).
 
@@ -87,7 +87,7 @@ def gather(environ: Mapping[str, str] | None = None) -> list[Variable]:
     found: list[Variable] = []
     folder = secrets_dir(env)
     if folder is not None:
-        found += [var for var in _secret_files(folder) if _picobot(var.name)]
+        found += _secret_files(folder)
     dotenv = env_file(env)
     if dotenv is not None:
         found += [var for var in parse_env_file(dotenv) if _picobot(var.name)]
@@ -174,7 +174,8 @@ def parse_env_file(path: Path) -> list[Variable]:
         if match is None or value is None:
             raise ConfigError(
                 f"{path} line {number}: not NAME=value (one per line; quotes must close on"
-                " the same line)"
+                f" the same line; set {ENV_FILE_ENV} to another file, or to nothing to read"
+                " none)"
             )
         variables.append(Variable(match.group(1), value, f"{path} line {number}", priority=1))
     return variables
