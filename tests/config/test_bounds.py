@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from picobot.cli.common import EXIT_CONFIG
 from picobot.cli.main import main
 from picobot.config.settings import load_settings
 from picobot.errors import ConfigError
@@ -91,7 +92,7 @@ def test_retention_runs_at_the_largest_age_and_refuses_a_larger_one(
     assert "(36500 days ago)" in capsys.readouterr().out
     # Was a traceback: "year -712 is out of range".
     write_config("[session.retention]\nmax_age_days = 1000000\n")
-    assert main(["retention", "run", "--dry-run"]) == 2
+    assert main(["retention", "run", "--dry-run"]) == EXIT_CONFIG
     err = capsys.readouterr().err
     assert "session.retention.max_age_days: Input should be less than or equal to 36500" in err
     assert "Traceback" not in err
@@ -106,8 +107,8 @@ def test_check_config_refuses_the_redaction_pattern_serve_would_refuse(
 ) -> None:
     # check-config used to pass it; serve then failed building the redactor.
     write_config(f"[privacy]\nextra_redaction_patterns = ['EMP-\\d+', '{pattern}']\n")
-    assert main(["check-config"]) == 2
-    (line,) = capsys.readouterr().out.splitlines()
+    assert main(["check-config"]) == EXIT_CONFIG
+    (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(
         f"config.toml: privacy.extra_redaction_patterns.1: Value error, {reason}"
     )

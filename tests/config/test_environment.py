@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from picobot.cli.common import EXIT_CONFIG
 from picobot.cli.main import main
 from picobot.config.settings import Settings, load_settings
 from picobot.errors import ConfigError
@@ -118,8 +119,8 @@ def test_tui_key_env_is_a_secret_not_a_typo(
     status = main(["tui", "--connect", "ws://127.0.0.1:1/ws", "--key-env", "PICOBOT_REMOTE_KEY"])
     assert status == 1
     assert "no such setting" not in capsys.readouterr().err
-    assert main(["check-config"]) == 2
-    assert "PICOBOT_REMOTE_KEY: no such setting" in capsys.readouterr().out
+    assert main(["check-config"]) == EXIT_CONFIG
+    assert "PICOBOT_REMOTE_KEY: no such setting" in capsys.readouterr().err
 
 
 def test_variable_names_are_not_case_sensitive(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from picobot.cli.common import EXIT_ATTENTION, EXIT_OK
 from picobot.cli.main import main
 from picobot.config.settings import load_settings
 from tests.cli.test_main import run_picobot
@@ -56,7 +57,7 @@ def test_the_choice_is_made_once_per_load(user_data: Path, tmp_path: Path) -> No
 def test_status_says_which_data_directory_and_why(
     user_data: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["status"]) == 0
+    assert main(["status"]) == EXIT_OK
     first = capsys.readouterr().out.splitlines()[0]
     assert first == (
         f"data directory: {user_data} (the user data directory: no ./config.toml or ./data here)"
@@ -74,7 +75,8 @@ def test_any_directory_finds_the_same_database(tmp_path: Path) -> None:
     db = tmp_path / "xdg-data" / "picobot" / "conversations.db"
     assert f"database: {db}" in created.stdout
     status = run_picobot("status", cwd=two)
-    assert status.returncode == 0, status.stderr
+    # Attention (4): retention has never run in this new database.
+    assert status.returncode == EXIT_ATTENTION, status.stderr
     assert f"database: {db}\n" in status.stdout and "schema version" in status.stdout
     assert not (one / "data").exists() and not (two / "data").exists()
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from picobot.cli.common import EXIT_CONFIG
 from picobot.cli.main import main
 from picobot.config.settings import load_settings
 from picobot.config.sources import parse_env_file, read_secret
@@ -160,8 +161,9 @@ def test_check_config_reports_env_file_problems_by_line(
 ) -> None:
     write_config("[llm]\nmax_tokens = 100\n")
     write_config("PICOBOT_PRIVACYY__REDACT_SECRETS=false\n", name=".env")
-    assert main(["check-config"]) == 2
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == "config.toml: ok"
-    assert out[1].startswith("environment: PICOBOT_PRIVACYY__REDACT_SECRETS in .env line 1:")
-    assert out[1].endswith("did you mean PICOBOT_PRIVACY__REDACT_SECRETS?")
+    assert main(["check-config"]) == EXIT_CONFIG
+    out, err = capsys.readouterr()
+    assert out == "config.toml: ok\n"
+    (line,) = err.splitlines()
+    assert line.startswith("environment: PICOBOT_PRIVACYY__REDACT_SECRETS in .env line 1:")
+    assert line.endswith("did you mean PICOBOT_PRIVACY__REDACT_SECRETS?")
