@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
@@ -36,6 +35,7 @@ from picobot.admin.openapi import OPENAPI
 from picobot.admin.routes_data import DataRoutes
 from picobot.admin.routes_ops import OpsRoutes
 from picobot.config.channels import ServerSettings
+from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, StoreUnavailable, UserError
 from picobot.metrics import METRICS, PicobotMetrics
 from picobot.privacy.controller import Actor, PrivacyController
@@ -79,9 +79,8 @@ def load_admin_keys(
     settings: ServerSettings, environ: Mapping[str, str] | None = None
 ) -> list[str]:
     """The operator keys from the env var named by ``admin_api_keys_env`` ([] if unset)."""
-    env = os.environ if environ is None else environ
     name = settings.admin_api_keys_env
-    return parse_admin_keys(env.get(name, ""), name)
+    return parse_admin_keys(read_secret(name, environ), name)
 
 
 def operator_actor(key: str) -> Actor:
