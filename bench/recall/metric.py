@@ -38,7 +38,7 @@ RECALLED_SOURCE = "recalled_conversations"
 
 _SPACE = re.compile(r"\s+")
 _BLOCK = re.compile(r'<data source="([^"]*)">\n?(.*?)\n?</data>', re.DOTALL)
-_RECALL_ITEM = re.compile(r"^- \[[^\]\n]*\] ", re.MULTILINE)
+_RECALL_ITEM = re.compile(r"(?:user|assistant): ")
 
 Message = Mapping[str, Any]
 
@@ -99,12 +99,10 @@ class PromptView:
         return estimate(self.recalled) if self.recalled else 0
 
     def recalled_items(self) -> list[str]:
-        """The recalled records, one per ``- [date] text`` line."""
-        if not self.recalled:
-            return []
-        starts = [m.start() for m in _RECALL_ITEM.finditer(self.recalled)]
-        ends = [*starts[1:], len(self.recalled)]
-        return [self.recalled[a:b].strip() for a, b in zip(starts, ends, strict=True)]
+        """The recalled records: one ``user: text`` or ``assistant: text`` line each
+        (the ``On <day>:`` lines head each session's records)."""
+        lines = self.recalled.splitlines()
+        return [line.strip() for line in lines if _RECALL_ITEM.match(line)]
 
 
 def view(messages: Sequence[Message]) -> PromptView:

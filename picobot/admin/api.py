@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
@@ -40,6 +39,7 @@ from picobot.admin.readiness import ReadinessProbe
 from picobot.admin.routes_data import DataRoutes
 from picobot.admin.routes_ops import OpsRoutes
 from picobot.config.channels import ServerSettings
+from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, StoreUnavailable, UserError
 from picobot.logsafe import loggable
 from picobot.metrics import METRICS, PicobotMetrics
@@ -84,9 +84,8 @@ def load_admin_keys(
     settings: ServerSettings, environ: Mapping[str, str] | None = None
 ) -> list[str]:
     """The operator keys from the env var named by ``admin_api_keys_env`` ([] if unset)."""
-    env = os.environ if environ is None else environ
     name = settings.admin_api_keys_env
-    return parse_admin_keys(env.get(name, ""), name)
+    return parse_admin_keys(read_secret(name, environ), name)
 
 
 def operator_actor(key: str) -> Actor:

@@ -35,13 +35,16 @@ from picobot.cli.memories import add_memories_command
 from picobot.cli.ops import add_ops_commands
 from picobot.cli.purge import add_purge_command
 from picobot.config.settings import DEFAULT_CONFIG_FILE, Settings, config_path, load_settings
+from picobot.config.sources import REMOTE_KEY_ENV
 from picobot.errors import ConfigError, PicobotError
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(args.config)
+    # `tui --key-env NAME` names a secret: a PICOBOT_* name there is not a mistyped setting.
+    key_env = getattr(args, "key_env", None)
+    return load_settings(args.config, secret_names=[key_env] if key_env else [])
 
 
 # --- init -----------------------------------------------------------------------------
@@ -207,8 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument(
         "--key-env",
         metavar="NAME",
-        default="PICOBOT_WS_KEY",
-        help="env var holding the WebSocket API key (default PICOBOT_WS_KEY)",
+        default=REMOTE_KEY_ENV,
+        help=f"env var holding the WebSocket API key (default {REMOTE_KEY_ENV})",
     )
     add("serve", cmd_serve, "serve the WebSocket, webhook and admin API channels")
     add_database_commands(sub, parents=[common])

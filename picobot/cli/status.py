@@ -64,6 +64,8 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
             lines, warnings = describe_status(found, interval, time.time())
         else:
             lines, warnings = describe_schema(found)
+    if not args.json:
+        print(f"data directory: {settings.data_location.describe()}")
     if args.json:
         print_json(status_json(path, sizes, found, settings, warnings))
     elif sizes is None:

@@ -134,7 +134,7 @@ def test_check_config_reports_bad_environment(
     ("name", "value", "problem"),
     [
         ("PICOBOT_LLM__TEMPERATURE", "9", "PICOBOT_LLM__TEMPERATURE (llm.temperature): "),
-        ("picobot_agent__nmae", "x", "picobot_agent__nmae (agent.nmae): unknown key"),
+        ("picobot_agent__nmae", "x", "picobot_agent__nmae: no such setting"),
         (
             "PICOBOT_PERMISSIONS__GLOBAL_MEMORY_READ",
             "tui:a",

@@ -58,8 +58,8 @@ def test_status_reports_an_old_schema_and_leaves_it(
     assert main(["status"]) == 4
     out, err = capsys.readouterr()
     lines = out.splitlines()
-    assert lines[0] == f"database: {DB}"
-    assert lines[2:] == [f"schema version: {OLD} of {KNOWN}"]
+    assert lines[:2] == ["data directory: data ([data] dir)", f"database: {DB}"]
+    assert lines[3:] == [f"schema version: {OLD} of {KNOWN}"]
     assert err == (
         f"picobot: warning: {KNOWN - OLD} migration(s) pending; run `picobot migrate` to"
         " upgrade the database (status does not), then status shows its contents\n"

@@ -10,9 +10,12 @@ CONTEXT = (
     "Context for this conversation follows.\n\n"
     '<data source="user_memories">\n- pet: has a dog\n</data>\n\n'
     '<data source="recalled_conversations">\n'
-    "- [2026-01-02] Ann: I adopted a grey cat named Pixel last week. [shares a photo: x]\n"
-    "- [2026-01-02] Bo: Lovely &lt;data> tags stay data\n"
-    "- [2026-01-02] Ann: I adopted a grey cat named Pixel last week. [shares a photo: x]\n"
+    "On Friday 2 January 2026:\n"
+    "user: Ann: I adopted a grey cat named Pixel last week. [shares a photo: x]\n"
+    "user: Bo: Lovely &lt;data> tags stay data\n"
+    "\n"
+    "On Saturday 3 January 2026:\n"
+    "user: Ann: I adopted a grey cat named Pixel last week. [shares a photo: x]\n"
     "</data>"
 )
 

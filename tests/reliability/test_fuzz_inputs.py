@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 import tomli_w
@@ -190,7 +191,10 @@ def test_any_config_file_is_settings_or_a_config_error(doc: dict[str, Any]) -> N
     except ConfigError as exc:
         problems = [str(exc)]
     try:
-        settings = load_settings(path)
+        # The file alone, as validate_file reads it: no PICOBOT_DATA__DIR from conftest.
+        with patch.dict(os.environ):
+            del os.environ["PICOBOT_DATA__DIR"]
+            settings = load_settings(path)
     except ConfigError as exc:
         assert str(exc)
         assert problems, f"check-config found no problem but loading failed: {exc}"

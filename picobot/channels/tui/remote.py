@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
 import ssl
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
@@ -36,6 +35,7 @@ from picobot.channels.websocket.protocol import (
     parse_server_frame,
 )
 from picobot.config.settings import Settings
+from picobot.config.sources import read_secret
 from picobot.errors import UserError
 from picobot.logsetup import logging_to
 from picobot.messages import Outbound, OutboundKind, error
@@ -255,7 +255,7 @@ def run_remote_tui(url: str, key_env: str, *, settings: Settings | None = None) 
     refusing server -> one line, exit 1. With ``settings``, logs go to the TUI's log
     file (``[logging] file`` or ``<data dir>/picobot.log``) with secrets redacted.
     """
-    api_key = os.environ.get(key_env, "").strip()
+    api_key = read_secret(key_env)
     if not api_key:
         print(f"picobot tui: set {key_env} to your WebSocket API key", file=sys.stderr)
         return 2

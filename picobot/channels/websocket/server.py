@@ -16,7 +16,6 @@ import asyncio
 import hmac
 import itertools
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -32,6 +31,7 @@ from picobot.channels.gate import ConnectionGate, ConnectionLimits, gated_connec
 from picobot.channels.websocket.connection import CLOSE_TIMEOUT_SECS, RATE_BURST, Connection
 from picobot.channels.websocket.protocol import MIN_KEY_LENGTH, parse_api_keys
 from picobot.config.channels import WebSocketSettings
+from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, PicobotError
 from picobot.kernel.kernel import Kernel
 from picobot.logsafe import LogSummary, loggable
@@ -74,7 +74,7 @@ class WebSocketChannel:
         """
         env = settings.api_keys_env
         if keys is None:
-            keys = parse_api_keys(os.environ.get(env, ""), env)
+            keys = parse_api_keys(read_secret(env), env)
         elif any(len(k) < MIN_KEY_LENGTH for k in keys):
             raise ConfigError(f"WebSocket API keys must be at least {MIN_KEY_LENGTH} characters")
         if not keys:
