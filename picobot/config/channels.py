@@ -9,6 +9,13 @@ from pydantic import AfterValidator, Field
 
 from picobot.config.sections import EnvName, HttpUrl, Section
 
+HOUR_SECS = 3600
+"""Upper bound of the network deadlines: longer ones protect nothing."""
+MAX_CONNECTIONS = 1_000_000
+"""Upper bound of the connection caps, far above any open-file limit."""
+MAX_FREE_MB = 1_048_576
+"""Upper bound of the free space /readyz asks for (1 TiB)."""
+
 
 def _url_path(value: str) -> str:
     if not re.fullmatch(r"/[^\s?#]*", value):
@@ -62,12 +69,12 @@ class WebSocketSettings(Section):
     """A connection that does not answer a ping within this time is closed."""
     send_queue_size: int = Field(default=256, ge=1)
     """Events buffered for a slow client before its connection is closed."""
-    max_connections: int = Field(default=256, ge=1)
+    max_connections: int = Field(default=256, ge=1, le=MAX_CONNECTIONS)
     """Connections open at once, handshakes included; more are answered 503 and closed.
     Together with [server] max_connections, keep it below the open-file limit (ulimit -n)."""
-    max_connections_per_peer: int = Field(default=32, ge=0)
+    max_connections_per_peer: int = Field(default=32, ge=0, le=MAX_CONNECTIONS)
     """Connections open at once from one IP address (0 = no cap, e.g. behind a proxy)."""
-    handshake_timeout_secs: float = Field(default=10.0, gt=0)
+    handshake_timeout_secs: float = Field(default=10.0, gt=0, le=HOUR_SECS)
     """A connection must complete its opening handshake within this time, else it is closed."""
 
 
@@ -181,24 +188,24 @@ class ServerSettings(Section):
     them double from 1 s up to 5 min, so 8 span about 2 minutes of outage, 20 about an hour."""
     shutdown_grace_secs: float = Field(default=10.0, ge=0)
     """How long `serve` lets in-flight turns finish on SIGINT/SIGTERM."""
-    max_connections: int = Field(default=512, ge=1)
+    max_connections: int = Field(default=512, ge=1, le=MAX_CONNECTIONS)
     """Connections open at once; more are answered 503 and closed. Together with
     [channels.websocket] max_connections, keep it below the open-file limit (ulimit -n)."""
-    max_connections_per_peer: int = Field(default=64, ge=0)
+    max_connections_per_peer: int = Field(default=64, ge=0, le=MAX_CONNECTIONS)
     """Connections open at once from one IP address (0 = no cap; behind a reverse proxy
     every connection comes from the proxy)."""
-    header_timeout_secs: float = Field(default=10.0, gt=0)
+    header_timeout_secs: float = Field(default=10.0, gt=0, le=HOUR_SECS)
     """A request's head (request line and headers) must arrive within this time of the
     connection or of its first byte, else 408 and the connection is closed."""
-    body_timeout_secs: float = Field(default=30.0, gt=0)
+    body_timeout_secs: float = Field(default=30.0, gt=0, le=HOUR_SECS)
     """A request's body must arrive within this time of its head, else it is dropped."""
-    keepalive_timeout_secs: float = Field(default=15.0, gt=0)
+    keepalive_timeout_secs: float = Field(default=15.0, gt=0, le=HOUR_SECS)
     """An idle connection between requests is closed after this time."""
-    admin_auth_max_failures: int = Field(default=10, ge=1)
+    admin_auth_max_failures: int = Field(default=10, ge=1, le=MAX_CONNECTIONS)
     """Failed admin API authentications allowed per IP address in a burst; past them the
     address gets 429 with Retry-After (its key is not even checked) and regains one try
     per admin_auth_window_secs / admin_auth_max_failures seconds."""
-    admin_auth_window_secs: float = Field(default=60.0, gt=0)
+    admin_auth_window_secs: float = Field(default=60.0, gt=0, le=24 * HOUR_SECS)
     """The window of admin_auth_max_failures: that many failures per window at most."""
-    ready_min_free_mb: int = Field(default=64, ge=0)
+    ready_min_free_mb: int = Field(default=64, ge=0, le=MAX_FREE_MB)
     """/readyz answers 503 when the data directory's disk has less free space (MiB)."""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from picobot.cli.common import EXIT_CONFIG, EXIT_OK
 from picobot.cli.main import main
 
 WriteConfig = Callable[..., Path]
@@ -19,8 +20,8 @@ def test_check_config_refuses_an_empty_host_in_the_file(
     write_config: WriteConfig, capsys: pytest.CaptureFixture[str], section: str, host: str
 ) -> None:
     path = write_config(f'[{section}]\nhost = "{host}"\n')
-    assert main(["check-config", str(path)]) == 2
-    out = capsys.readouterr().out
+    assert main(["check-config", str(path)]) == EXIT_CONFIG
+    out = capsys.readouterr().err
     assert out.startswith(f"{path}: {section}.host: ")
     assert "must not be empty" in out and "every interface" in out
 
@@ -37,8 +38,8 @@ def test_check_config_refuses_an_empty_host_from_an_unset_shell_variable(
 ) -> None:
     # PICOBOT_SERVER__HOST="$HOST" with HOST unset: the variable is there, and empty.
     monkeypatch.setenv(variable, "")
-    assert main(["check-config"]) == 2
-    out = capsys.readouterr().out
+    assert main(["check-config"]) == EXIT_CONFIG
+    out = capsys.readouterr().err
     assert f"environment: {variable} ({key}): " in out and "must not be empty" in out
 
 
@@ -47,4 +48,4 @@ def test_check_config_accepts_hosts_written_out(
     write_config: WriteConfig, capsys: pytest.CaptureFixture[str], host: str
 ) -> None:
     path = write_config(f'[server]\nhost = "{host}"\n[channels.websocket]\nhost = "{host}"\n')
-    assert main(["check-config", str(path)]) == 0
+    assert main(["check-config", str(path)]) == EXIT_OK
