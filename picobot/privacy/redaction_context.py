@@ -57,6 +57,11 @@ _LITERALS = (
     "none|null|nil|true|false|undefined|str|string|bytes|int|bool|optional|required"
     "|redacted|hidden|example|placeholder|dummy|bearer|basic"
 )
+# Words that tell a secret's state rather than being one ("token: expired").
+_STATES = (
+    "expired|revoked|rotated|invalid|valid|incorrect|wrong|missing|unset|empty|pending"
+    "|unknown|disabled|enabled|forgotten|changed|todo|tbd"
+)
 _NOT_A_VALUE = (
     rf"(?!(?i:{_LITERALS})(?!{_BARE}))"
     r"(?![A-Za-z_][A-Za-z_.]*[(\[])"
@@ -65,10 +70,14 @@ _NOT_A_VALUE = (
     rf"(?!\$\{{|\$[A-Z_][A-Z0-9_]*(?!{_BARE}))"
 )
 
-# Placeholders: type names and literals, template references, "your-..."/"..._here",
-# masks (`xxx`, `****`).
+# Placeholders: type names and literals, state words, YAML tags, template references,
+# "your-..."/"..._here", masks (`xxx`, `****`); and where a secret is kept rather than
+# the secret: a relative or home path, an absolute one under a system directory, an SSH
+# key's file name (a secret may well start with "/", as base64 does one time in 64).
 _PLACEHOLDER = re.compile(
-    rf"(?i:{_LITERALS}|!vault)"
+    rf"(?i:{_LITERALS}|{_STATES})|![A-Za-z]+"  # !Ref, !vault: a YAML tag, the value follows
+    r"|(?:~|\.\.?)/\S*|/(?:etc|home|run|var|usr|tmp|opt|root|srv|mnt|Users)/\S*"
+    r"|id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?"
     r"|<[^<>]*>|\{[^{}]*\}|\{\{.*\}\}|\$\{.*\}|\$\(.*\)|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_]+%"
     r"|(?i:your[ _-]?[a-z0-9 _.-]*|[a-z0-9 _-]*[_-]here)"
     r"|[-_. ]*(?:[xX][-_. ]*){3,}|[-_. ]*(?:[*#\u2022][-_. ]*){3,}"

@@ -94,6 +94,14 @@ PLACEHOLDERS = [
     "sk-...",
     "abc\u2026",
     "ghp_xxxxxxxxxxxxxxxx",
+    "~/.ssh/id_ed25519",
+    "./token.txt",
+    "/run/secrets/db_password",
+    "id_rsa",
+    "expired",
+    "Invalid",
+    "!Ref",
+    "!vault",
 ]
 
 
@@ -103,10 +111,12 @@ def test_placeholders_are_recognised(value: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "value", ["changeme", "changeit", "hunter2", "Tr0ub4dor&3", "s3cr3t", "letmein", "xyzzy"]
+    "value",
+    ["changeme", "changeit", "hunter2", "Tr0ub4dor&3", "s3cr3t", "letmein", "/K7MDENG/bPxRf"],
 )
 def test_real_weak_passwords_are_not_placeholders(value: str) -> None:
-    # "changeme" and "changeit" are defaults that ship and stay in use: credentials.
+    # "changeme" and "changeit" are defaults that ship and stay in use: credentials. A
+    # base64 secret may start with "/": only system directories make a path.
     assert not is_placeholder(value)
     assert redact(f"password={value}") == f"password={LABEL}"
 
