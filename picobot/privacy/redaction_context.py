@@ -172,6 +172,29 @@ CONTEXT_RULES: tuple[tuple[Rule, Accept], ...] = (
     ),
     (
         Rule(
+            # An XML element named like a label (Maven's settings.xml, Spring beans):
+            # <password>...</password>, <db.password>...</db.password>.
+            "labelled_secret",
+            rf"<[A-Za-z0-9_.:-]{{0,40}}?{_KEYWORDS}>(?P<secret>[^<\r\n]{{1,512}}+)</",
+            ("</",),
+            "the text of an XML element such as `<password>`",
+        ),
+        _accept_value,
+    ),
+    (
+        Rule(
+            # A .netrc entry: "machine HOST login USER password SECRET", on one line or
+            # several.
+            "labelled_secret",
+            r"\b(?:machine\s++\S++|default)(?:\s++(?:login|account|port)\s++\S++)*+"
+            r"\s++password\s++(?P<secret>\S++)",
+            ("password",),
+            "the password of a `.netrc` entry",
+        ),
+        _accept_value,
+    ),
+    (
+        Rule(
             # A passphrase is several words: the whole rest of the line is the value.
             "labelled_secret",
             rf"{_LABEL_START}(?i:passphrase)(?![A-Za-z0-9_]){_SEPARATOR}"

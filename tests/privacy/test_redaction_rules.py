@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from picobot.privacy.redaction import (
+    _ALL,
     _BUILTIN,
     BUILTIN_TYPES,
     Redactor,
@@ -250,10 +251,7 @@ def test_every_rule_has_a_documented_format_and_hints() -> None:
 
 # -- hints: skipping a rule is only allowed when it cannot match --------------------------
 
-_HINT_WORDS = sorted(
-    {literal for rule in TOKEN_RULES for literal in rule.hints}
-    | {"passphrase", "pass", "pw", "token", "secret", "key", "bearer", "authorization", "aws"}
-)
+_HINT_WORDS = sorted({word for rule, _ in _ALL for word in rule.hints})
 hint_text = st.lists(
     st.one_of(
         st.sampled_from(_HINT_WORDS),
@@ -298,6 +296,9 @@ def hostile_texts() -> list[str]:
         "password=your" + "-a" * (n // 2) + "!",
         'password="{{' + "}" * n + '"',
         '"password": "' + "secret" * (n // 6) + '"',
+        "<" + "password" * (n // 8) + "</",
+        "<a" * (n // 2) + "</",
+        "machine a login b " * (n // 18) + "password",
     ]
 
 
