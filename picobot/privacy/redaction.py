@@ -16,13 +16,13 @@ Likewise prose such as "my password is weak" is left alone: only the ``label: va
 and ``label=value`` forms are treated as a secret, because in prose nothing marks
 which word is the value. Even then a value that is a placeholder (``"string"``,
 ``<password>``, ``xxx``) or that reads as prose (``Password: minimum twelve
-characters``, ``Secret: Santa``) stays: see :func:`_reads_as_prose`.
+characters``, ``Secret: Santa``) stays: see :mod:`picobot.privacy.redaction_context`.
 
 Order matters: PEM blocks and vendor formats (data, in
-:mod:`picobot.privacy.redaction_rules`) run before the generic label rules so a
-labelled OpenAI key is reported as ``openai_key``, not ``labelled_secret``. Each rule
-is one compiled regex applied in one pass, and never inside an existing marker, which
-keeps ``redact`` idempotent.
+:mod:`picobot.privacy.redaction_rules`) run before the rules that read a label, a
+header or a URL, so a labelled OpenAI key is reported as ``openai_key``, not
+``labelled_secret``. Each rule is one compiled regex applied in one pass, and never
+inside an existing marker, which keeps ``redact`` idempotent.
 """
 
 from __future__ import annotations

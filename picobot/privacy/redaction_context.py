@@ -3,12 +3,14 @@
 A vendor format (:mod:`picobot.privacy.redaction_rules`) is a secret wherever it
 appears; these rules instead find a value by what surrounds it: a ``Bearer`` or
 ``Authorization:`` header, the password slot of a URL, a ``password``/``secret``/
-``token``/``api_key`` label. The value is then judged, as a regular expression cannot:
+``token``/``api_key`` label (also as an XML element, or in a ``.netrc``). The value is
+then judged, as a regular expression cannot:
 
 - a placeholder stays (:func:`is_placeholder`): type names and literals (``string``,
-  ``null``), template references (``<password>``, ``${DB_PASSWORD}``, ``{{ x }}``),
-  ``your-password``/``..._here``, a word holding a keyword (``YOUR_API_KEY``), masks
-  (``xxx``, ``****``) and elided examples (``sk-...``);
+  ``null``), state words (``expired``), YAML tags (``!Ref``), template references
+  (``<password>``, ``${DB_PASSWORD}``, ``{{ x }}``), ``your-password``/``..._here``, a
+  word holding a keyword (``YOUR_API_KEY``), masks (``xxx``, ``****``), elided examples
+  (``sk-...``) and where a secret is kept (``~/.ssh/id_ed25519``);
 - after ``label:`` and a space, an unquoted plain word that reads as prose stays
   (:func:`reads_as_prose`): ``Secret: Santa``, ``Password: minimum twelve characters``;
 - after ``passphrase``, the value is the rest of the line, since a passphrase is words.
@@ -93,10 +95,13 @@ _MORE_WORDS = re.compile(r"[,;:.!?]?[ \t]+[A-Za-z0-9]")
 
 
 def is_masked(secret: str) -> bool:
+    """Whether ``secret`` holds a mask run or an ellipsis: an example, not a credential."""
     return _MASKED.search(secret) is not None
 
 
 def is_placeholder(value: str) -> bool:
+    """Whether a value found after a label, a header or in a URL stands in for a secret
+    (or tells where one is) rather than being one."""
     if is_masked(value) or _PLACEHOLDER.fullmatch(value) is not None:
         return True
     return _WORD.fullmatch(value) is not None and _KEYWORD.search(value) is not None
