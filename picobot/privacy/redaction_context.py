@@ -80,7 +80,8 @@ _PLACEHOLDER = re.compile(
     rf"(?i:{_LITERALS}|{_STATES})|![A-Za-z]+"  # !Ref, !vault: a YAML tag, the value follows
     r"|(?:~|\.\.?)/\S*|/(?:etc|home|run|var|usr|tmp|opt|root|srv|mnt|Users)/\S*"
     r"|id_(?:rsa|dsa|ecdsa|ed25519)(?:\.pub)?"
-    r"|<[^<>]*>|\{[^{}]*\}|\{\{.*\}\}|\$\{.*\}|\$\(.*\)|\$[A-Za-z_][A-Za-z0-9_]*|%[A-Za-z_]+%"
+    # Environment variables are upper-case: "$uperSecret1" is a password.
+    r"|<[^<>]*>|\{[^{}]*\}|\{\{.*\}\}|\$\{.*\}|\$\(.*\)|\$[A-Z_][A-Z0-9_]*|%[A-Z_][A-Z0-9_]*%"
     r"|(?i:your[ _-]?[a-z0-9 _.-]*|[a-z0-9 _-]*[_-]here)"
     r"|[-_. ]*(?:[xX][-_. ]*){3,}|[-_. ]*(?:[*#\u2022][-_. ]*){3,}"
 )

@@ -84,6 +84,8 @@ PLACEHOLDERS = [
     "$(pass show db)",
     "$DB_PASSWORD",
     "%DB_PASSWORD%",
+    "XXXX",
+    "####",
     "your-password",
     "YOUR_API_KEY",
     "your_token_goes_here",
@@ -113,11 +115,22 @@ def test_placeholders_are_recognised(value: str) -> None:
 
 @pytest.mark.parametrize(
     "value",
-    ["changeme", "changeit", "hunter2", "Tr0ub4dor&3", "s3cr3t", "letmein", "/K7MDENG/bPxRf"],
+    [
+        "changeme",
+        "changeit",
+        "hunter2",
+        "Tr0ub4dor&3",
+        "s3cr3t",
+        "letmein",
+        "/K7MDENG/bPxRf",
+        "$uperSecret1",
+        "%ab%",
+    ],
 )
 def test_real_weak_passwords_are_not_placeholders(value: str) -> None:
     # "changeme" and "changeit" are defaults that ship and stay in use: credentials. A
-    # base64 secret may start with "/": only system directories make a path.
+    # base64 secret may start with "/": only system directories make a path; and
+    # environment variables are upper-case.
     assert not is_placeholder(value)
     assert redact(f"password={value}") == f"password={LABEL}"
 
