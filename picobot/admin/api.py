@@ -3,9 +3,11 @@
 Mounted by ``picobot serve`` on the same aiohttp Application as the webhooks, and only
 when operator keys are configured (``[server] admin_api_keys_env``): without keys there
 is no admin route at all. Every ``/api/v1`` route and ``/metrics`` needs
-``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; ``/healthz`` is public and
-says nothing but "ok" or "unavailable". Chat keys (WebSocket) are a different set and
-never open this API.
+``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; ``/healthz`` (liveness) and
+``/readyz`` (the store takes writes) are public and say nothing but which part is "ok"
+or "unavailable". Failed authentications are limited per peer (429 with Retry-After;
+:mod:`picobot.admin.auth_limit`). Chat keys (WebSocket) are a different set and never
+open this API.
 
 Each key acts as the operator ``api:<first 8 characters>``. Purges use the same
 two-step exchange as the chat: ``POST /api/v1/purge`` returns the exact counts and a
@@ -22,6 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from aiohttp import web
 from prometheus_client.registry import Collector
 
+from picobot.admin.auth_limit import FailedAuthLimit
 from picobot.admin.http import (
     ApiError,
     StreamAborted,
@@ -32,11 +35,13 @@ from picobot.admin.http import (
 from picobot.admin.metrics import MetricsEndpoint
 from picobot.admin.models import NoQuery
 from picobot.admin.openapi import OPENAPI
+from picobot.admin.readiness import ReadinessProbe
 from picobot.admin.routes_data import DataRoutes
 from picobot.admin.routes_ops import OpsRoutes
 from picobot.config.channels import ServerSettings
 from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, StoreUnavailable, UserError
+from picobot.logsafe import loggable
 from picobot.metrics import METRICS, PicobotMetrics
 from picobot.privacy.controller import Actor, PrivacyController
 from picobot.privacy.redaction import Redactor
@@ -136,12 +141,20 @@ class AdminAPI:
             runtime.db, settings.session.memory, Redactor.from_settings(settings.privacy).redact
         )
         self._ops = OpsRoutes(runtime.db, settings, runtime.tasks, privacy, self._clock)
+        server = settings.server
+        self._auth_limit = FailedAuthLimit(
+            server.admin_auth_max_failures, server.admin_auth_window_secs, clock=self._clock
+        )
+        self._readiness = ReadinessProbe(
+            runtime.db, server.ready_min_free_mb * 1024 * 1024, clock=self._clock
+        )
 
     def routes(self) -> list[web.RouteDef]:
         """Every admin route (HEAD is not added: the OpenAPI document lists all)."""
         d, o, p = self._data, self._ops, self._protected
         return [
             web.get("/healthz", self.healthz, allow_head=False),
+            web.get("/readyz", self._readiness.handle, allow_head=False),
             web.get("/metrics", p(self._metrics.handle), allow_head=False),
             web.get("/api/v1/openapi.json", p(self.openapi), allow_head=False),
             web.get("/api/v1/sessions", p(d.list_sessions), allow_head=False),
@@ -160,6 +173,10 @@ class AdminAPI:
     def add_routes(self, app: web.Application) -> None:
         """Mount the admin routes on ``app`` (shared with the webhook routes)."""
         app.add_routes(self.routes())
+        app.on_cleanup.append(self._cleanup)
+
+    async def _cleanup(self, app: web.Application) -> None:
+        self._auth_limit.close()
 
     def authenticate(self, request: web.Request) -> Actor | None:
         """The operator of the key the request presents, or None."""
@@ -178,11 +195,12 @@ class AdminAPI:
         """Authenticate, run ``handler``, and turn failures into JSON errors."""
 
         async def guarded(request: web.Request) -> web.StreamResponse:
+            refusal = self._auth_limit.refusal(request)
+            if refusal is not None:
+                return refusal
             actor = self.authenticate(request)
             if actor is None:
-                log.info(
-                    "admin API refused %s %s: missing or invalid key", request.method, request.path
-                )
+                self._auth_limit.failed(request)
                 return error_response(
                     401,
                     "unauthorized",
@@ -198,13 +216,17 @@ class AdminAPI:
                 return error_response(400, "invalid", str(exc))
             except StoreUnavailable:
                 log.exception(
-                    "admin API: store unavailable for %s %s", request.method, request.path
+                    "admin API: store unavailable for %s %s",
+                    loggable(request.method),
+                    loggable(request.path),
                 )
                 return error_response(503, "store_unavailable", "The database is unavailable.")
             except (StreamAborted, web.HTTPException):
                 raise
             except Exception:
-                log.exception("admin API: %s %s failed", request.method, request.path)
+                log.exception(
+                    "admin API: %s %s failed", loggable(request.method), loggable(request.path)
+                )
                 return error_response(500, "internal", "Internal error; see the server log.")
 
         return guarded

@@ -103,6 +103,14 @@ class Health(Response):
     database: Literal["ok", "unavailable"]
 
 
+class Readiness(Response):
+    """The public readiness check (a write commits, the disk has room); reasons are logged."""
+
+    status: Literal["ready", "unavailable"]
+    database: Literal["ok", "unavailable"]
+    disk: Literal["ok", "low"]
+
+
 # --- sessions and messages ---------------------------------------------------------------
 
 Limit = Annotated[int, Field(ge=1, le=MAX_PAGE, description="Page size.")]

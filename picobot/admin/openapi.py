@@ -65,6 +65,16 @@ OPERATIONS: tuple[Operation, ...] = (
     ),
     Operation(
         "get",
+        "/readyz",
+        "Readiness: the store takes writes (no key needed)",
+        {
+            200: Reply("A write commits and the disk has room.", m.Readiness),
+            503: Reply("Writes fail (locked, read-only) or the disk is low.", m.Readiness),
+        },
+        public=True,
+    ),
+    Operation(
+        "get",
         "/metrics",
         "Prometheus metrics (text format 0.0.4, or OpenMetrics when the Accept header asks for it)",
         {200: Reply("Metrics.", media_type="text/plain; version=0.0.4")},
@@ -184,6 +194,7 @@ OPERATIONS: tuple[Operation, ...] = (
 PROTECTED_REPLIES = {
     400: _error("Malformed JSON, unknown field or parameter, or a broken validation rule."),
     401: _error("Missing or invalid API key."),
+    429: _error("Too many failed authentications from this address; see Retry-After."),
     503: _error("The database is unavailable."),
 }
 """Answers every route with a key can give (400: any route refuses an unknown parameter)."""

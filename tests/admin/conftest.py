@@ -21,6 +21,9 @@ def clock() -> FakeClock:
 def env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PICOBOT_ADMIN_API_KEYS", f"{KEY_A}, {KEY_B}")
     monkeypatch.setenv("PICOBOT_WS_API_KEYS", WS_KEY)
+    # Tests here fail authentication many times from one address on purpose; the
+    # per-address limit has tests of its own (test_auth_limit.py).
+    monkeypatch.setenv("PICOBOT_SERVER__ADMIN_AUTH_MAX_FAILURES", "1000")
 
 
 @pytest.fixture

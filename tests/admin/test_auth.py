@@ -59,6 +59,9 @@ async def test_no_keys_means_no_admin_api(tmp_path: Path) -> None:
             AdminAPI(runtime, ["tooshort"])
 
 
+PUBLIC = ("/healthz", "/readyz")
+
+
 def _concrete(path: str) -> str:
     return (
         path.replace("{id}", "abc")
@@ -72,7 +75,7 @@ async def test_every_protected_route_refuses_missing_wrong_and_chat_keys(chatted
     protected = [
         (route.method, route.resource.canonical)
         for route in chatted.client.app.router.routes()
-        if route.resource is not None and route.resource.canonical != "/healthz"
+        if route.resource is not None and route.resource.canonical not in PUBLIC
     ]
     assert len(protected) == 13
     attempts: list[dict[str, str]] = [
@@ -105,7 +108,7 @@ async def test_every_protected_route_refuses_an_unknown_parameter(chatted: Api) 
     protected = [
         (route.method, route.resource.canonical)
         for route in chatted.client.app.router.routes()
-        if route.resource is not None and route.resource.canonical != "/healthz"
+        if route.resource is not None and route.resource.canonical not in PUBLIC
     ]
     body = {"key": "food", "content": "changed", "answer": "y", "scope": "user", "user_id": BOB}
     for method, path in protected:

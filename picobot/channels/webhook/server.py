@@ -40,6 +40,7 @@ from picobot.channels.webhook.workers import (
 from picobot.config.channels import WebhookSettings
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
+from picobot.logsafe import loggable
 from picobot.messages import storable
 from picobot.store.webhooks import WebhookStore
 from picobot.tasks.supervisor import TaskSupervisor
@@ -242,7 +243,7 @@ class WebhookServer:
                 if not storable(m.message_id, m.user_id, m.chat_id, m.sender, m.text, reply_to):
                     raise WebhookError(400, "text is not valid Unicode")
         except WebhookError as exc:
-            log.warning("%s webhook refused (%d): %s", name, exc.status, exc.reason)
+            log.warning("%s webhook refused (%d): %s", name, exc.status, loggable(exc.reason))
             return _error(exc.status, exc.reason)
         except Exception:
             log.exception("%s webhook: failed to read a request", name)
@@ -275,10 +276,14 @@ class WebhookServer:
         allowed = platform.allowed_senders
         if allowed and msg.sender not in allowed:
             # Still 200: the platform must not retry a message we chose to ignore.
-            log.info("%s webhook: ignored a sender not allowed: %s", platform.name, msg.sender)
+            log.info(
+                "%s webhook: ignored a sender not allowed: %s", platform.name, loggable(msg.sender)
+            )
             self.stats.ignored_senders += 1
         elif await self.store.accept(platform.name, self._redacted(msg)) is None:
-            log.info("%s webhook: message %s already received", platform.name, msg.message_id)
+            log.info(
+                "%s webhook: message %s already received", platform.name, loggable(msg.message_id)
+            )
             self.stats.duplicates += 1
         else:
             self.stats.accepted += 1

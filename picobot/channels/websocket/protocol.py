@@ -9,15 +9,14 @@ upgrade, then per message: the kernel's events (``session``, ``token``, ``done``
 (without ``reply_to``, since nothing in it can be trusted) and no ``end``.
 
 The frames themselves are the pydantic models of :mod:`.frames`; this module reads
-and writes them. Also here, because they are pure functions of their input: the
-API-key list parser and the per-connection token bucket.
+and writes them. Also here, because it is a pure function of its input: the API-key
+list parser (the per-identity token bucket is :class:`picobot.ratelimit.TokenBucket`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -275,24 +274,3 @@ def parse_api_keys(raw: str, env_name: str) -> dict[str, str]:
             unnamed.add(user_id)
         keys[key] = user_id
     return keys
-
-
-class TokenBucket:
-    """Allow ``per_minute`` messages a minute on average, with bursts of ``burst``."""
-
-    def __init__(self, per_minute: int, burst: int, clock: Callable[[], float]) -> None:
-        self._rate = per_minute / 60.0
-        self._burst = float(burst)
-        self._tokens = float(burst)
-        self._clock = clock
-        self._last = clock()
-
-    def take(self) -> bool:
-        """Spend one token if there is one; False means the message must be refused."""
-        now = self._clock()
-        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._rate)
-        self._last = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False

@@ -10,7 +10,6 @@ from picobot.channels.websocket.frames import ClientChat, ClientConfirm, ClientH
 from picobot.channels.websocket.protocol import (
     ClientMessage,
     ProtocolError,
-    TokenBucket,
     encode_client_message,
     encode_end,
     encode_error,
@@ -24,6 +23,7 @@ from picobot.channels.websocket.protocol import (
 )
 from picobot.errors import ConfigError
 from picobot.messages import Outbound, OutboundKind, error, notice
+from picobot.ratelimit import TokenBucket
 
 KEY_A = "a" * 8 + "-secret-part-1"
 KEY_B = "bbbbbbbb-other-secret"
