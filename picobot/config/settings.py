@@ -121,6 +121,10 @@ class MemorySettings(Section):
     """Token budget of the prompt context (memories, summary, recall, history)."""
     max_session_messages: int = Field(default=20, ge=1, le=MAX_ROWS)
     """Most recent messages of the session included in the prompt."""
+    window_drop_messages: int = Field(default=10, ge=0, le=MAX_ROWS)
+    """Messages the window drops at once when it is full (at most half of it; 0: it slides
+    by one message a turn). Dropping in blocks keeps consecutive prompts sharing a long
+    prefix, which model servers cache."""
     max_user_memories: int = Field(default=50, ge=0, le=MAX_ROWS)
     """Most memories a user may keep, and include in a prompt."""
     include_summary_on_truncation: bool = True
