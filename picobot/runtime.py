@@ -37,7 +37,7 @@ from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
 from picobot.tools.base import ToolRegistry
-from picobot.tools.memory import MemoryTool
+from picobot.tools.memory import MemoryService, MemoryTool
 from picobot.tools.memory_search import MemorySearchTool
 
 WAL_CHECKPOINT_SECS = 1.0
@@ -119,10 +119,9 @@ def build_kernel(
     )
     mcount, mchars = memory.max_user_memories, memory.max_memory_chars
     if memory.enable_user_memories:
-        tools.register(MemoryTool(memories, max_count=mcount, max_chars=mchars, redact=redact))
-        MemoryCommands(memories, max_count=mcount, max_chars=mchars, redact=redact).register(
-            kernel.commands
-        )
+        service = MemoryService(memories, max_count=mcount, max_chars=mchars, redact=redact)
+        tools.register(MemoryTool(service))
+        MemoryCommands(service).register(kernel.commands)
     SearchCommands(index, max_terms=memory.recall_max_terms).register(kernel.commands)
     SummaryCommands(SummaryRepo(db)).register(kernel.commands)
     privacy = PrivacyController(
