@@ -36,9 +36,8 @@ from picobot.store.summaries import SummaryRepo
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
-from picobot.tools.base import ToolRegistry
-from picobot.tools.memory import MemoryService, MemoryTool
-from picobot.tools.memory_search import MemorySearchTool
+from picobot.tools.catalog import ToolDeps, build_tools
+from picobot.tools.memory import MemoryService
 
 WAL_CHECKPOINT_SECS = 1.0
 INDEX_INTERVAL_SECS = 0.5
@@ -104,7 +103,11 @@ def build_kernel(
     index = SearchIndex(db)
     retriever = MemoryRetriever(db=db, estimator=estimator, settings=memory, cache=memory_cache)
     redact = Redactor.from_settings(settings.privacy).redact
-    tools = ToolRegistry([MemorySearchTool(index, max_terms=memory.recall_max_terms)])
+    mcount, mchars = memory.max_user_memories, memory.max_memory_chars
+    service = None
+    if memory.enable_user_memories:
+        service = MemoryService(memories, max_count=mcount, max_chars=mchars, redact=redact)
+    tools = build_tools(ToolDeps(settings, index, service))
     kernel = Kernel(
         db=db,
         provider=provider,
@@ -117,10 +120,7 @@ def build_kernel(
         redact=redact,
         budget_tokens=memory.context_budget_tokens,
     )
-    mcount, mchars = memory.max_user_memories, memory.max_memory_chars
-    if memory.enable_user_memories:
-        service = MemoryService(memories, max_count=mcount, max_chars=mchars, redact=redact)
-        tools.register(MemoryTool(service))
+    if service is not None:
         MemoryCommands(service).register(kernel.commands)
     SearchCommands(index, max_terms=memory.recall_max_terms).register(kernel.commands)
     SummaryCommands(SummaryRepo(db)).register(kernel.commands)
