@@ -9,6 +9,7 @@ registered is a ConfigError that lists the names that exist.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Generic, TypeVar
 
 from picobot.errors import ConfigError
@@ -39,9 +40,14 @@ class Registry(Generic[F]):
         """Decorator form of :meth:`add`."""
         return lambda factory: self.add(name, factory)
 
-    def remove(self, name: str) -> None:
-        """Unregister ``name`` (tests that add a fake entry take it out again)."""
-        del self._entries[name]
+    @contextmanager
+    def added(self, name: str, factory: F) -> Iterator[F]:
+        """Register ``factory`` under ``name`` for the ``with`` block only (tests, fakes)."""
+        self.add(name, factory)
+        try:
+            yield factory
+        finally:
+            del self._entries[name]
 
     def get(self, name: str) -> F:
         """The factory of ``name``; ConfigError listing the known names if there is none."""

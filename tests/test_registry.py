@@ -20,8 +20,9 @@ def test_entries_keep_registration_order_and_names_are_unique() -> None:
     assert registry.get("c") == 3 and "a" in registry and "z" not in registry
     with pytest.raises(ValueError, match="widget 'b' registered twice"):
         registry.add("b", 4)
-    registry.remove("b")
-    assert [name for name, _ in registry.items()] == ["a", "c"]
+    with registry.added("d", 4):
+        assert registry.names() == ["b", "a", "c", "d"]
+    assert [name for name, _ in registry.items()] == ["b", "a", "c"]
 
 
 def test_an_unknown_name_lists_the_known_ones() -> None:

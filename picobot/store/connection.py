@@ -21,7 +21,6 @@ import sqlite3
 import threading
 from collections.abc import Callable, Coroutine, Generator, Iterable
 from queue import SimpleQueue
-from types import TracebackType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -175,12 +174,7 @@ class AsyncCursor:
     async def __aenter__(self) -> AsyncCursor:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
 
 
@@ -198,11 +192,6 @@ class PendingCursor:
         self._cursor = await self._coro
         return self._cursor
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         if self._cursor is not None:
             await self._cursor.close()

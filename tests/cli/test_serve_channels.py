@@ -28,11 +28,8 @@ def fake_channel() -> Iterator[list[str]]:
 
         stops.append(stop)
 
-    CHANNELS.add("fake", start)
-    try:
+    with CHANNELS.added("fake", start):
         yield events
-    finally:
-        CHANNELS.remove("fake")
 
 
 def test_serve_starts_websocket_then_http() -> None:

@@ -23,11 +23,8 @@ def fake_provider() -> Iterator[list[LLMSettings]]:
         built.append(settings)
         return ScriptedProvider()
 
-    PROVIDERS.add("fake", factory)
-    try:
+    with PROVIDERS.added("fake", factory):
         yield built
-    finally:
-        PROVIDERS.remove("fake")
 
 
 def test_the_config_choices_are_the_registered_providers() -> None:

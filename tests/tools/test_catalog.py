@@ -43,11 +43,8 @@ def clock_tool() -> Iterator[None]:
     def factory(deps: ToolDeps) -> Tool:
         return ClockTool()
 
-    TOOLS.add("clock", factory)
-    try:
+    with TOOLS.added("clock", factory):
         yield
-    finally:
-        TOOLS.remove("clock")
 
 
 def _deps(db: Database, *, memories: bool) -> ToolDeps:

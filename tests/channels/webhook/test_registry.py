@@ -32,11 +32,8 @@ def fake_platform(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[GenericWebho
         sections.append(section)
         return GenericPlatform.from_settings(section)
 
-    PLATFORMS.add("fake", factory)
-    try:
+    with PLATFORMS.added("fake", factory):
         yield sections
-    finally:
-        PLATFORMS.remove("fake")
 
 
 def test_the_known_platforms() -> None:
