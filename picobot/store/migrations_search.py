@@ -224,8 +224,9 @@ async def m009_search_tidy_steps(conn: aiosqlite.Connection) -> None:
     Automerge does merge work inside every transaction that adds an index segment, so
     under load the indexer's write holds the writer, and every turn's write behind it,
     for tens of milliseconds. :meth:`picobot.store.search.SearchIndex.tidy` does that
-    work after each indexing run, in steps of a few milliseconds, each its own write. Other processes' index writes (a CLI import) merge nothing meanwhile; FTS5's
-    crisis merge still caps a level at 16 segments, and the server's next run tidies.
+    work after each indexing run, in steps of a few milliseconds, each its own write.
+    Other processes' index writes (a CLI import) merge nothing meanwhile; FTS5's crisis
+    merge still caps a level at 16 segments, and the server's next run tidies.
     """
     await conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('automerge', 0)")
 
