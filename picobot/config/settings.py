@@ -94,9 +94,9 @@ class DataSettings(Section):
     busy_timeout_ms: int = Field(default=5000, ge=0, le=3_600_000)
     """How long a write waits for a database lock held by another process (at most an hour)."""
     reader_threads: int = Field(default=2, ge=1, le=8)
-    """Database reader connections of the server, each with its own thread. 1 gave
-    about 10% more turns/s on the 2-core bench machine (docs/performance.md), but then
-    one long read (an export, a big count) holds up the reads of every chat behind it."""
+    """Database reader connections of the server, each with its own thread. 1 serves about
+    10% more turns/s on a 2-core machine, but then one long read (an export, a big count)
+    holds up the reads of every chat behind it."""
 
 
 class RetentionSettings(Section):
