@@ -214,9 +214,9 @@ def startup_objects_frozen() -> Iterator[None]:
 
     Modules, classes, settings and the runtime are made before the first message and
     live until the end, yet every full (generation 2) collection would walk them all,
-    holding the GIL for tens of milliseconds under load. Frozen, they are skipped; what serving creates
-    is still collected as before. Unfrozen on the way out, so an in-process caller
-    (tests) gets them back.
+    holding the GIL for tens of milliseconds under load. Frozen, they are skipped; what
+    serving creates is still collected as before. Unfrozen on the way out, so an
+    in-process caller (tests) gets them back.
     """
     gc.freeze()
     try:
