@@ -166,14 +166,13 @@ class MemoryRetriever:
         if not complete or len(history) > self._cfg.max_session_messages:
             return None
         summary = self._summary_item(fetched.summary, item_cap) if epoch.with_summary else None
-        lines = epoch.inserts.get(request.current.id)
-        if lines is None:
-            lines = []
         body = self._body(memories, summary, history, epoch.inserts)
         used = sum(self._budget.cost(m.content) for m in body)
         if used > room:
             return None
-        if request.current.id not in epoch.inserts:
+        # A tool round builds the turn's prompt again: the same records, in place.
+        lines = epoch.inserts.get(request.current.id)
+        if lines is None:
             # What is left once the window's remaining growth is set aside; at most
             # half the recall floor, so each turn adds little to the cached prefix.
             slots = self._cfg.max_session_messages - len(history) - 2
