@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 
+import aiosqlite
+
 from picobot.store.db import Database
 from picobot.store.migrations_facts import FACT_ROWID_BASE
 
@@ -32,16 +34,26 @@ def _count(conn: sqlite3.Connection, doomed: str, key: str) -> tuple[int, int]:
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
-def _delete(conn: sqlite3.Connection, doomed: str, key: str) -> tuple[int, int]:
-    counted = _count(conn, doomed, key)
-    ids = [int(r[0]) for r in conn.execute(doomed, (key,)).fetchall()]
-    for table, column in (("fact_sources", "fact_id"), ("fact_history", "fact_id")):
-        conn.execute(
-            f"DELETE FROM {table} WHERE {column} IN (SELECT value FROM json_each(?))",  # noqa: S608
-            (_json(ids),),
-        )
-    conn.execute("DELETE FROM facts WHERE id IN (SELECT value FROM json_each(?))", (_json(ids),))
-    return counted
+async def _delete(conn: aiosqlite.Connection, doomed: str, key: str) -> tuple[int, int]:
+    async with conn.execute(doomed, (key,)) as cur:
+        ids = _json([int(r[0]) for r in await cur.fetchall()])
+    async with conn.execute(
+        "SELECT COUNT(*) FROM search_index WHERE rowid IN"  # noqa: S608
+        f" (SELECT -({FACT_ROWID_BASE} + value) FROM json_each(?))",
+        (ids,),
+    ) as cur:
+        row = await cur.fetchone()
+    entries = int(row[0]) if row else 0
+    for table, column in (
+        ("fact_sources", "fact_id"),
+        ("fact_history", "fact_id"),
+        ("facts", "id"),
+    ):
+        # Dependent rows first and explicitly, so nothing goes uncounted by cascade.
+        sql = f"DELETE FROM {table} WHERE {column} IN (SELECT value FROM json_each(?))"  # noqa: S608
+        async with conn.execute(sql, (ids,)) as cur:
+            deleted = int(cur.rowcount)
+    return deleted, entries
 
 
 def _json(ids: list[int]) -> str:
@@ -61,15 +73,13 @@ class FactPurge:
     async def delete_session(self, session_id: str) -> tuple[int, int]:
         """Delete the facts learned only in ``session_id``; unlink the session elsewhere."""
 
-        def write(conn: sqlite3.Connection) -> tuple[int, int]:
-            done = _delete(conn, _ONLY_IN_SESSION, session_id)
-            conn.execute("DELETE FROM fact_sources WHERE session_id = ?", (session_id,))
-            conn.execute(
+        async with self._db.transaction() as conn:
+            done = await _delete(conn, _ONLY_IN_SESSION, session_id)
+            await conn.execute("DELETE FROM fact_sources WHERE session_id = ?", (session_id,))
+            await conn.execute(
                 "UPDATE fact_history SET session_id = NULL WHERE session_id = ?", (session_id,)
             )
-            return done
-
-        return await self._db.write(write)
+        return done
 
     async def count_user(self, user_id: str) -> tuple[int, int]:
         """(facts, index entries) :meth:`delete_user` would remove now."""
@@ -77,4 +87,5 @@ class FactPurge:
 
     async def delete_user(self, user_id: str) -> tuple[int, int]:
         """Delete every fact of ``user_id`` with its sources, history and index entries."""
-        return await self._db.write(lambda c: _delete(c, _OF_USER, user_id))
+        async with self._db.transaction() as conn:
+            return await _delete(conn, _OF_USER, user_id)

@@ -24,8 +24,8 @@ import pytest
 from picobot.errors import StoreUnavailable
 from picobot.memory.facts import Observation
 from picobot.store.db import Database
-from picobot.store.fact_writes import FactStore
 from picobot.store.erase import erase_residue
+from picobot.store.fact_writes import FactStore
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
 from picobot.store.purge import PurgeStore

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import io
+import json
+
 from picobot.memory.facts import Observation
+from picobot.privacy.export import count_user_data, export_user
 from picobot.store.db import Database
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import FactFilter, fact_history, fact_sources, find_facts
@@ -95,3 +99,25 @@ async def test_recall_search_returns_active_facts_of_the_caller_when_asked(db: D
     await store.update(mine.fact_id, active=False, actor="cli:op", now=T0)
     assert await search(ALICE, True) == []
     assert await SearchIndex(db).search(ALICE, ["matcha"]) == []
+
+
+async def test_export_holds_the_users_facts_with_sources_and_history(db: Database) -> None:
+    a, _, store = await setup(db)
+    bob = await SessionRepo(db).current_or_create("tui", "c", BOB)
+    [fact] = await store.observe(ALICE, [obs("likes oolong")], session_id=a, message_id=4, now=T0)
+    await store.observe(ALICE, [obs("likes oolong")], session_id=a, message_id=5, now=T0 + 1)
+    await store.observe(BOB, [obs("bob secret tea")], session_id=bob, message_id=1, now=T0)
+    out = io.StringIO()
+    stats = await export_user(db, ALICE, out)
+    records = [json.loads(line) for line in out.getvalue().splitlines()]
+    facts = [r for r in records if r["type"] == "fact"]
+    assert stats.facts == 1 and (await count_user_data(db, ALICE)).facts == 1
+    assert "bob secret tea" not in out.getvalue()
+    [record] = facts
+    assert record["id"] == fact.fact_id and record["text"] == "likes oolong"
+    assert record["confidence"] == 0.8 and record["active"] is True
+    assert [s["message_id"] for s in record["sources"]] == [4, 5]
+    assert [h["reason"] for h in record["history"]] == ["extracted", "reinforced"]
+    markdown = io.StringIO()
+    await export_user(db, ALICE, markdown, fmt="markdown")
+    assert "## Learned facts" in markdown.getvalue() and "> likes oolong" in markdown.getvalue()
