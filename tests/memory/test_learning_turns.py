@@ -140,3 +140,26 @@ async def test_reflect_extracts_the_sessions_new_messages_with_one_call_per_chun
     assert [(f.user_id, f.subject, f.text) for f in facts] == [
         (ALICE.user_id, "lyon", "lives in Lyon")
     ]
+
+
+async def test_a_stored_summary_starts_extraction_of_its_session(tmp_path: Path) -> None:
+    provider = ScriptedProvider(
+        [
+            "ok",
+            "Alice lives in Oslo.",
+            json.dumps([{"subject": None, "category": "personal", "text": "lives in Oslo"}]),
+        ]
+    )
+    config = Settings(
+        data={"dir": str(tmp_path / "data")},
+        llm={"provider": "scripted"},
+        session={"memory": {"summarization_trigger_tokens": 100, "summarization_keep_recent": 0}},
+    )
+    async with open_runtime(config, provider=provider) as rt:
+        await say(rt, ALICE, "I live in Oslo. " + "More words about my town. " * 30)
+        await rt.tasks.join()  # the summary, then the extraction it started
+        facts = await rt.db.read(lambda c: find_facts(c, FactFilter(), None))
+    assert len(provider.prompts) == 3
+    assert "summary" in provider.prompts[1][0].content
+    assert '<data source="conversation"' in provider.prompts[2][1].content
+    assert [f.text for f in facts] == ["lives in Oslo"]
