@@ -31,6 +31,7 @@ from picobot.privacy.controller import PrivacyController
 from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
+from picobot.store.fact_writes import FactStore
 from picobot.store.memories import MemoryRepo
 from picobot.store.memory_cache import MemoryCache
 from picobot.store.migrations import require_current_schema
@@ -105,8 +106,8 @@ def build_kernel(
 ) -> Kernel:
     """The kernel with its retriever, tools and commands, as configured.
 
-    With ``learning`` (see :func:`learning_task`): the fact commands, and reply markers
-    hidden from the user and learned.
+    With ``learning`` (see :func:`learning_task`): reply markers hidden from the user
+    and learned, and ``/reflect``; the other fact commands are there either way.
     """
     memory = settings.session.memory
     estimator = ProviderTokenEstimator(provider)
@@ -142,8 +143,10 @@ def build_kernel(
         clock=kernel.clock,
     )
     PurgeCommands(privacy).register(kernel)
+    # The fact commands stay with learning off: people can still see and delete theirs.
+    facts = learning.store if learning is not None else FactStore(db, redact=redact)
+    FactCommands(db, facts, learning, clock=kernel.clock).register(kernel.commands)
     if learning is not None:
-        FactCommands(db, learning.store, learning, clock=kernel.clock).register(kernel.commands)
         kernel.learner = ReplyLearner(learning.store, kernel.clock)
         if markers_taught(settings):
             kernel.system_prompt = f"{kernel.system_prompt}\n\n{MARKER_INSTRUCTIONS}".strip()

@@ -81,10 +81,13 @@ async def test_with_learning_off_markers_are_left_alone_and_nothing_is_learned(
     async with open_runtime(settings(tmp_path, enabled=False), provider=provider) as rt:
         events = await say(rt, ALICE, "hi")
         facts = await rt.db.read(lambda c: find_facts(c, FactFilter(), None))
-        help_text = (await say(rt, ALICE, "/help"))[-1].text
+        reflect = (await say(rt, ALICE, "/reflect"))[-1]
+        listing = (await say(rt, ALICE, "/facts"))[-1].text
     assert "[MEMORY:preference:tea]" in shown(events)
     assert facts == []
-    assert "/facts" not in help_text
+    assert reflect.kind == OutboundKind.ERROR and "switched off" in reflect.text
+    assert "not learned any facts" in listing
+    assert len(provider.prompts) == 1
     assert "MEMORY" not in provider.prompts[0][0].content
 
 
