@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from picobot.memory.facts import DAY_SECS, LifecycleRules, Observation, decay_steps_due
@@ -172,3 +174,27 @@ async def test_pins_and_reads_are_scoped_to_the_owner(db: Database) -> None:
     assert await store.set_pinned("tui:bob", a.fact_id, True, now=T0) is None
     assert await db.read(lambda c: get_fact(c, a.fact_id, "tui:bob")) is None
     assert await db.read(lambda c: active_facts(c, "tui:bob", 0.0, 10)) == []
+
+
+async def test_active_facts_reads_in_one_snapshot_by_threshold_and_limit(db: Database) -> None:
+    from picobot.kernel.tokens import CharTokenEstimator
+    from picobot.memory.facts_block import render_facts_block
+
+    sid = await session(db)
+    store = FactStore(db)
+    applied = await store.observe(
+        ALICE, [obs("a"), obs("b"), obs("c")], session_id=sid, message_id=1, now=T0
+    )
+    await store.observe(ALICE, [obs("b")], session_id=sid, message_id=2, now=T0 + 1)
+    await store.update(applied[2].fact_id, confidence=0.35, actor="op", now=T0 + 2)
+
+    def snapshot(conn: sqlite3.Connection) -> tuple[list[str], list[str], str]:
+        top = [f.text for f in active_facts(conn, ALICE, 0.3, 2)]
+        strict = [f.text for f in active_facts(conn, ALICE, 0.5, 10)]
+        block = render_facts_block(active_facts(conn, ALICE, 0.3, 10), CharTokenEstimator(), 200)
+        return top, strict, block
+
+    top, strict, block = await db.read(snapshot)
+    assert top == ["b", "a"] and strict == ["b", "a"]
+    assert block.startswith("3 of 3 facts") and block.index("] b") < block.index("] c")
+    assert await db.read(snapshot) == (top, strict, block)  # byte-stable while unchanged
