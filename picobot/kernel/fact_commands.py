@@ -131,6 +131,8 @@ class FactCommands:
         if call.session_id is None:
             raise UserError("There is no conversation here to reflect on yet.")
         done = await self._learning.extract_session(call.session_id)
+        if done.failed:
+            raise UserError("I could not reflect just now; please try again later.")
         if not done.messages:
             text = "Nothing new to reflect on since last time."
         else:

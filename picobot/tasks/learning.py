@@ -61,6 +61,8 @@ class Extracted:
     calls: int = 0
     created: int = 0
     reinforced: int = 0
+    failed: bool = False
+    """The model or the store failed (or another run of the session was under way)."""
 
 
 class LearningTask:
@@ -129,8 +131,10 @@ class LearningTask:
         A failed model call leaves the progress where it was (the chunk is read again
         next time, after a backoff); a session being extracted already is skipped.
         """
-        if not self.enabled or session_id in self._busy:
+        if not self.enabled:
             return Extracted()
+        if session_id in self._busy:
+            return Extracted(failed=True)
         self._busy.add(session_id)
         try:
             done = await self._extract(session_id)
@@ -141,7 +145,7 @@ class LearningTask:
             log.exception(
                 "fact extraction of session %s failed; next try in %.0fs", session_id, delay
             )
-            return Extracted()
+            return Extracted(failed=True)
         else:
             self._failures.succeeded(session_id)
             return done

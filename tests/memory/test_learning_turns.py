@@ -166,3 +166,13 @@ async def test_a_stored_summary_starts_extraction_of_its_session(tmp_path: Path)
     assert "summary" in provider.prompts[1][0].content
     assert '<data source="conversation"' in provider.prompts[2][1].content
     assert [f.text for f in facts] == ["lives in Oslo"]
+
+
+async def test_reflect_says_so_when_the_model_fails(tmp_path: Path) -> None:
+    from picobot.llm.scripted import ScriptedTurn
+
+    provider = ScriptedProvider(["ok", ScriptedTurn(fail=True)])
+    async with open_runtime(settings(tmp_path), provider=provider) as rt:
+        await say(rt, ALICE, "I live in Lyon")
+        reply = (await say(rt, ALICE, "/reflect"))[-1]
+    assert reply.kind == OutboundKind.ERROR and "could not reflect" in reply.text
