@@ -21,6 +21,7 @@ from picobot.memory.facts import (
     same_text,
 )
 from picobot.store.db import Database
+from picobot.store.fact_rows import add_source, insert_fact, record_change, set_fact
 from picobot.store.facts import _COLUMNS, Fact, FactFilter, fact_from_row, get_fact
 from picobot.store.messages import SessionGone
 
@@ -34,109 +35,6 @@ class Applied:
     outcome: str
     fact_id: int
     contradicted: tuple[int, ...] = ()
-
-
-def _record(
-    conn: sqlite3.Connection,
-    old: Fact | None,
-    new: Fact,
-    reason: str,
-    now: float,
-    *,
-    session_id: str | None = None,
-    actor: str | None = None,
-) -> None:
-    conn.execute(
-        "INSERT INTO fact_history (fact_id, at, reason, old_text, new_text, old_confidence,"
-        " new_confidence, old_active, new_active, session_id, actor)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            new.id,
-            now,
-            reason,
-            None if old is None or old.text == new.text else old.text,
-            new.text if old is None or old.text != new.text else None,
-            None if old is None else old.confidence,
-            new.confidence,
-            None if old is None else int(old.active),
-            int(new.active),
-            session_id,
-            actor,
-        ),
-    )
-
-
-def _set(
-    conn: sqlite3.Connection,
-    fact: Fact,
-    *,
-    confidence: float,
-    rules: LifecycleRules,
-    text: str | None = None,
-    touch: float | None = None,
-    active: bool | None = None,
-    decay_steps: int | None = None,
-) -> Fact:
-    """Update one fact; ``touch`` refreshes updated_at (and restarts its decay).
-
-    Text and the active flag are written only when they change: the recall index is
-    rewritten on those (trigger ``search_facts_au``), not on every confidence step.
-    """
-    confidence = clamp(confidence)
-    act = is_active(confidence, rules) if active is None else active
-    sets: list[str] = ["confidence = ?"]
-    params: list[object] = [confidence]
-    if act != fact.active:
-        sets.append("active = ?")
-        params.append(int(act))
-    if text is not None and text != fact.text:
-        sets.append("text = ?")
-        params.append(text)
-    if touch is not None:
-        sets.append("updated_at = ?, decay_steps = 0")
-        params.append(touch)
-    if decay_steps is not None:
-        sets.append("decay_steps = ?")
-        params.append(decay_steps)
-    conn.execute(f"UPDATE facts SET {', '.join(sets)} WHERE id = ?", (*params, fact.id))  # noqa: S608
-    updated = get_fact(conn, fact.id)
-    assert updated is not None  # updated in this very transaction
-    return updated
-
-
-def _source(
-    conn: sqlite3.Connection,
-    fact_id: int,
-    session_id: str | None,
-    message_id: int | None,
-    now: float,
-) -> None:
-    conn.execute(
-        "INSERT INTO fact_sources (fact_id, session_id, message_id, created_at)"
-        " VALUES (?, ?, ?, ?)",
-        (fact_id, session_id, message_id, now),
-    )
-
-
-def _insert(
-    conn: sqlite3.Connection,
-    user_id: str,
-    subject: str | None,
-    category: str,
-    text: str,
-    confidence: float,
-    rules: LifecycleRules,
-    now: float,
-) -> Fact:
-    confidence = clamp(confidence)
-    cur = conn.execute(
-        "INSERT INTO facts (user_id, subject, category, text, confidence, active, created_at,"
-        " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (user_id, subject, category, text, confidence, int(is_active(confidence, rules)), now, now),
-    )
-    fact = get_fact(conn, int(cur.lastrowid or 0))
-    assert fact is not None
-    return fact
 
 
 class FactStore:
@@ -180,6 +78,15 @@ class FactStore:
             for o in observations
         ]
 
+        # One answer naming a fact twice observed it once.
+        seen: set[tuple[str | None, str, str]] = set()
+        unique = []
+        for o in cleaned:
+            key = (o.subject, o.category, " ".join(o.text.casefold().split()))
+            if key not in seen:
+                seen.add(key)
+                unique.append(o)
+
         def write(conn: sqlite3.Connection) -> list[Applied]:
             if (
                 session_id is not None
@@ -188,8 +95,7 @@ class FactStore:
             ):
                 raise SessionGone(session_id)
             return [
-                self._observe_one(conn, user_id, obs, session_id, message_id, now)
-                for obs in cleaned
+                self._observe_one(conn, user_id, obs, session_id, message_id, now) for obs in unique
             ]
 
         return await self._db.write(write)
@@ -214,30 +120,30 @@ class FactStore:
         ]
         for fact in known:
             if same_text(fact.text, obs.text):
-                new = _set(
+                new = set_fact(
                     conn,
                     fact,
                     confidence=fact.confidence + rules.reinforce_step,
                     rules=rules,
                     touch=now,
                 )
-                _record(conn, fact, new, "reinforced", now, session_id=session_id)
-                _source(conn, fact.id, session_id, message_id, now)
+                record_change(conn, fact, new, "reinforced", now, session_id=session_id)
+                add_source(conn, fact.id, session_id, message_id, now)
                 return Applied("reinforced", fact.id)
         lowered: list[int] = []
         if obs.replaces:
             for fact in known:
                 if fact.active and not fact.pinned:
-                    new = _set(
+                    new = set_fact(
                         conn, fact, confidence=fact.confidence - rules.contradict_step, rules=rules
                     )
-                    _record(conn, fact, new, "contradicted", now, session_id=session_id)
+                    record_change(conn, fact, new, "contradicted", now, session_id=session_id)
                     lowered.append(fact.id)
-        fact = _insert(
+        fact = insert_fact(
             conn, user_id, obs.subject, obs.category, obs.text, rules.initial_confidence, rules, now
         )
-        _record(conn, None, fact, "extracted", now, session_id=session_id)
-        _source(conn, fact.id, session_id, message_id, now)
+        record_change(conn, None, fact, "extracted", now, session_id=session_id)
+        add_source(conn, fact.id, session_id, message_id, now)
         return Applied("created", fact.id, tuple(lowered))
 
     async def decay(self, now: float, *, batch_size: int = 500) -> int:
@@ -266,14 +172,14 @@ class FactStore:
                     todo = due - int(row["decay_steps"])
                     if todo <= 0:
                         continue
-                    new = _set(
+                    new = set_fact(
                         conn,
                         fact,
                         confidence=fact.confidence - todo * rules.decay_step,
                         rules=rules,
                         decay_steps=due,
                     )
-                    _record(conn, fact, new, "decayed", now)
+                    record_change(conn, fact, new, "decayed", now)
                     n += 1
                 return n, int(rows[-1]["id"]) if rows else -1
 
@@ -299,9 +205,9 @@ class FactStore:
         text = self._redact(obs.text)
 
         def write(conn: sqlite3.Connection) -> Fact:
-            fact = _insert(conn, user_id, subject, obs.category, text, conf, rules, now)
-            _record(conn, None, fact, "operator", now, actor=actor)
-            _source(conn, fact.id, None, None, now)
+            fact = insert_fact(conn, user_id, subject, obs.category, text, conf, rules, now)
+            record_change(conn, None, fact, "operator", now, actor=actor)
+            add_source(conn, fact.id, None, None, now)
             return fact
 
         return await self._db.write(write)
@@ -333,7 +239,7 @@ class FactStore:
             act = active
             if act is None and confidence is not None:
                 act = is_active(clamp(conf), rules)
-            new = _set(
+            new = set_fact(
                 conn,
                 fact,
                 confidence=conf,
@@ -342,7 +248,7 @@ class FactStore:
                 touch=now,
                 active=fact.active if act is None else act,
             )
-            _record(conn, fact, new, "operator", now, actor=actor)
+            record_change(conn, fact, new, "operator", now, actor=actor)
             return new
 
         return await self._db.write(write)
@@ -350,17 +256,27 @@ class FactStore:
     async def set_pinned(
         self, user_id: str, fact_id: int, pinned: bool, *, now: float
     ) -> Fact | None:
-        """Pin or unpin ``user_id``'s fact (a pinned fact never decays); None if not theirs."""
+        """Pin or unpin ``user_id``'s fact (a pinned fact never decays); None if not theirs.
+
+        Either change refreshes ``updated_at``, so decay starts over from now.
+        """
 
         def write(conn: sqlite3.Connection) -> Fact | None:
             fact = get_fact(conn, fact_id, user_id)
             if fact is None:
                 return None
             if fact.pinned != pinned:
-                conn.execute("UPDATE facts SET pinned = ? WHERE id = ?", (int(pinned), fact_id))
+                # A pin change is a touch: an unpinned fact starts its 30 days afresh
+                # rather than losing every step it was spared at once.
+                conn.execute(
+                    "UPDATE facts SET pinned = ?, updated_at = ?, decay_steps = 0 WHERE id = ?",
+                    (int(pinned), now, fact_id),
+                )
                 new = get_fact(conn, fact_id)
                 assert new is not None
-                _record(conn, fact, new, "pinned" if pinned else "unpinned", now, actor=user_id)
+                record_change(
+                    conn, fact, new, "pinned" if pinned else "unpinned", now, actor=user_id
+                )
                 return new
             return fact
 

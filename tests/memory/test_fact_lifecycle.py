@@ -198,3 +198,27 @@ async def test_active_facts_reads_in_one_snapshot_by_threshold_and_limit(db: Dat
     assert top == ["b", "a"] and strict == ["b", "a"]
     assert block.startswith("3 of 3 facts") and block.index("] b") < block.index("] c")
     assert await db.read(snapshot) == (top, strict, block)  # byte-stable while unchanged
+
+
+async def test_one_answer_naming_a_fact_twice_observes_it_once(db: Database) -> None:
+    sid = await session(db)
+    applied = await FactStore(db).observe(
+        ALICE, [obs("likes tea"), obs("Likes  TEA")], session_id=sid, message_id=1, now=T0
+    )
+    assert [a.outcome for a in applied] == ["created"]
+    [fact] = await db.read(lambda c: find_facts(c, FactFilter(user_id=ALICE), None))
+    assert fact.confidence == 0.7
+
+
+async def test_unpinning_restarts_the_untouched_clock(db: Database) -> None:
+    sid = await session(db)
+    store = FactStore(db)
+    [a] = await store.observe(ALICE, [obs("x")], session_id=sid, message_id=1, now=T0)
+    await store.set_pinned(ALICE, a.fact_id, True, now=T0)
+    await store.decay(T0 + 60 * DAY_SECS)
+    await store.set_pinned(ALICE, a.fact_id, False, now=T0 + 60 * DAY_SECS)
+    assert await store.decay(T0 + 61 * DAY_SECS) == 0
+    fact = await db.read(lambda c: get_fact(c, a.fact_id))
+    assert fact is not None and fact.confidence == 0.7 and not fact.pinned
+    reasons = [h.reason for h in await db.read(lambda c: fact_history(c, a.fact_id))]
+    assert reasons == ["extracted", "pinned", "unpinned"]
