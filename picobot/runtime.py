@@ -37,7 +37,7 @@ from picobot.store.memory_cache import MemoryCache
 from picobot.store.migrations import require_current_schema
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
-from picobot.tasks.learning import LearningTask
+from picobot.tasks.learning import LearningTask, extraction_input_tokens
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
@@ -172,6 +172,7 @@ def learning_task(settings: Settings, db: Database, provider: LLMProvider) -> Le
         ProviderTokenEstimator(provider),
         settings.memory.learning,
         redact=Redactor.from_settings(settings.privacy).redact,
+        max_input_tokens=extraction_input_tokens(settings.llm),
     )
 
 

@@ -211,16 +211,22 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per
     # query). The inner SELECT names no stored column: the sorter would read each one
     # for every match (a row lookup each), not just for the hits.
+    # Facts are joined only when asked for (the table exists from m012 on).
+    fact_text, fact_time, fact_join = "", "", ""
+    if query.include_facts:
+        fact_text = ", COALESCE(f.subject || ': ', '') || f.text"
+        fact_time = ", f.updated_at"
+        fact_join = (
+            f" LEFT JOIN facts f ON h.id < -{FACT_ROWID_BASE} AND f.id = -h.id - {FACT_ROWID_BASE}"
+        )
     sql = (
-        "SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content,"  # noqa: S608
-        " COALESCE(f.subject || ': ', '') || f.text), m.session_id, m.seq_order,"
-        " COALESCE(m.created_at, u.updated_at, f.updated_at), h.score, m.role FROM (SELECT rowid"
-        " AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
+        f"SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content{fact_text}),"  # noqa: S608
+        f" m.session_id, m.seq_order, COALESCE(m.created_at, u.updated_at{fact_time}), h.score,"
+        " m.role FROM (SELECT rowid AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
         f" WHERE {where} ORDER BY score LIMIT ?) AS h"
         " LEFT JOIN messages m ON h.id > 0 AND m.id = h.id"
         f" LEFT JOIN user_memories u ON h.id < 0 AND h.id >= -{FACT_ROWID_BASE} AND u.id = -h.id"
-        f" LEFT JOIN facts f ON h.id < -{FACT_ROWID_BASE} AND f.id = -h.id - {FACT_ROWID_BASE}"
-        " ORDER BY h.score"
+        f"{fact_join} ORDER BY h.score"
     )
     return sql, params
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from picobot.backoff import FailureBackoff
 from picobot.config.learning import LearningSettings
+from picobot.config.settings import LLMSettings
 from picobot.kernel.tokens import TokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.memory.extraction import MAX_INPUT_TOKENS, build_prompt, chunk_messages, parse_reply
@@ -38,6 +39,23 @@ MAX_SESSIONS_PER_CHECK = 20
 """Idle sessions one periodic check learns from (the rest wait for the next)."""
 MAX_MESSAGES_PER_RUN = 400
 """Messages one extraction run reads from a session (a long backlog takes several runs)."""
+
+
+PROMPT_OVERHEAD_TOKENS = 400
+"""What an extraction prompt costs beyond its quoted messages (instructions, framing,
+a chat template's markers), rounded up."""
+
+
+def extraction_input_tokens(llm: LLMSettings) -> int:
+    """Most tokens of quoted messages per extraction call for the configured model.
+
+    :data:`MAX_INPUT_TOKENS`, or less for the local model, whose context window is
+    known: the prompt and the reply (``max_tokens``) must fit in it.
+    """
+    if llm.provider != "local":
+        return MAX_INPUT_TOKENS
+    room = llm.context_tokens - llm.max_tokens - PROMPT_OVERHEAD_TOKENS
+    return max(1, min(MAX_INPUT_TOKENS, room))
 
 
 def lifecycle_rules(settings: LearningSettings) -> LifecycleRules:
