@@ -176,3 +176,16 @@ async def test_reflect_says_so_when_the_model_fails(tmp_path: Path) -> None:
         await say(rt, ALICE, "I live in Lyon")
         reply = (await say(rt, ALICE, "/reflect"))[-1]
     assert reply.kind == OutboundKind.ERROR and "could not reflect" in reply.text
+
+
+def test_the_markers_are_taught_to_models_that_can_follow_them() -> None:
+    from picobot.runtime import markers_taught
+
+    def conf(provider: str, **learning: object) -> Settings:
+        return Settings(llm={"provider": provider}, memory={"learning": learning})
+
+    assert markers_taught(conf("openai")) and markers_taught(conf("anthropic"))
+    assert not markers_taught(conf("local"))  # the bundled small model
+    assert markers_taught(conf("local", markers="on"))
+    assert not markers_taught(conf("openai", markers="off"))
+    assert not markers_taught(conf("openai", enabled=False))
