@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from picobot.config.channels import ChannelsSettings, ServerSettings
 from picobot.config.environment import EnvInput, deep_merge, env_input
+from picobot.config.learning import MemoryRootSettings
 from picobot.config.location import DataLocation, locate_data_dir
 from picobot.config.sections import EnvName, HttpUrl, RegexPattern, Section
 from picobot.config.sources import CONFIG_ENV as CONFIG_ENV
@@ -208,6 +209,8 @@ class Settings(BaseSettings):
     """Data directory and database."""
     session: SessionSettings = SessionSettings()
     """Sessions, memory and retention."""
+    memory: MemoryRootSettings = MemoryRootSettings()
+    """Learned memory (facts the bot learns by itself)."""
     privacy: PrivacySettings = PrivacySettings()
     """Privacy controls."""
     channels: ChannelsSettings = ChannelsSettings()

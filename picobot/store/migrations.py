@@ -18,6 +18,7 @@ import aiosqlite
 
 from picobot.errors import StoreUnavailable, UserError
 from picobot.store.migration_script import run_script
+from picobot.store.migrations_facts import m012_learned_facts
 from picobot.store.migrations_search import (
     m002_search_index,
     m005_user_terms,
@@ -271,6 +272,7 @@ MIGRATIONS: list[Migration] = [
     m008_memory_revisions,
     m009_search_tidy_steps,
     m011_split_unspaced_scripts,
+    m012_learned_facts,
 ]
 
 

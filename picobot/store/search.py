@@ -13,8 +13,9 @@ steps of its own (:meth:`SearchIndex.tidy`), not inside those writes.
 
 Layout (migration ``m005_user_terms``):
 
-- ``rowid`` is ``messages.id`` for a message and ``-user_memories.id`` for a memory:
-  the kind and source row follow from the sign, and a trigger deletes an entry with
+- ``rowid`` is ``messages.id`` for a message, ``-user_memories.id`` for a memory and
+  ``-(2**40 + facts.id)`` for an active learned fact (``m012_learned_facts``): the
+  kind and source row follow from the sign and size, and a trigger deletes an entry with
   one rowid lookup (no text needed, unlike an external-content table whose 'delete'
   command must be fed the exact old values or it silently keeps the old tokens).
 - ``owner`` holds the user token (:func:`user_token`).
@@ -63,6 +64,7 @@ from typing import Any, TypeVar
 
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
+from picobot.store.migrations_facts import FACT_ROWID_BASE
 from picobot.store.search_writes import (
     INDEX_BATCH,
     MERGE_STEP_PAGES,
@@ -120,6 +122,8 @@ class SearchQuery:
     before_seq: int | None = None
     include_memories: bool = True
     exclude_ids: Sequence[int] = ()
+    include_facts: bool = False
+    """Learned facts (active ones) compete too, as hits of kind ``fact``."""
 
 
 def user_token(user_id: str) -> str:
@@ -176,8 +180,13 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     """
     where = "search_index MATCH ?"
     params: list[Any] = [fts_query(query.user_id, query.terms)]
-    if not query.include_memories:
+    # rowid > 0: a message; below -FACT_ROWID_BASE: a fact; in between: a memory.
+    if not query.include_memories and not query.include_facts:
         where += " AND rowid > 0"
+    elif not query.include_memories:
+        where += f" AND (rowid > 0 OR rowid < -{FACT_ROWID_BASE})"
+    elif not query.include_facts:
+        where += f" AND rowid >= -{FACT_ROWID_BASE}"
     ids = [int(i) for i in query.exclude_ids]
     if len(ids) > EXCLUDED_AS_PARAMETERS:
         # Any number of ids in one parameter (SQLite caps the parameters of a statement).
@@ -195,16 +204,33 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per
     # query). The inner SELECT names no stored column: the sorter would read each one
     # for every match (a row lookup each), not just for the hits.
+    # Facts are joined only when asked for (the table exists from m012 on).
+    fact_text, fact_time, fact_join = "", "", ""
+    if query.include_facts:
+        fact_text = ", COALESCE(f.subject || ': ', '') || f.text"
+        fact_time = ", f.updated_at"
+        fact_join = (
+            f" LEFT JOIN facts f ON h.id < -{FACT_ROWID_BASE} AND f.id = -h.id - {FACT_ROWID_BASE}"
+        )
     sql = (
-        "SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content), m.session_id,"  # noqa: S608
-        " m.seq_order, COALESCE(m.created_at, u.updated_at), h.score, m.role FROM (SELECT rowid"
-        " AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
+        f"SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content{fact_text}),"  # noqa: S608
+        f" m.session_id, m.seq_order, COALESCE(m.created_at, u.updated_at{fact_time}), h.score,"
+        " m.role FROM (SELECT rowid AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
         f" WHERE {where} ORDER BY score LIMIT ?) AS h"
         " LEFT JOIN messages m ON h.id > 0 AND m.id = h.id"
-        " LEFT JOIN user_memories u ON h.id < 0 AND u.id = -h.id"
-        " ORDER BY h.score"
+        f" LEFT JOIN user_memories u ON h.id < 0 AND h.id >= -{FACT_ROWID_BASE} AND u.id = -h.id"
+        f"{fact_join} ORDER BY h.score"
     )
     return sql, params
+
+
+def _kind(rowid: int) -> tuple[str, int]:
+    """The kind and source row id of an index rowid."""
+    if rowid > 0:
+        return "message", rowid
+    if rowid < -FACT_ROWID_BASE:
+        return "fact", -rowid - FACT_ROWID_BASE
+    return "memory", -rowid
 
 
 def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchHit]:
@@ -219,13 +245,14 @@ def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchH
     seen: set[tuple[str, float]] = set()
     for row in conn.execute(sql, params).fetchall():
         rowid, text, created_at = int(row[0]), str(row[1]), float(row[4])
+        kind, row_id = _kind(rowid)
         if (text, created_at) in seen:
             continue
         seen.add((text, created_at))
         hits.append(
             SearchHit(
-                kind="message" if rowid > 0 else "memory",
-                row_id=abs(rowid),
+                kind=kind,
+                row_id=row_id,
                 session_id=row[2],
                 seq_order=None if row[3] is None else int(row[3]),
                 text=text,
