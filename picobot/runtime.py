@@ -113,7 +113,13 @@ def build_kernel(
     estimator = ProviderTokenEstimator(provider)
     memories = MemoryRepo(db)
     index = SearchIndex(db)
-    retriever = MemoryRetriever(db=db, estimator=estimator, settings=memory, cache=memory_cache)
+    retriever = MemoryRetriever(
+        db=db,
+        estimator=estimator,
+        settings=memory,
+        cache=memory_cache,
+        learning=settings.memory.learning,
+    )
     redact = Redactor.from_settings(settings.privacy).redact
     tools = ToolRegistry([MemorySearchTool(index, max_terms=memory.recall_max_terms)])
     kernel = Kernel(
