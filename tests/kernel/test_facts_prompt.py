@@ -28,7 +28,11 @@ async def learn(db: Database, user: str, *facts: tuple[str | None, str, str]) ->
     store = FactStore(db)
     for subject, category, text in facts:
         await store.create(
-            user, Observation(subject, category, text), confidence=0.8, actor="test", now=time.time()
+            user,
+            Observation(subject, category, text),
+            confidence=0.8,
+            actor="test",
+            now=time.time(),
         )
 
 
