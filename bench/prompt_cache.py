@@ -80,31 +80,39 @@ def prefix_share(previous: str, current: str) -> float:
 async def _chat(
     data_dir: Path, turns: int, drop: int, provider: LLMProvider, memory: dict[str, Any]
 ) -> list[tuple[list[ChatMessage], float]]:
-    """Run the chat; each turn's last prompt and time to its first token."""
+    """Run the chat; each turn's last prompt and time to its first token.
+
+    The memories and an earlier session for recall to find are stored first with an
+    instant scripted model, so only the measured turns reach ``provider``.
+    """
     settings = Settings(
         data={"dir": str(data_dir)},
         llm={"provider": "scripted"},
         session={"memory": {"window_drop_messages": drop, **memory}},
     )
+    async with open_runtime(settings, provider=ScriptedProvider()) as rt:
+        for fact in ("home: Lisbon", "cat: Pixel, a grey tabby", "job: ferry engineer"):
+            await _say(rt.kernel, f"/remember {fact}")
+        for turn in range(40):
+            await _say(rt.kernel, message_text(1000 + turn))
+        await _say(rt.kernel, "/new")
+        await SearchIndex(rt.db).index_pending(None)
     out: list[tuple[list[ChatMessage], float]] = []
     async with open_runtime(settings, provider=provider) as rt:
-        kernel = rt.kernel
-        for fact in ("home: Lisbon", "cat: Pixel, a grey tabby", "job: ferry engineer"):
-            await _say(kernel, f"/remember {fact}")
-        for turn in range(40):  # an earlier session for recall to find
-            await _say(kernel, message_text(1000 + turn))
-        await SearchIndex(rt.db).index_pending(None)
-        await _say(kernel, "/new")
         index = SearchIndex(rt.db)
         recorder = getattr(provider, "prompts", None)
         for turn in range(turns):
             started = time.perf_counter()
-            first = await _say(kernel, message_text(turn), first_token=True)
+            first = await _say(rt.kernel, message_text(turn), first_token=True)
             prompts = recorder if recorder is not None else [[]]
             out.append((list(prompts[-1]), first - started))
             # What the runtime's periodic tasks do between a person's messages.
             await index.index_pending(None)
             await rt.summarizer.check_all()
+            if recorder is None:
+                print(
+                    f"turn {turn + 1}: first token after {first - started:.2f} s", file=sys.stderr
+                )
     return out
 
 

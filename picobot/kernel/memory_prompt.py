@@ -1,8 +1,9 @@
 """The memory retriever: every turn's prompt within the token budget, cache-friendly.
 
 A prompt is, from the most stable part to the least: the system prompt; one context
-message holding user memories and the session summary (only when history older than
-the window exists), each a delimited ``<data>`` block the model is told not to obey;
+message holding user memories, learned facts (while learning is on) and the session
+summary (only when history older than the window exists), each a delimited ``<data>``
+block the model is told not to obey;
 the history window; the records recalled for the current message, in a message of
 their own; and the current message.
 
@@ -35,6 +36,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from picobot.config.learning import LearningSettings
 from picobot.config.settings import MemorySettings
 from picobot.kernel import recall_block
 from picobot.kernel.context import Action, Scope
@@ -56,7 +58,9 @@ from picobot.kernel.tokens import (
 )
 from picobot.kernel.untrusted import escape_data, one_line
 from picobot.llm.base import ChatMessage
+from picobot.memory.facts_block import render_facts_block
 from picobot.store.db import Database
+from picobot.store.facts import Fact, active_facts
 from picobot.store.memories import GLOBAL_USER, Memory
 from picobot.store.memory_cache import CachedMemories, MemoryCache
 from picobot.store.messages import StoredMessage, existing_ids, last_messages
@@ -77,6 +81,7 @@ class _Epoch:
 
     start_seq: int
     with_summary: bool
+    with_facts: bool
     inserts: dict[int, list[RecallLine]] = field(default_factory=dict)
 
     def shown_ids(self) -> set[int]:
@@ -90,6 +95,7 @@ class _Fetched:
     window: list[StoredMessage]
     memories: list[CachedMemories]  # the user's, then the shared ones if granted
     summary: Summary | None
+    facts: list[Fact]
     hits: list[SearchHit]
     records_intact: bool
     """Every record the epoch recalled still exists (a purge may have removed some)."""
@@ -105,8 +111,11 @@ class MemoryRetriever:
         estimator: TokenEstimator,
         settings: MemorySettings,
         cache: MemoryCache | None = None,
+        learning: LearningSettings | None = None,
     ) -> None:
         self._db = db
+        # Learned facts enter the prompt only while learning is on.
+        self._learning = learning if learning is not None and learning.enabled else None
         self._est = estimator
         self._cfg = settings
         self._budget = Budget(estimator, settings.recall_budget_tokens)
@@ -137,13 +146,15 @@ class MemoryRetriever:
         epoch = self._epochs.get(sid)
         fetched = await self._db.read(lambda conn: self._fetch(conn, request, epoch))
         memories = self._memory_items(fetched.memories, item_cap)
+        facts = self._facts_item(fetched.facts)
         window = [self._capped(m, item_cap) for m in fetched.window]
         if epoch is not None and fetched.records_intact:
-            body = self._continue(epoch, request, fetched, window, memories, item_cap, room)
+            context = (memories, facts if epoch.with_facts else None)
+            body = self._continue(epoch, request, fetched, window, context, item_cap, room)
             if body is not None:
                 self._epochs.move_to_end(sid)
                 return [system, *body, current]
-        epoch, body = self._start(request, fetched, window, memories, item_cap, room)
+        epoch, body = self._start(request, fetched, window, (memories, facts), item_cap, room)
         self._epochs[sid] = epoch
         self._epochs.move_to_end(sid)
         while len(self._epochs) > MAX_EPOCHS:
@@ -156,7 +167,7 @@ class MemoryRetriever:
         request: PromptRequest,
         fetched: _Fetched,
         window: list[StoredMessage],
-        memories: list[Item],
+        context: tuple[list[Item], Item | None],
         item_cap: int,
         room: int,
     ) -> list[ChatMessage] | None:
@@ -166,14 +177,13 @@ class MemoryRetriever:
         if not complete or len(history) > self._cfg.max_session_messages:
             return None
         summary = self._summary_item(fetched.summary, item_cap) if epoch.with_summary else None
-        lines = epoch.inserts.get(request.current.id)
-        if lines is None:
-            lines = []
-        body = self._body(memories, summary, history, epoch.inserts)
+        body = self._body(*context, summary, history, epoch.inserts)
         used = sum(self._budget.cost(m.content) for m in body)
         if used > room:
             return None
-        if request.current.id not in epoch.inserts:
+        # A tool round builds the turn's prompt again: the same records, in place.
+        lines = epoch.inserts.get(request.current.id)
+        if lines is None:
             # What is left once the window's remaining growth is set aside; at most
             # half the recall floor, so each turn adds little to the cached prefix.
             slots = self._cfg.max_session_messages - len(history) - 2
@@ -198,7 +208,7 @@ class MemoryRetriever:
         request: PromptRequest,
         fetched: _Fetched,
         window: list[StoredMessage],
-        memories: list[Item],
+        context: tuple[list[Item], Item | None],
         item_cap: int,
         room: int,
     ) -> tuple[_Epoch, list[ChatMessage]]:
@@ -206,7 +216,7 @@ class MemoryRetriever:
         block = self._drop_block()
         if len(window) > self._cfg.max_session_messages - block:
             window = window[len(window) - (self._cfg.max_session_messages - block) :]
-        parts = Parts(memories=list(memories))
+        parts = Parts(memories=list(context[0]), facts=context[1])
         protected = min(PROTECTED_MESSAGES, len(window))
         parts.older = window[: len(window) - protected]
         parts.recent = window[len(window) - protected :]
@@ -230,8 +240,13 @@ class MemoryRetriever:
         self._budget.trim(parts, room)
         history = parts.history()
         start = history[0].seq_order if history else request.current.seq_order
-        epoch = _Epoch(start, parts.summary is not None, {request.current.id: parts.recall})
-        body = self._body(parts.memories, parts.summary, history, epoch.inserts)
+        epoch = _Epoch(
+            start,
+            parts.summary is not None,
+            parts.facts is not None,
+            {request.current.id: parts.recall},
+        )
+        body = self._body(parts.memories, parts.facts, parts.summary, history, epoch.inserts)
         if parts.recall:
             body.append(ChatMessage("user", render_recall(parts.recall)))
         return epoch, body
@@ -239,12 +254,13 @@ class MemoryRetriever:
     def _body(
         self,
         memories: list[Item],
+        facts: Item | None,
         summary: Item | None,
         history: Sequence[StoredMessage],
         inserts: dict[int, list[RecallLine]],
     ) -> list[ChatMessage]:
         """Context message and history, each message after the records recalled for it."""
-        context = render_context(memories, summary)
+        context = render_context(memories, facts, summary)
         body = [] if context is None else [ChatMessage("user", context)]
         for message in history:
             lines = inserts.get(message.id)
@@ -270,6 +286,14 @@ class MemoryRetriever:
         if message.token_estimate <= cap // 2 or self._est.estimate(message.content) <= cap:
             return message
         return replace(message, content=truncate_to_tokens(self._est, message.content, cap))
+
+    def _facts_item(self, facts: Sequence[Fact]) -> Item | None:
+        """The learned-facts block body within its share of the budget (None if empty)."""
+        if self._learning is None or not facts:
+            return None
+        share = int(self._cfg.context_budget_tokens * self._learning.prompt_share)
+        text = render_facts_block(facts, self._est, share)
+        return Item(text, self._est.estimate(text) + 1) if text else None
 
     def _summary_item(self, summary: Summary | None, item_cap: int) -> Item | None:
         if summary is None or not summary.summary.strip():
@@ -298,6 +322,10 @@ class MemoryRetriever:
         summary = None
         if cfg.include_summary_on_truncation and window:
             summary = get_summary(conn, sid)
+        facts: list[Fact] = []
+        if self._learning is not None and self._learning.max_prompt_facts > 0:
+            learning = self._learning
+            facts = active_facts(conn, user, learning.min_confidence, learning.max_prompt_facts)
         hits: list[SearchHit] = []
         if cfg.enable_recall and cfg.recall_budget_tokens > 0:
             terms = extract_terms(request.current.content, cfg.recall_max_terms)
@@ -311,7 +339,7 @@ class MemoryRetriever:
         if epoch is not None:
             shown = epoch.shown_ids()
             intact = len(existing_ids(conn, shown)) == len(shown)
-        return _Fetched(window, memories, summary, hits, intact)
+        return _Fetched(window, memories, summary, facts, hits, intact)
 
     def _memory_items(self, groups: Sequence[CachedMemories], item_cap: int) -> list[Item]:
         """The memories' prompt lines, at most ``max_user_memories`` (own ones first).

@@ -8,9 +8,10 @@ The order (documented in docs/memory.md, tested in tests/kernel/test_memory_prom
    first;
 2. older history, oldest first, down to the last ``PROTECTED_MESSAGES`` messages;
 3. the remaining recalled records, lowest-ranked first;
-4. memories, lowest-ranked (least recently updated) first;
-5. the session summary;
-6. the protected recent messages, oldest first.
+4. the learned facts (the whole block: it is rendered to its own share);
+5. memories, lowest-ranked (least recently updated) first;
+6. the session summary;
+7. the protected recent messages, oldest first.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class Parts:
     """What a prompt may carry between the system prompt and the current message."""
 
     memories: list[Item] = field(default_factory=list)
+    facts: Item | None = None
     summary: Item | None = None
     recall: list[RecallLine] = field(default_factory=list)
     older: list[StoredMessage] = field(default_factory=list)
@@ -64,12 +66,15 @@ class Parts:
         return [*self.older, *self.recent]
 
 
-def render_context(memories: list[Item], summary: Item | None) -> str | None:
-    """The context message: memories and the summary as data blocks (None if empty)."""
+def render_context(memories: list[Item], facts: Item | None, summary: Item | None) -> str | None:
+    """The context message: memories, learned facts and the summary as data blocks
+    (None if all are empty)."""
     blocks = []
     if memories:
         body = "\n".join(i.text for i in memories)
         blocks.append(f'<data source="user_memories">\n{body}\n</data>')
+    if facts is not None:
+        blocks.append(f'<data source="learned_facts">\n{facts.text}\n</data>')
     if summary is not None:
         blocks.append(f'<data source="session_summary">\n{escape_data(summary.text)}\n</data>')
     if not blocks:
@@ -95,8 +100,8 @@ class Budget:
         return message_cost(self._est, text)
 
     def context_framing(self) -> int:
-        """The context message's fixed cost: preamble, two block tags, framing."""
-        return self.cost(DATA_PREAMBLE) + 2 * BLOCK_TAG_TOKENS
+        """The context message's fixed cost: preamble, three block tags, framing."""
+        return self.cost(DATA_PREAMBLE) + 3 * BLOCK_TAG_TOKENS
 
     def recall_framing(self) -> int:
         """A recall message's fixed cost: preamble, block tag, framing."""
@@ -108,7 +113,7 @@ class Budget:
 
     def estimate(self, parts: Parts) -> int:
         """A cheap upper bound of the parts' cost, used while trimming."""
-        items = [*parts.memories, *([parts.summary] if parts.summary else [])]
+        items = [*parts.memories, *(i for i in (parts.facts, parts.summary) if i is not None)]
         total = self.context_framing() + sum(i.cost for i in items) if items else 0
         if parts.recall:
             total += self.recall_framing() + recall_block.cost(parts.recall)
@@ -116,7 +121,7 @@ class Budget:
 
     def exact(self, parts: Parts) -> int:
         """The parts' cost as rendered."""
-        context = render_context(parts.memories, parts.summary)
+        context = render_context(parts.memories, parts.facts, parts.summary)
         total = self.cost(context) if context else 0
         if parts.recall:
             total += self.cost(render_recall(parts.recall))
@@ -130,6 +135,8 @@ class Budget:
             parts.older.pop(0)
         elif parts.recall:
             parts.recall.pop()
+        elif parts.facts is not None:
+            parts.facts = None
         elif parts.memories:
             parts.memories.pop()
         elif parts.summary is not None:

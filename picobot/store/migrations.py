@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from picobot.errors import StoreUnavailable, UserError
 from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
+from picobot.store.migrations_facts import m012_learned_facts
 from picobot.store.migrations_search import (
     m002_search_index,
     m005_user_terms,
@@ -270,6 +271,7 @@ MIGRATIONS: list[Migration] = [
     m008_memory_revisions,
     m009_search_tidy_steps,
     m011_split_unspaced_scripts,
+    m012_learned_facts,
 ]
 
 
