@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import aiohttp
@@ -29,6 +30,7 @@ from tests.channels.webhook.conftest import (
     post_generic,
     rows,
 )
+from tests.channels.webhook.generic_client import SIGNATURE_HEADER, callback_ok, signed_headers
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -60,7 +62,7 @@ async def test_signed_message_is_acknowledged_before_the_turn_and_answered_signe
         "text": "You said: hello",
         "in_reply_to": "m1",
     }
-    assert request.headers["X-PicoBot-Signature"] == sign(SECRET.encode(), request.body)
+    assert callback_ok(request.headers, request.body)
     await bot.server.wait_for(lambda s: s.delivered == 1)
     assert await bot.server.queue_depth() == 0
     # Processed and sent rows keep no text; the conversation lives in messages.
@@ -119,10 +121,12 @@ async def test_signature_covers_the_exact_body(
     bot = await webhooks.start(generic)
     signed = json.dumps(message("pay 10", "m1")).encode()
     tampered = signed.replace(b"pay 10", b"pay 99")
-    status, _ = await post_generic(
-        client, bot.url("generic"), tampered, signature=sign(SECRET.encode(), signed)
+    stamp = int(time.time())
+    signature = signed_headers(signed, timestamp=stamp)[SIGNATURE_HEADER]
+    status, answer = await post_generic(
+        client, bot.url("generic"), tampered, timestamp=stamp, signature=signature
     )
-    assert status == 401
+    assert (status, answer) == (401, {"error": "invalid signature"})
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 import traceback
 from typing import Any
 
@@ -39,13 +40,14 @@ def update(
     update_id: int = 900,
     is_bot: bool = False,
     kind: str = "message",
+    sent: float | None = None,
 ) -> dict[str, Any]:
-    """An Update with one message as Telegram sends it."""
+    """An Update with one message as Telegram sends it, sent now unless ``sent`` says when."""
     message: dict[str, Any] = {
         "message_id": message_id,
         "from": {"id": user, "is_bot": is_bot, "first_name": "Ann", "language_code": "en"},
         "chat": {"id": chat, "type": "supergroup", "title": "Team"},
-        "date": 1700000000,
+        "date": int(time.time() if sent is None else sent),
     }
     if text is not None:
         message["text"] = text

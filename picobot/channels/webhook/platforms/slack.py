@@ -43,6 +43,7 @@ from picobot.channels.webhook.signing import (
     require_secret,
     same,
     secret_from_env,
+    seen_key,
 )
 from picobot.config.channels import SlackSettings
 
@@ -148,6 +149,10 @@ class SlackPlatform:
         base = b"v0:" + stamp.encode() + b":" + body
         if not same(given.strip(), "v0=" + hmac_sha256_hex(self._signing_secret, base)):
             raise WebhookError(401, "invalid signature")
+
+    def seen_key(self, message_id: str) -> bytes:
+        """The replay-guard key of an event id, keyed with the signing secret."""
+        return seen_key(self._signing_secret, self.name, message_id)
 
     def parse(self, body: bytes) -> list[PlatformMessage]:
         """The one chat message of a verified event callback, or nothing."""
