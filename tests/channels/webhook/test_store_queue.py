@@ -122,9 +122,9 @@ class FlakyStore(WebhookStore):
             self.failures_left -= 1
             raise StoreUnavailable("database is locked")
 
-    async def accept(self, platform: str, msg: InboundMessage) -> int | None:
+    async def accept(self, platform: str, msg: InboundMessage, **kw: Any) -> int | None:
         self._maybe_fail("accept")
-        return await super().accept(platform, msg)
+        return await super().accept(platform, msg, **kw)
 
     async def mark_processed(self, inbox_id: int, replies: Sequence[str], **kw: Any) -> int:
         self._maybe_fail("mark_processed")
