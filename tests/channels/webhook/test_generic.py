@@ -343,3 +343,91 @@ def test_verify_errors_are_webhook_errors() -> None:
     with pytest.raises(WebhookError) as info:
         platform.parse(b"null")
     assert info.value.status == 400
+
+
+# Signed timestamps ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("offset", "reason"),
+    [(-301, "stale timestamp"), (301, "stale timestamp")],
+    ids=["too old", "too far ahead"],
+)
+async def test_a_timestamp_outside_the_window_is_refused(
+    webhooks: Webhooks,
+    generic: GenericPlatform,
+    client: aiohttp.ClientSession,
+    offset: int,
+    reason: str,
+) -> None:
+    bot = await webhooks.start(generic)
+    stamp = int(time.time()) + offset
+    status, answer = await post_generic(
+        client, bot.url("generic"), message("hi", "m1"), timestamp=stamp
+    )
+    assert (status, answer) == (401, {"error": reason})
+    assert await rows(bot.runtime, "SELECT * FROM webhook_inbox") == []
+
+
+async def test_the_timestamp_is_covered_by_the_signature(
+    webhooks: Webhooks, generic: GenericPlatform, client: aiohttp.ClientSession
+) -> None:
+    # A captured request made fresh again by a new timestamp header does not pass.
+    bot = await webhooks.start(generic)
+    body = json.dumps(message("hi", "m1")).encode()
+    then = int(time.time()) - 600
+    signature = signed_headers(body, timestamp=then)[SIGNATURE_HEADER]
+    status, answer = await post_generic(
+        client, bot.url("generic"), body, timestamp=int(time.time()), signature=signature
+    )
+    assert (status, answer) == (401, {"error": "invalid signature"})
+
+
+@pytest.mark.parametrize("stamp", ["", "12.5", "1e9", "-1", "9" * 13])
+async def test_a_missing_or_malformed_timestamp_is_refused(
+    webhooks: Webhooks, generic: GenericPlatform, client: aiohttp.ClientSession, stamp: str
+) -> None:
+    bot = await webhooks.start(generic)
+    status, answer = await post_generic(
+        client, bot.url("generic"), message("hi", "m1"), timestamp=stamp
+    )
+    reason = "missing timestamp" if not stamp else "invalid timestamp"
+    assert (status, answer) == (401, {"error": reason})
+
+
+async def test_a_body_only_signature_is_refused_by_default(
+    webhooks: Webhooks, generic: GenericPlatform, client: aiohttp.ClientSession
+) -> None:
+    bot = await webhooks.start(generic)
+    status, answer = await post_generic(
+        client, bot.url("generic"), message("hi", "m1"), legacy=True
+    )
+    assert (status, answer) == (401, {"error": "missing timestamp"})
+
+
+async def test_a_body_only_signature_passes_when_timestamps_are_optional(
+    webhooks: Webhooks,
+    platform_api: PlatformAPI,
+    client: aiohttp.ClientSession,
+    provider: GatedProvider,
+) -> None:
+    lenient = GenericPlatform(
+        GenericWebhookSettings(
+            enabled=True, callback_url=platform_api.url("/callback"), require_timestamp=False
+        ),
+        SECRET,
+    )
+    bot = await webhooks.start(lenient)
+    status, _ = await post_generic(client, bot.url("generic"), message("hi", "m1"), legacy=True)
+    assert status == 200
+    provider.gate.set()
+    # Its callbacks are signed the old way too, so the same client can check them.
+    (request,) = await platform_api.wait_requests(1)
+    assert "X-PicoBot-Timestamp" not in request.headers
+    assert request.headers["X-PicoBot-Signature"] == sign(SECRET.encode(), request.body)
+    # A timestamp, when sent, is still checked.
+    stale = int(time.time()) - 600
+    status, answer = await post_generic(
+        client, bot.url("generic"), message("hi", "m2"), timestamp=stale
+    )
+    assert (status, answer) == (401, {"error": "stale timestamp"})
