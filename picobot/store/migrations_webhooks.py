@@ -81,9 +81,10 @@ async def m010_webhook_replay_guard(conn: aiosqlite.Connection) -> None:
     purged); retention prunes it once no platform can deliver the message again. See
     picobot.store.webhook_seen.
 
-    ``outbound_queue.session_id`` is the session a reply was produced in, so a session
-    purge deletes command replies too (they quote the session but are no message of
-    it). Existing replies get it through their message where it can be found.
+    ``outbound_queue.session_id`` and ``webhook_inbox.session_id`` are the session a
+    reply was produced in and a message was processed in, so a session purge deletes
+    command replies too (they quote the session but are no message of it), and the
+    rows of commands. Existing rows get it through their message where it is found.
     """
     await run_script(
         conn,
@@ -101,6 +102,14 @@ async def m010_webhook_replay_guard(conn: aiosqlite.Connection) -> None:
             WHERE i.id = outbound_queue.inbox_id LIMIT 1)
         WHERE inbox_id IS NOT NULL;
         CREATE INDEX outbound_by_session ON outbound_queue(session_id)
+            WHERE session_id IS NOT NULL;
+
+        ALTER TABLE webhook_inbox ADD COLUMN session_id TEXT;
+        UPDATE webhook_inbox SET session_id = (
+            SELECT m.session_id FROM messages m
+            WHERE m.source_id = webhook_inbox.platform || ':' || webhook_inbox.message_id
+            LIMIT 1);
+        CREATE INDEX webhook_inbox_by_session ON webhook_inbox(session_id)
             WHERE session_id IS NOT NULL;
         """,
     )

@@ -71,9 +71,12 @@ _SESSION_INBOX_IDS = """
      AND i.message_id = substr(m.source_id, instr(m.source_id, ':') + 1)
     WHERE m.session_id = ? AND m.source_id IS NOT NULL
 """
-_SESSION_INBOX = f"id IN ({_SESSION_INBOX_IDS})"
+_SESSION_IDS = _SESSION_INBOX_IDS.replace("?", "?1")
+# A message processed in the session (m010; a command is no message of it), or one
+# stored as a message of it.
+_SESSION_INBOX = f"session_id = ?1 OR id IN ({_SESSION_IDS})"
 # A reply produced in the session (m010), or one answering a message of it.
-_OF_SESSION = f"session_id = ?1 OR inbox_id IN ({_SESSION_INBOX_IDS.replace('?', '?1')})"
+_OF_SESSION = f"session_id = ?1 OR inbox_id IN ({_SESSION_IDS})"
 
 
 def _names(platforms: Collection[str]) -> tuple[list[str], str]:
@@ -191,8 +194,9 @@ class WebhookStore:
                 return 0
             if row is not None:
                 conn.execute(
-                    "UPDATE webhook_inbox SET status = ?, processed_at = ?, text = '' WHERE id = ?",
-                    ("failed" if failed else "done", now, inbox_id),
+                    "UPDATE webhook_inbox SET status = ?, processed_at = ?, text = '',"
+                    " session_id = ? WHERE id = ?",
+                    ("failed" if failed else "done", now, session_id, inbox_id),
                 )
             conn.executemany(
                 "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json,"
@@ -303,11 +307,11 @@ class WebhookStore:
 
     async def count_user(self, user_id: str) -> int:
         """Inbox and queue rows of one user (what :meth:`delete_user` removes)."""
-        return await self._count_where("user_id = ?", "user_id = ?", user_id)
+        return await self._count_where("user_id = ?1", "user_id = ?1", user_id)
 
     async def delete_user(self, user_id: str) -> int:
         """Delete every inbox and queue row of one user; return how many."""
-        return await self._delete_where("user_id = ?", "user_id = ?", user_id)
+        return await self._delete_where("user_id = ?1", "user_id = ?1", user_id)
 
     async def count_session(self, session_id: str) -> int:
         """Rows of one session (what :meth:`delete_session` removes)."""
@@ -324,7 +328,7 @@ class WebhookStore:
 
     async def count_before(self, cutoff: float) -> int:
         """Rows :meth:`delete_before` would remove for the same cutoff."""
-        return await self._count_where("created_at < ?", "received_at < ?", cutoff)
+        return await self._count_where("created_at < ?1", "received_at < ?1", cutoff)
 
     async def delete_before(self, cutoff: float) -> int:
         """Delete rows older than ``cutoff``, finished or not.
@@ -336,14 +340,15 @@ class WebhookStore:
         :meth:`mark_processed`). Removing old inbox rows also ends their
         de-duplication, which platforms only need for hours.
         """
-        return await self._delete_where("created_at < ?", "received_at < ?", cutoff)
+        return await self._delete_where("created_at < ?1", "received_at < ?1", cutoff)
 
-    # The clauses are constants of this module; only the parameter comes from callers.
+    # The clauses are constants of this module, their one parameter named ?1; only its
+    # value comes from callers.
     async def _count_where(self, outbound: str, inbox: str, param: object) -> int:
         row = await self._db.fetchone(
             f"SELECT (SELECT COUNT(*) FROM outbound_queue WHERE {outbound})"  # noqa: S608
             f" + (SELECT COUNT(*) FROM webhook_inbox WHERE {inbox}) AS n",
-            (param, param),
+            (param,),
         )
         return int(row["n"]) if row else 0
 
