@@ -34,7 +34,6 @@ from tests.channels.webhook import test_whatsapp as whatsapp
 from tests.channels.webhook.conftest import FakeClock, PlatformAPI, Running, Webhooks, rows
 from tests.channels.webhook.generic_client import signed_headers
 
-DAY = 86_400
 TEXT = "my diary entry zq81"
 
 
