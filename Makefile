@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: run test lint install clean bench
+.PHONY: run test lint install clean bench eval
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ test: $(STAMP)
 # BENCH_SCALE=small: the 100k-message corpus only; default: 100k and 1M (see docs/performance.md).
 bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench
+
+# Recall on ../shared/eval/locomo-dev.json; EVAL_ARGS="--file F --questions 20" (docs/eval.md).
+eval: $(BENCH_STAMP)
+	$(BIN)/python -m bench.recall $(EVAL_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check picobot tests bench

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from picobot.store.search import SearchQuery, search_sql
+from picobot.store.recall import RecallQuery, recall_records
+from picobot.store.search import SearchHit
 from picobot.store.search_writes import index_range
 from picobot.store.terms import register_functions
 
@@ -71,6 +72,10 @@ class RawStore:
         """Close the connection."""
         self.conn.close()
 
+    def recall(self, query: RecallQuery) -> list[SearchHit]:
+        """The retriever's recall statements on this plain connection."""
+        return recall_records(self.conn, query)
+
     def query(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """Run one query and fetch every row."""
         return self.conn.execute(sql, tuple(params)).fetchall()
@@ -120,15 +125,7 @@ class RawStore:
         c.execute(SUMMARY, (sid,)).fetchall()
         hits = 0
         if t.terms:
-            sql, params = search_sql(
-                SearchQuery(
-                    t.user_id,
-                    t.terms,
-                    limit=20,
-                    include_memories=False,
-                    exclude_ids=[*(r[0] for r in history), msg_id],
-                )
-            )
-            hits = len(c.execute(sql, params).fetchall())
+            query = RecallQuery(t.user_id, t.terms, exclude_ids=[*(r[0] for r in history), msg_id])
+            hits = len(recall_records(c, query))
         self.append(sid, "assistant", t.reply, len(t.reply) // 4 + 1, t.now)
         return hits

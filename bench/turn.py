@@ -8,7 +8,6 @@ the page cache or the WAL affects both sides alike.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -19,10 +18,9 @@ from bench.raw import CURRENT, LAST, RawStore, RawTurn
 from bench.stats import Paired, Ticker, dist_ms, now_ns
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.keywords import extract_terms
-from picobot.kernel.memory_prompt import RECALL_CANDIDATES
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.runtime import build_kernel, open_database
-from picobot.store.search import SearchQuery, search_records, search_sql
+from picobot.store.recall import RecallQuery, recall_records
 
 
 async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
@@ -74,7 +72,8 @@ async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
 
 
 async def recall_search(ctx: BenchContext) -> dict[str, Any]:
-    """``search_records`` in a ``Database.read``, as the retriever runs it, vs its SQL raw.
+    """``recall_records`` in a ``Database.read``, as the retriever runs it, vs the same
+    function on a plain connection in the bench's thread (the same statements, raw).
 
     Each query is the keyword set of a fresh message (``extract_terms``, up to 8 terms)
     for a random user, scoped to that user, leaving out the current session's window.
@@ -97,12 +96,10 @@ async def recall_search(ctx: BenchContext) -> dict[str, Any]:
                 if not terms:
                     continue
                 query = _recall_query(users[i], where, terms)
-                # search_records asks for twice its limit (room for dropped fork copies).
-                sql, params = search_sql(replace(query, limit=RECALL_CANDIDATES * 2))
                 found, _ = await pairs.measure(
                     i,
-                    partial(db.read, partial(search_records, query=query)),
-                    partial(raw.query, sql, params),
+                    partial(db.read, partial(recall_records, query=query)),
+                    partial(raw.recall, query),
                 )
                 hits += len(found)
                 tick.step(i + 1)
@@ -125,15 +122,9 @@ def _windows(raw: RawStore, users: list[int]) -> dict[int, list[int]]:
     return where
 
 
-def _recall_query(u: int, where: dict[int, list[int]], terms: list[str]) -> SearchQuery:
+def _recall_query(u: int, where: dict[int, list[int]], terms: list[str]) -> RecallQuery:
     """The retriever's recall query for user ``u``: outside the current window."""
-    return SearchQuery(
-        user_id(u),
-        terms,
-        limit=RECALL_CANDIDATES,
-        include_memories=False,
-        exclude_ids=where[u],
-    )
+    return RecallQuery(user_id(u), terms, exclude_ids=where[u])
 
 
 async def recall_scaling(small: BenchContext, large: BenchContext) -> dict[str, Any]:
@@ -168,7 +159,7 @@ async def recall_scaling(small: BenchContext, large: BenchContext) -> dict[str, 
             for side in ((0, 1) if i % 2 == 0 else (1, 0)) if terms else ():
                 query = _recall_query(users[i], wheres[side], terms)
                 started = now_ns()
-                await dbs[side].read(partial(search_records, query=query))
+                await dbs[side].read(partial(recall_records, query=query))
                 if i >= plan.warmup:
                     samples[side].append(now_ns() - started)
             tick.step(i + 1)

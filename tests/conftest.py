@@ -13,14 +13,20 @@ from picobot.store.db import Database
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Clear PICOBOT_* variables and chdir into tmp_path.
+    """Clear PICOBOT_* variables, set the data directory to ./data, chdir into tmp_path.
 
-    A developer's ./config.toml or exported PICOBOT_* settings must never change what
-    a test sees.
+    A developer's ./config.toml, exported PICOBOT_* settings or .env, the host's
+    /run/secrets and the real user data directory must never change what a test sees,
+    nor be written to. Tests of the default data location delete PICOBOT_DATA__DIR; the
+    user data directory then lies under tmp_path.
     """
     for name in list(os.environ):
         if name.upper().startswith("PICOBOT_"):
             monkeypatch.delenv(name)
+    monkeypatch.setenv("PICOBOT_DATA__DIR", "data")
+    monkeypatch.setenv("PICOBOT_SECRETS_DIR", "")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

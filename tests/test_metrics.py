@@ -1,188 +1,51 @@
-"""The metrics registry and its Prometheus text exposition (checked by a strict parser)."""
+"""PicoBot's metrics on prometheus_client: names, helpers, server registries, formats."""
 
 from __future__ import annotations
 
-import math
-import re
-
 import pytest
+from prometheus_client import Counter
 
 from picobot.metrics import (
-    Counter,
-    Gauge,
-    Histogram,
     PicobotMetrics,
-    Registry,
-    escape_label_value,
-    format_value,
     observe_purge,
     observe_retention,
     observe_turn,
+    render,
+    server_registry,
 )
-from tests.admin.exposition import parse_exposition, sample
+from tests.scrape import parse_exposition, sample, scrape
 
 
-async def test_counter_with_labels_renders_each_series() -> None:
-    registry = Registry()
-    turns = registry.register(Counter("t_total", "Turns.", ["channel"]))
-    turns.inc(channel="ws")
-    turns.inc(2, channel="ws")
-    turns.inc(channel="tui")
-    text = await registry.render()
-    samples = parse_exposition(text)
-    assert sample(samples, "t_total", channel="ws") == 3
-    assert sample(samples, "t_total", channel="tui") == 1
-    assert "# TYPE t_total counter" in text
-    assert turns.value(channel="ws") == 3
-
-
-async def test_unlabelled_metrics_start_at_zero() -> None:
-    registry = Registry()
-    registry.register(Counter("errors_total", "Errors."))
-    registry.register(Gauge("depth", "Depth."))
-    samples = parse_exposition(await registry.render())
-    assert sample(samples, "errors_total") == 0
-    assert sample(samples, "depth") == 0
-
-
-async def test_labelled_metric_without_series_renders_only_its_header() -> None:
-    registry = Registry()
-    registry.register(Counter("req_total", "Requests.", ["status"]))
-    text = await registry.render()
-    assert text == "# HELP req_total Requests.\n# TYPE req_total counter\n"
-
-
-def test_wrong_labels_and_negative_increments_are_refused() -> None:
-    counter = Counter("c_total", "C.", ["a"])
-    with pytest.raises(ValueError, match="takes labels"):
-        counter.inc(b="x")
-    with pytest.raises(ValueError, match="takes labels"):
-        counter.inc()
-    with pytest.raises(ValueError, match="cannot decrease"):
-        counter.inc(-1, a="x")
-
-
-@pytest.mark.parametrize("name", ["", "1abc", "a-b", "a b"])
-def test_invalid_metric_names_are_refused(name: str) -> None:
-    with pytest.raises(ValueError, match="invalid metric name"):
-        Counter(name, "x")
-
-
-@pytest.mark.parametrize("labels", [["__reserved"], ["a-b"], ["a", "a"]])
-def test_invalid_label_names_are_refused(labels: list[str]) -> None:
-    with pytest.raises(ValueError):
-        Counter("ok_total", "x", labels)
-
-
-def test_duplicate_registration_is_refused() -> None:
-    registry = Registry()
-    registry.register(Counter("x_total", "x"))
-    with pytest.raises(ValueError, match="already registered"):
-        registry.register(Gauge("x_total", "x"))
-
-
-async def test_label_values_and_help_are_escaped() -> None:
-    registry = Registry()
-    counter = registry.register(Counter("esc_total", 'Help with \\ and\nnewline "q".', ["v"]))
-    nasty = 'back\\slash "quoted"\nnewline'
-    counter.inc(v=nasty)
-    text = await registry.render()
-    assert '# HELP esc_total Help with \\\\ and\\nnewline "q".' in text
-    assert escape_label_value(nasty) == 'back\\\\slash \\"quoted\\"\\nnewline'
-    samples = parse_exposition(text)
-    assert sample(samples, "esc_total", v=nasty) == 1
-
-
-async def test_histogram_buckets_are_cumulative_with_inf_sum_and_count() -> None:
-    registry = Registry()
-    hist = registry.register(Histogram("lat_seconds", "Latency.", buckets=[1.0, 0.1, 10.0]))
-    for value in (0.05, 0.1, 0.5, 3.0, 50.0):
-        hist.observe(value)
-    text = await registry.render()
-    samples = parse_exposition(text)
-    assert sample(samples, "lat_seconds_bucket", le="0.1") == 2  # le is inclusive
-    assert sample(samples, "lat_seconds_bucket", le="1.0") == 3
-    assert sample(samples, "lat_seconds_bucket", le="10.0") == 4
-    assert sample(samples, "lat_seconds_bucket", le="+Inf") == 5
-    assert sample(samples, "lat_seconds_count") == 5
-    assert sample(samples, "lat_seconds_sum") == pytest.approx(53.65)
-    # Buckets are rendered in increasing order, +Inf last.
-    les = re.findall(r'le="([^"]+)"', text)
-    assert les == ["0.1", "1.0", "10.0", "+Inf"]
-    assert hist.count() == 5
-
-
-def test_histogram_refuses_le_label_and_empty_buckets() -> None:
-    with pytest.raises(ValueError, match="reserved"):
-        Histogram("h", "h", ["le"])
-    with pytest.raises(ValueError, match="buckets"):
-        Histogram("h", "h", buckets=[math.inf])
-    with pytest.raises(ValueError, match="buckets"):
-        Histogram("h", "h", buckets=[1.0, 1.0])
-
-
-async def test_gauge_callbacks_sync_async_none_and_failing() -> None:
-    registry = Registry()
-    sync = registry.register(Gauge("sync_g", "Sync.", callback=lambda: 7))
-
-    async def depth() -> float:
-        return 3
-
-    registry.register(Gauge("async_g", "Async.", callback=depth))
-    registry.register(Gauge("none_g", "Nothing now.", callback=lambda: None))
-
-    def broken() -> float:
-        raise RuntimeError("source down")
-
-    registry.register(Gauge("broken_g", "Broken.", callback=broken))
-    samples = parse_exposition(await registry.render())
-    assert sample(samples, "sync_g") == 7
-    assert sample(samples, "async_g") == 3
-    # No value now and a failing source both mean no sample; the scrape still works.
-    assert not any(name in ("none_g", "broken_g") for name, _ in samples)
-    assert sync.value() == 7
-    sync.set_callback(None)
-    sync.set(2)
-    assert sample(parse_exposition(await registry.render()), "sync_g") == 2
-
-
-def test_labelled_gauge_takes_no_callback() -> None:
-    with pytest.raises(ValueError, match="unlabelled"):
-        Gauge("g", "g", ["a"], callback=lambda: 1)
-
-
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [(math.inf, "+Inf"), (-math.inf, "-Inf"), (math.nan, "NaN"), (3, "3.0"), (0.25, "0.25")],
-)
-def test_format_value(value: float, text: str) -> None:
-    assert format_value(value) == text
-
-
-async def test_picobot_metrics_render_and_helpers_move_them() -> None:
-    metrics = PicobotMetrics()
-    before = parse_exposition(await metrics.render())
-    names = {name for name, _ in before}
-    for expected in (
+def test_every_metric_exists_from_the_start() -> None:
+    samples = scrape(PicobotMetrics())
+    for unlabelled in (
         "picobot_llm_errors_total",
         "picobot_turn_seconds_count",
-        "picobot_retention_last_run_timestamp",
+        "picobot_retention_last_run_timestamp_seconds",
+        "picobot_retention_last_run_ok",
         "picobot_retention_last_deleted_rows",
-        "picobot_outbound_queue_depth",
     ):
-        assert expected in names
+        assert sample(samples, unlabelled) == 0
+    # No `_created` series: they would double the series of the text format.
+    assert not any(name.endswith("_created") for name, _ in samples)
+
+
+def test_helpers_move_their_metrics() -> None:
+    metrics = PicobotMetrics()
     observe_turn("ws", 0.3, metrics=metrics)
     observe_turn("ws", 2.0, metrics=metrics)
     observe_purge("user", metrics=metrics)
     observe_retention(1_700_000_000.0, 42, metrics=metrics)
     metrics.llm_errors.inc()
-    metrics.webhook_requests.inc(platform="telegram", status="200")
-    after = parse_exposition(await metrics.render())
+    metrics.webhook_requests.labels(platform="telegram", status="200").inc()
+    after = scrape(metrics)
     assert sample(after, "picobot_turns_total", channel="ws") == 2
     assert sample(after, "picobot_turn_seconds_count") == 2
     assert sample(after, "picobot_turn_seconds_bucket", le="0.5") == 1
+    assert sample(after, "picobot_turn_seconds_bucket", le="+Inf") == 2
+    assert sample(after, "picobot_turn_seconds_sum") == pytest.approx(2.3)
     assert sample(after, "picobot_purges_total", scope="user") == 1
-    assert sample(after, "picobot_retention_last_run_timestamp") == 1_700_000_000.0
+    assert sample(after, "picobot_retention_last_run_timestamp_seconds") == 1_700_000_000.0
     assert sample(after, "picobot_retention_last_deleted_rows") == 42
     assert sample(after, "picobot_retention_last_run_ok") == 1
     assert sample(after, "picobot_llm_errors_total") == 1
@@ -193,20 +56,70 @@ def test_failed_retention_keeps_the_last_deleted_count() -> None:
     metrics = PicobotMetrics()
     observe_retention(100.0, 5, metrics=metrics)
     observe_retention(200.0, 0, ok=False, metrics=metrics)
-    assert metrics.retention_last_run_timestamp.value() == 200.0
-    assert metrics.retention_last_run_ok.value() == 0
-    assert metrics.retention_last_deleted_rows.value() == 5
+    after = scrape(metrics)
+    assert sample(after, "picobot_retention_last_run_timestamp_seconds") == 200.0
+    assert sample(after, "picobot_retention_last_run_ok") == 0
+    assert sample(after, "picobot_retention_last_deleted_rows") == 5
 
 
-def test_parser_rejects_malformed_lines() -> None:
-    for bad in (
-        "metric value\n",
-        'm{a="unterminated} 1\n',
-        'm{a="x"} 1_000\n',
-        '# TYPE m counter\nm{a="bad\\q"} 1\n',
-        "m 1\n",  # a sample before its TYPE
-        "# TYPE m counter\n# TYPE m counter\n",
-        "# TYPE m counter\nm 1",  # no final line feed
-    ):
-        with pytest.raises(AssertionError):
-            parse_exposition(bad)
+def test_custom_buckets_are_used() -> None:
+    metrics = PicobotMetrics(turn_buckets=(1.0, 10.0))
+    observe_turn("tui", 5.0, metrics=metrics)
+    samples = scrape(metrics)
+    assert sample(samples, "picobot_turn_seconds_bucket", le="1.0") == 0
+    assert sample(samples, "picobot_turn_seconds_bucket", le="10.0") == 1
+    assert ("picobot_turn_seconds_bucket", frozenset({("le", "0.5")})) not in samples
+
+
+def test_a_server_registry_adds_process_gc_and_platform_metrics() -> None:
+    text, content_type = render(server_registry(PicobotMetrics()), None)
+    assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+    names = {name for name, _ in parse_exposition(text.decode())}
+    assert {"python_info", "python_gc_collections_total", "process_cpu_seconds_total"} <= names
+    assert "picobot_turns_total" not in names  # labelled, and no turn yet
+    assert "picobot_llm_errors_total" in names
+
+
+def test_each_server_registry_is_its_own() -> None:
+    first = server_registry(PicobotMetrics())
+    second = server_registry(PicobotMetrics())
+    assert first is not second
+    # A name registered twice in one registry is refused rather than shown twice.
+    clash = Counter("picobot_llm_errors_total", "again", registry=None)
+    with pytest.raises(ValueError, match="Duplicated"):
+        server_registry(PicobotMetrics(), clash)
+
+
+@pytest.mark.parametrize(
+    "accept",
+    [
+        "application/openmetrics-text",
+        "application/openmetrics-text; version=1.0.0",
+        "text/plain;q=0.5, application/openmetrics-text;version=1.0.0;q=0.9",
+    ],
+)
+def test_openmetrics_when_asked(accept: str) -> None:
+    metrics = PicobotMetrics()
+    observe_purge("session", metrics=metrics)
+    body, content_type = render(server_registry(metrics), accept)
+    assert content_type.startswith("application/openmetrics-text; version=1.0.0")
+    text = body.decode()
+    assert text.endswith("# EOF\n")
+    samples = parse_exposition(text, openmetrics=True)
+    assert sample(samples, "picobot_purges_total", scope="session") == 1
+
+
+@pytest.mark.parametrize("accept", [None, "", "*/*", "text/plain", "application/json"])
+def test_the_text_format_otherwise(accept: str | None) -> None:
+    body, content_type = render(server_registry(PicobotMetrics()), accept)
+    assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+    assert "# EOF" not in body.decode()
+    assert sample(parse_exposition(body.decode()), "picobot_llm_errors_total") == 0
+
+
+def test_label_values_are_escaped() -> None:
+    metrics = PicobotMetrics()
+    nasty = 'back\\slash "quoted"\nnewline'
+    metrics.turns.labels(channel=nasty).inc()
+    body, _ = render(server_registry(metrics), None)
+    assert sample(parse_exposition(body.decode()), "picobot_turns_total", channel=nasty) == 1

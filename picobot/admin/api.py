@@ -3,9 +3,11 @@
 Mounted by ``picobot serve`` on the same aiohttp Application as the webhooks, and only
 when operator keys are configured (``[server] admin_api_keys_env``): without keys there
 is no admin route at all. Every ``/api/v1`` route and ``/metrics`` needs
-``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; ``/healthz`` is public and
-says nothing but "ok" or "unavailable". Chat keys (WebSocket) are a different set and
-never open this API.
+``Authorization: Bearer <key>`` or ``X-API-Key: <key>``; ``/healthz`` (liveness) and
+``/readyz`` (the store takes writes) are public and say nothing but which part is "ok"
+or "unavailable". Failed authentications are limited per peer (429 with Retry-After;
+:mod:`picobot.admin.auth_limit`). Chat keys (WebSocket) are a different set and never
+open this API.
 
 Each key acts as the operator ``api:<first 8 characters>``. Purges use the same
 two-step exchange as the chat: ``POST /api/v1/purge`` returns the exact counts and a
@@ -17,29 +19,33 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from aiohttp import web
-from aiohttp.typedefs import Middleware
+from prometheus_client.registry import Collector
 
+from picobot.admin.auth_limit import FailedAuthLimit
 from picobot.admin.http import (
     ApiError,
     StreamAborted,
     error_response,
     json_response,
-    query,
+    read_query,
 )
+from picobot.admin.metrics import MetricsEndpoint
+from picobot.admin.models import NoQuery
 from picobot.admin.openapi import OPENAPI
+from picobot.admin.readiness import ReadinessProbe
 from picobot.admin.routes_data import DataRoutes
 from picobot.admin.routes_ops import OpsRoutes
 from picobot.config.channels import ServerSettings
+from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, StoreUnavailable, UserError
-from picobot.metrics import CONTENT_TYPE, METRICS, PicobotMetrics
+from picobot.logsafe import loggable
+from picobot.metrics import METRICS, PicobotMetrics
 from picobot.privacy.controller import Actor, PrivacyController
 from picobot.privacy.redaction import Redactor
 from picobot.runtime import Runtime
-from picobot.tasks.retention import TASK_NAME, last_run
 
 log = logging.getLogger(__name__)
 
@@ -78,9 +84,8 @@ def load_admin_keys(
     settings: ServerSettings, environ: Mapping[str, str] | None = None
 ) -> list[str]:
     """The operator keys from the env var named by ``admin_api_keys_env`` ([] if unset)."""
-    env = os.environ if environ is None else environ
     name = settings.admin_api_keys_env
-    return parse_admin_keys(env.get(name, ""), name)
+    return parse_admin_keys(read_secret(name, environ), name)
 
 
 def operator_actor(key: str) -> Actor:
@@ -98,7 +103,9 @@ def _presented_key(request: web.Request) -> str | None:
 class AdminAPI:
     """The admin routes over one runtime; mount with :meth:`add_routes`.
 
-    ``queue_depth`` reports the webhook outbound queue for ``/metrics``. ``privacy``
+    ``/metrics`` serves ``metrics``, the queue depths, the runtime's jobs and the
+    process metrics (:mod:`picobot.admin.metrics`), plus ``collectors``
+    (prometheus_client collectors, such as the webhook counters). ``privacy``
     is the controller that holds pending purges (one is built from the runtime's
     settings if not given); ``clock`` is its clock and the expiry clock of tokens.
     """
@@ -108,7 +115,7 @@ class AdminAPI:
         runtime: Runtime,
         keys: Sequence[str],
         *,
-        queue_depth: Callable[[], Awaitable[int]] | None = None,
+        collectors: Sequence[Collector] = (),
         privacy: PrivacyController | None = None,
         clock: Callable[[], float] | None = None,
         metrics: PicobotMetrics = METRICS,
@@ -127,20 +134,28 @@ class AdminAPI:
             batch_size=settings.privacy.retention_batch_size,
             clock=self._clock,
         )
-        self._metrics = metrics
-        if queue_depth is not None:
-            metrics.outbound_queue_depth.set_callback(queue_depth)
+        self._metrics = MetricsEndpoint(
+            runtime.db, runtime.tasks, metrics=metrics, collectors=collectors
+        )
         self._data = DataRoutes(
             runtime.db, settings.session.memory, Redactor.from_settings(settings.privacy).redact
         )
         self._ops = OpsRoutes(runtime.db, settings, runtime.tasks, privacy, self._clock)
+        server = settings.server
+        self._auth_limit = FailedAuthLimit(
+            server.admin_auth_max_failures, server.admin_auth_window_secs, clock=self._clock
+        )
+        self._readiness = ReadinessProbe(
+            runtime.db, server.ready_min_free_mb * 1024 * 1024, clock=self._clock
+        )
 
     def routes(self) -> list[web.RouteDef]:
         """Every admin route (HEAD is not added: the OpenAPI document lists all)."""
         d, o, p = self._data, self._ops, self._protected
         return [
             web.get("/healthz", self.healthz, allow_head=False),
-            web.get("/metrics", p(self.metrics), allow_head=False),
+            web.get("/readyz", self._readiness.handle, allow_head=False),
+            web.get("/metrics", p(self._metrics.handle), allow_head=False),
             web.get("/api/v1/openapi.json", p(self.openapi), allow_head=False),
             web.get("/api/v1/sessions", p(d.list_sessions), allow_head=False),
             web.get("/api/v1/sessions/{id}", p(d.get_session), allow_head=False),
@@ -158,6 +173,10 @@ class AdminAPI:
     def add_routes(self, app: web.Application) -> None:
         """Mount the admin routes on ``app`` (shared with the webhook routes)."""
         app.add_routes(self.routes())
+        app.on_cleanup.append(self._cleanup)
+
+    async def _cleanup(self, app: web.Application) -> None:
+        self._auth_limit.close()
 
     def authenticate(self, request: web.Request) -> Actor | None:
         """The operator of the key the request presents, or None."""
@@ -176,11 +195,12 @@ class AdminAPI:
         """Authenticate, run ``handler``, and turn failures into JSON errors."""
 
         async def guarded(request: web.Request) -> web.StreamResponse:
+            refusal = self._auth_limit.refusal(request)
+            if refusal is not None:
+                return refusal
             actor = self.authenticate(request)
             if actor is None:
-                log.info(
-                    "admin API refused %s %s: missing or invalid key", request.method, request.path
-                )
+                self._auth_limit.failed(request)
                 return error_response(
                     401,
                     "unauthorized",
@@ -196,13 +216,17 @@ class AdminAPI:
                 return error_response(400, "invalid", str(exc))
             except StoreUnavailable:
                 log.exception(
-                    "admin API: store unavailable for %s %s", request.method, request.path
+                    "admin API: store unavailable for %s %s",
+                    loggable(request.method),
+                    loggable(request.path),
                 )
                 return error_response(503, "store_unavailable", "The database is unavailable.")
             except (StreamAborted, web.HTTPException):
                 raise
             except Exception:
-                log.exception("admin API: %s %s failed", request.method, request.path)
+                log.exception(
+                    "admin API: %s %s failed", loggable(request.method), loggable(request.path)
+                )
                 return error_response(500, "internal", "Internal error; see the server log.")
 
         return guarded
@@ -212,60 +236,14 @@ class AdminAPI:
     async def healthz(self, request: web.Request) -> web.StreamResponse:
         """``GET /healthz`` (public): 200 when the database answers, else 503."""
         try:
-            await self._db.fetchone("SELECT 1")
+            await self._db.ping()
         except Exception:
             # No detail in a public answer; the log has it.
             log.warning("health check: the database does not answer", exc_info=True)
             return json_response({"status": "unavailable", "database": "unavailable"}, 503)
         return json_response({"status": "ok", "database": "ok"})
 
-    async def metrics(self, request: web.Request, actor: Actor) -> web.StreamResponse:
-        """``GET /metrics``: the Prometheus text exposition."""
-        query(request, frozenset())
-        try:
-            # task_runs is the durable record: it survives restarts and includes runs
-            # of `picobot retention run` from the command line.
-            run = await last_run(self._db, TASK_NAME)
-        except StoreUnavailable:
-            log.warning("metrics: could not read the last retention run", exc_info=True)
-        else:
-            finished = None if run is None else run.last_finished_at
-            self._metrics.retention_last_run_timestamp.set(finished or 0.0)
-            self._metrics.retention_last_run_ok.set(1.0 if run is not None and run.ok else 0.0)
-        text = await self._metrics.render()
-        response = web.Response(body=text.encode("utf-8"))
-        response.headers["Content-Type"] = CONTENT_TYPE
-        return response
-
     async def openapi(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/openapi.json``: the OpenAPI 3.1 document of this API."""
-        query(request, frozenset())
+        read_query(request, NoQuery)
         return json_response(OPENAPI)
-
-
-def webhook_metrics_middleware(metrics: PicobotMetrics = METRICS) -> Middleware:
-    """A middleware counting ``/webhooks/<platform>`` requests by platform and status.
-
-    Only requests routed to a registered webhook route are counted, so the platform
-    label takes only configured names: a scan of random paths adds no series.
-    """
-
-    @web.middleware
-    async def count(request: web.Request, handler: Handler) -> web.StreamResponse:
-        resource = request.match_info.route.resource
-        path = resource.canonical if resource is not None else ""
-        if not path.startswith("/webhooks/") or "{" in path:
-            return await handler(request)
-        platform = path.removeprefix("/webhooks/")
-        try:
-            response = await handler(request)
-        except web.HTTPException as exc:
-            metrics.webhook_requests.inc(platform=platform, status=str(exc.status))
-            raise
-        except Exception:
-            metrics.webhook_requests.inc(platform=platform, status="500")
-            raise
-        metrics.webhook_requests.inc(platform=platform, status=str(response.status))
-        return response
-
-    return count

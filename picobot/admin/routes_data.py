@@ -1,9 +1,8 @@
 """Admin API routes over stored data: sessions, messages, memories, search, export.
 
-Reads go through the store's repositories; the two paginated listings the repositories
-do not offer (sessions by offset, messages before a sequence number) are read-only
-queries kept here. Memory writes apply the same rules as the chat commands
-(:func:`validate_key`, :func:`validate_content`, the per-user cap, redaction).
+Reads go through the store's repositories (this module holds no SQL). Memory writes
+apply the same rules as the chat commands (:func:`validate_key`,
+:func:`validate_content`, the per-user cap, redaction).
 """
 
 from __future__ import annotations
@@ -11,21 +10,16 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
-from typing import Any
 
 from aiohttp import web
 
+from picobot.admin import models as m
 from picobot.admin.http import (
     ApiError,
     StreamAborted,
-    hit_json,
-    int_param,
-    iso,
     json_response,
-    memory_json,
-    query,
-    read_json,
-    session_json,
+    read_model,
+    read_query,
     user_id_value,
 )
 from picobot.config.settings import MemorySettings
@@ -33,39 +27,16 @@ from picobot.errors import UserError
 from picobot.kernel.keywords import extract_terms
 from picobot.privacy.controller import Actor
 from picobot.privacy.export import count_user_data, iter_user_jsonl
-from picobot.store.db import Database, Row
+from picobot.store.db import Database
 from picobot.store.memories import Memory, MemoryRepo, validate_content, validate_key
-from picobot.store.search import MAX_LIMIT as SEARCH_MAX_LIMIT
+from picobot.store.messages import MessageRepo
 from picobot.store.search import SearchIndex
-from picobot.store.sessions import SessionInfo, SessionRepo
+from picobot.store.sessions import SessionRepo
 
 log = logging.getLogger(__name__)
 
-MAX_PAGE = 200
-"""Most sessions or messages one page returns."""
-
 EXPORT_CHUNK_BYTES = 64 * 1024
 """Export lines are written to the socket in chunks of about this size."""
-
-_SESSION_COLUMNS = (
-    "SELECT s.id, s.user_id, s.channel, s.chat_id, s.parent_session_id, s.created_at,"
-    " s.last_active, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id)"
-    " FROM sessions s"
-)
-
-
-def _session(row: Row) -> SessionInfo:
-    return SessionInfo(*tuple(row))
-
-
-def _message_json(row: Row) -> dict[str, Any]:
-    return {
-        "seq_order": row["seq_order"],
-        "role": row["role"],
-        "content": row["content"],
-        "token_estimate": row["token_estimate"],
-        "created_at": iso(row["created_at"]),
-    }
 
 
 def _filename(user_id: str) -> str:
@@ -79,6 +50,7 @@ class DataRoutes:
     def __init__(self, db: Database, memory: MemorySettings, redact: Callable[[str], str]) -> None:
         self._db = db
         self._sessions = SessionRepo(db)
+        self._messages = MessageRepo(db)
         self._memories = MemoryRepo(db)
         self._index = SearchIndex(db)
         self._settings = memory
@@ -88,24 +60,15 @@ class DataRoutes:
 
     async def list_sessions(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/sessions?user=&limit=&offset=``, most recently active first."""
-        params = query(request, frozenset({"user", "limit", "offset"}))
-        user = user_id_value(params["user"]) if "user" in params else None
-        limit = int_param(params, "limit", default=50, minimum=1, maximum=MAX_PAGE) or 50
-        offset = int_param(params, "offset", default=0, minimum=0, maximum=2**31) or 0
-        where, args = ("WHERE s.user_id = ?", [user]) if user is not None else ("", [])
-        # One row more than asked tells whether another page exists.
-        rows = await self._db.fetchall(
-            f"{_SESSION_COLUMNS} {where} ORDER BY s.last_active DESC, s.id LIMIT ? OFFSET ?",
-            [*args, limit + 1, offset],
-        )
-        more = len(rows) > limit
+        params = read_query(request, m.SessionsQuery)
+        page = await self._sessions.page(params.user, limit=params.limit, offset=params.offset)
         return json_response(
-            {
-                "sessions": [session_json(_session(r)) for r in rows[:limit]],
-                "limit": limit,
-                "offset": offset,
-                "next_offset": offset + limit if more else None,
-            }
+            m.SessionList(
+                sessions=[m.Session.model_validate(s) for s in page.sessions],
+                limit=params.limit,
+                offset=params.offset,
+                next_offset=page.next_offset,
+            )
         )
 
     async def get_session(self, request: web.Request, actor: Actor) -> web.StreamResponse:
@@ -114,64 +77,61 @@ class DataRoutes:
         The page is the ``limit`` messages just before ``before_seq`` (default: the
         newest), oldest first; ``next_before_seq`` fetches the page before it.
         """
-        params = query(request, frozenset({"limit", "before_seq"}))
-        limit = int_param(params, "limit", default=50, minimum=1, maximum=MAX_PAGE) or 50
-        before = int_param(params, "before_seq", default=None, minimum=1, maximum=2**62)
+        params = read_query(request, m.SessionQuery)
         info = await self._sessions.get(request.match_info["id"])
         if info is None:
             raise ApiError(404, "not_found", "No such session.")
-        rows = await self._db.fetchall(
-            "SELECT seq_order, role, content, token_estimate, created_at FROM messages"
-            " WHERE session_id = ? AND seq_order < ? ORDER BY seq_order DESC LIMIT ?",
-            (info.id, before if before is not None else 2**62, limit + 1),
+        page = await self._messages.page_before(
+            info.id, limit=params.limit, before_seq=params.before_seq
         )
-        page = list(reversed(rows[:limit]))
         return json_response(
-            {
-                "session": session_json(info),
-                "messages": [_message_json(r) for r in page],
-                "next_before_seq": page[0]["seq_order"] if len(rows) > limit else None,
-            }
+            m.SessionDetail(
+                session=m.Session.model_validate(info),
+                messages=[m.Message.model_validate(msg) for msg in page.messages],
+                next_before_seq=page.next_before_seq,
+            )
         )
 
     # --- memories --------------------------------------------------------------------------
 
     async def list_memories(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/users/{user_id}/memories``, most recently updated first."""
-        query(request, frozenset())
+        read_query(request, m.NoQuery)
         user = user_id_value(request.match_info["user_id"], "user_id")
         memories = await self._memories.list(user)
-        return json_response({"user_id": user, "memories": [memory_json(m) for m in memories]})
+        return json_response(
+            m.MemoryList(user_id=user, memories=[m.Memory.model_validate(x) for x in memories])
+        )
 
     async def create_memory(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``POST /api/v1/users/{user_id}/memories {key, content}``: 201, 409 if it exists."""
-        query(request, frozenset())
+        read_query(request, m.NoQuery)
         user = user_id_value(request.match_info["user_id"], "user_id")
-        body = await read_json(request, {"key": str, "content": str}, frozenset({"key", "content"}))
-        key, content = self._validated(body["key"], body["content"])
+        body = await read_model(request, m.MemoryCreate)
+        key, content = self._validated(body.key, body.content)
         # Checked before the upsert: an operator creating a key must not silently
         # overwrite what the user saved (PUT is the explicit overwrite).
         if await self._memories.get(user, key) is not None:
             raise ApiError(409, "exists", f"Memory {key!r} already exists; use PUT to change it.")
         memory = await self._save(user, key, content)
         log.info("admin %s created memory %r of %s", actor.id, key, user)
-        return json_response(memory_json(memory), status=201)
+        return json_response(m.Memory.model_validate(memory), status=201)
 
     async def update_memory(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``PUT /api/v1/users/{user_id}/memories/{key} {content}``: 200, 404 if missing."""
-        query(request, frozenset())
+        read_query(request, m.NoQuery)
         user = user_id_value(request.match_info["user_id"], "user_id")
-        body = await read_json(request, {"content": str}, frozenset({"content"}))
-        key, content = self._validated(request.match_info["key"], body["content"])
+        body = await read_model(request, m.MemoryUpdate)
+        key, content = self._validated(request.match_info["key"], body.content)
         if await self._memories.get(user, key) is None:
             raise ApiError(404, "not_found", f"No memory {key!r}; create it with POST.")
         memory = await self._save(user, key, content)
         log.info("admin %s updated memory %r of %s", actor.id, key, user)
-        return json_response(memory_json(memory))
+        return json_response(m.Memory.model_validate(memory))
 
     async def delete_memory(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``DELETE /api/v1/users/{user_id}/memories/{key}``: 204, 404 if missing."""
-        query(request, frozenset())
+        read_query(request, m.NoQuery)
         user = user_id_value(request.match_info["user_id"], "user_id")
         key = validate_key(request.match_info["key"])
         if not await self._memories.delete(user, key):
@@ -200,17 +160,16 @@ class DataRoutes:
 
     async def search(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/search?user=&q=&limit=``: one user's records, best match first."""
-        params = query(request, frozenset({"user", "q", "limit"}))
-        user = user_id_value(params.get("user"))
-        text = params.get("q", "").strip()
-        if not text:
-            raise ApiError(400, "missing_parameter", "'q' is required.")
-        limit = int_param(params, "limit", default=10, minimum=1, maximum=SEARCH_MAX_LIMIT) or 10
+        params = read_query(request, m.SearchQuery)
         # The same keyword extraction as recall and /search: stop words and FTS syntax
         # in ``q`` never reach the MATCH expression as operators.
-        terms = extract_terms(text, self._settings.recall_max_terms)
-        hits = await self._index.search(user, terms, limit=limit) if terms else []
-        return json_response({"user_id": user, "terms": terms, "hits": [hit_json(h) for h in hits]})
+        terms = extract_terms(params.q, self._settings.recall_max_terms)
+        hits = await self._index.search(params.user, terms, limit=params.limit) if terms else []
+        return json_response(
+            m.SearchResult(
+                user_id=params.user, terms=terms, hits=[m.SearchHit.model_validate(h) for h in hits]
+            )
+        )
 
     async def export(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/users/{user_id}/export``: the JSONL export, streamed; 404 if empty.
@@ -219,7 +178,7 @@ class DataRoutes:
         raised, aiohttp drops the connection and the client sees a truncated body
         (an incomplete chunked response), never a short export that looks complete.
         """
-        query(request, frozenset())
+        read_query(request, m.NoQuery)
         user = user_id_value(request.match_info["user_id"], "user_id")
         if (await count_user_data(self._db, user)).empty:
             raise ApiError(404, "not_found", "Nothing is stored about this user.")

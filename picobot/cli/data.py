@@ -26,7 +26,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, TYPE_CHECKING, TextIO
 
-from picobot.cli.common import EXIT_ERROR, EXIT_OK, fail
+from picobot.cli.common import EXIT_ERROR, EXIT_OK, Subcommands, fail
 from picobot.config.settings import Settings, load_settings
 
 if TYPE_CHECKING:
@@ -238,14 +238,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def add_export_command(
-    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+    subparsers: Subcommands,
     *,
     parents: Sequence[argparse.ArgumentParser] = (),
 ) -> None:
     """Register ``export --user USER_ID [--format jsonl|markdown] [-o FILE] [--progress]``."""
     help_text = "export everything stored about a user (JSONL or Markdown)"
     cmd: argparse.ArgumentParser = subparsers.add_parser(
-        "export", help=help_text, description=help_text, parents=list(parents)
+        "export", help=help_text, description=help_text, parents=parents
     )
     cmd.set_defaults(handler=cmd_export)
     cmd.add_argument("--user", required=True, metavar="USER_ID", help="whose data to export")

@@ -1,8 +1,9 @@
 """The ``picobot`` command line: one subcommand per operator task.
 
 Every :class:`~picobot.errors.PicobotError` ends the command with a one-line
-``picobot: error: ...`` message on stderr and a non-zero status (2 for configuration
-errors, 1 otherwise); only unexpected exceptions show a traceback. Channel and store
+``picobot: error: ...`` message on stderr and a non-zero status (3 for configuration
+errors, 1 otherwise; 2 is a usage error); only unexpected exceptions show a traceback.
+The exit statuses are documented in docs/cli.md. Channel and store
 modules are imported inside the subcommands that need them, so ``init`` and
 ``check-config`` work even where the heavier dependencies are missing.
 """
@@ -13,10 +14,7 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Callable, Sequence
-from contextlib import ExitStack
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from picobot import __version__
 from picobot.cli.common import (
@@ -25,26 +23,28 @@ from picobot.cli.common import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    EXIT_USAGE,
     PROG,
+    Subcommands,
     fail,
     silence_stdout,
 )
 from picobot.cli.data import add_export_command
+from picobot.cli.database import add_database_commands
 from picobot.cli.memories import add_memories_command
 from picobot.cli.ops import add_ops_commands
 from picobot.cli.purge import add_purge_command
 from picobot.config.settings import DEFAULT_CONFIG_FILE, Settings, config_path, load_settings
+from picobot.config.sources import REMOTE_KEY_ENV
 from picobot.errors import ConfigError, PicobotError
-
-if TYPE_CHECKING:
-    from picobot.store.sessions import SessionInfo
-
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(args.config)
+    # `tui --key-env NAME` names a secret: a PICOBOT_* name there is not a mistyped setting.
+    key_env = getattr(args, "key_env", None)
+    return load_settings(args.config, secret_names=[key_env] if key_env else [])
 
 
 # --- init -----------------------------------------------------------------------------
@@ -75,7 +75,10 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Validate a config file alone, then the PICOBOT_* environment on top of it."""
+    """Validate a config file alone, then the PICOBOT_* environment on top of it.
+
+    What is fine goes to stdout, each problem to stderr; any problem exits 3.
+    """
     from picobot.config.settings import validate_environment, validate_file
 
     path = config_path(args.file or args.config)
@@ -85,12 +88,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         problems = validate_file(path)
         if problems:
             for problem in problems:
-                print(f"{path}: {problem}")
+                print(f"{path}: {problem}", file=sys.stderr)
             return EXIT_CONFIG
         print(f"{path}: ok")
     problems = validate_environment(path)
     for problem in problems:
-        print(f"environment: {problem}")
+        print(f"environment: {problem}", file=sys.stderr)
     return EXIT_CONFIG if problems else EXIT_OK
 
 
@@ -112,92 +115,12 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Run every enabled channel and the background tasks until SIGINT/SIGTERM."""
+    from picobot.cli.operator import command_logging
     from picobot.cli.serve import serve
-    from picobot.logsetup import logging_to
 
     settings = _settings(args)
-    log_file = Path(settings.logging.file) if settings.logging.file else None
-    with ExitStack() as stack:
-        try:
-            stack.enter_context(logging_to(log_file, settings))
-        except OSError as exc:
-            fail(f"cannot write the log file {log_file}: {exc.strerror or exc}")
-            return EXIT_ERROR
+    with command_logging(settings):
         return asyncio.run(serve(settings))
-
-
-def _when(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%SZ")
-
-
-def format_sessions(rows: Sequence[SessionInfo]) -> list[str]:
-    """Render sessions as aligned text columns (times in UTC), header first."""
-    header = ("ID", "USER", "CHANNEL", "CREATED", "LAST ACTIVE", "MESSAGES")
-    table = [header] + [
-        (
-            r.id,
-            r.user_id,
-            r.channel,
-            _when(r.created_at),
-            _when(r.last_active),
-            str(r.message_count),
-        )
-        for r in rows
-    ]
-    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
-    return [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in table
-    ]
-
-
-async def _list_sessions(settings: Settings, user_id: str | None, limit: int) -> list[SessionInfo]:
-    from picobot.runtime import open_database
-    from picobot.store.sessions import SessionRepo
-
-    # A listing must not upgrade the schema as a side effect: refused until `migrate`.
-    async with open_database(settings, schema="current") as db:
-        return await SessionRepo(db).list_sessions(user_id, limit)
-
-
-def cmd_sessions(args: argparse.Namespace) -> int:
-    """List sessions, most recently active first."""
-    settings = _settings(args)
-    if not settings.db_path.is_file():
-        # Listing must not create an empty database as a side effect.
-        print(f"no database at {settings.db_path}; no sessions yet")
-        return EXIT_OK
-    rows = asyncio.run(_list_sessions(settings, args.user, args.limit))
-    if not rows:
-        print(f"no sessions for {args.user}" if args.user else "no sessions")
-        return EXIT_OK
-    for line in format_sessions(rows):
-        print(line)
-    return EXIT_OK
-
-
-async def _migrate(settings: Settings) -> tuple[list[tuple[int, str]], list[str], int]:
-    """Apply pending migrations; return (all applied versions, applied now, known)."""
-    from picobot.runtime import open_database
-    from picobot.store.migrations import MIGRATIONS, applied_versions, apply_migrations
-
-    async with open_database(settings, schema="as_is") as db:
-        applied_now = await apply_migrations(db)
-        return await applied_versions(db), applied_now, len(MIGRATIONS)
-
-
-def cmd_migrate(args: argparse.Namespace) -> int:
-    """Create or upgrade the database and report its schema versions."""
-    settings = _settings(args)
-    versions, applied_now, known = asyncio.run(_migrate(settings))
-    print(f"database: {settings.db_path}")
-    for version, name in versions:
-        mark = "  (applied now)" if name in applied_now else ""
-        print(f"  {version:>3}  {name}{mark}")
-    current = max((v for v, _ in versions), default=0)
-    state = "up to date" if not applied_now else f"applied {len(applied_now)} migration(s)"
-    print(f"schema version: {current} of {known}; {state}")
-    return EXIT_OK
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
@@ -210,38 +133,48 @@ def cmd_purge(args: argparse.Namespace) -> int:
 # --- parser and entry point -------------------------------------------------------------
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
+class _Registry:
+    """Adds subcommands to argparse and keeps them for the ``commands:`` help section.
 
-
-class _Formatter(argparse.HelpFormatter):
-    """Keeps each subcommand's help on the subcommand's line.
-
-    argparse (before 3.13) measures subcommand names one indent level shallower than
-    it prints them, so a long name like ``check-config`` pushed its help to a new line.
+    The section is written here rather than by argparse, whose formatter (before
+    Python 3.13) measures subcommand names one indent shallower than it prints them, so
+    a long name like ``check-config`` pushed its help onto a line of its own.
     """
 
-    def add_argument(self, action: argparse.Action) -> None:
-        super().add_argument(action)
-        if isinstance(action, argparse._SubParsersAction) and action.help != argparse.SUPPRESS:
-            subactions = action._get_subactions()
-            longest = max((len(self._format_action_invocation(a)) for a in subactions), default=0)
-            indent = self._current_indent + self._indent_increment
-            self._action_max_length = max(self._action_max_length, longest + indent)
+    def __init__(self, subparsers: Subcommands) -> None:
+        self._subparsers = subparsers
+        self.parsers: dict[str, argparse.ArgumentParser] = {}
+
+    def add_parser(
+        self,
+        name: str,
+        *,
+        help: str | None = None,
+        description: str | None = None,
+        parents: Sequence[argparse.ArgumentParser] = (),
+    ) -> argparse.ArgumentParser:
+        """Add subcommand ``name`` (``help`` is its line in ``picobot --help``)."""
+        cmd = self._subparsers.add_parser(name, help=help, description=description, parents=parents)
+        self.parsers[name] = cmd
+        return cmd
+
+    def help_section(self) -> str:
+        """The ``commands:`` section: one aligned line per subcommand."""
+        width = max(map(len, self.parsers)) + 2
+        lines = [f"  {name.ljust(width)}{p.description}" for name, p in self.parsers.items()]
+        hint = f"`{PROG} COMMAND --help` shows the options of one."
+        return "commands:\n" + "\n".join(lines) + "\n\n" + hint
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand and its one-line help."""
     parser = argparse.ArgumentParser(
         prog=PROG,
+        # Spelled out: the suppressed subcommand argument would drop COMMAND from it.
+        usage="%(prog)s [-h] [--version] [--config FILE] COMMAND ...",
         description="PicoBot: a self-hosted chat bot with memory and privacy controls.",
-        formatter_class=_Formatter,
+        # The commands section (the epilog) is laid out by _Registry.
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     config_help = "config file (default: $PICOBOT_CONFIG, else ./config.toml if present)"
@@ -249,7 +182,11 @@ def build_parser() -> argparse.ArgumentParser:
     # Also accepted after the subcommand; SUPPRESS keeps it from resetting the global value.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS, help=config_help)
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    # prog: a subcommand's usage starts "picobot NAME", not with the usage spelled out above.
+    commands = parser.add_subparsers(
+        dest="command", metavar="COMMAND", help=argparse.SUPPRESS, prog=PROG
+    )
+    sub = _Registry(commands)
 
     def add(name: str, handler: Handler, help_text: str) -> argparse.ArgumentParser:
         cmd = sub.add_parser(name, help=help_text, description=help_text, parents=[common])
@@ -273,20 +210,16 @@ def build_parser() -> argparse.ArgumentParser:
     tui.add_argument(
         "--key-env",
         metavar="NAME",
-        default="PICOBOT_WS_KEY",
-        help="env var holding the WebSocket API key (default PICOBOT_WS_KEY)",
+        default=REMOTE_KEY_ENV,
+        help=f"env var holding the WebSocket API key (default {REMOTE_KEY_ENV})",
     )
     add("serve", cmd_serve, "serve the WebSocket, webhook and admin API channels")
-    sessions = add("sessions", cmd_sessions, "list sessions (id, user, channel, activity)")
-    sessions.add_argument("--user", metavar="USER_ID", help="only this user's sessions")
-    sessions.add_argument(
-        "--limit", type=_positive_int, default=50, metavar="N", help="at most N (default 50)"
-    )
-    add("migrate", cmd_migrate, "create or upgrade the database schema")
+    add_database_commands(sub, parents=[common])
     add_purge_command(add, cmd_purge)
     add_export_command(sub, parents=[common])
     add_ops_commands(sub, parents=[common])
     add_memories_command(sub, parents=[common])
+    parser.epilog = sub.help_section()
     return parser
 
 
@@ -298,11 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version and usage errors
         if exc.code is None or isinstance(exc.code, int):
             return exc.code or EXIT_OK
-        return EXIT_CONFIG
+        return EXIT_USAGE
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
-        return EXIT_CONFIG
+        return EXIT_USAGE
     try:
         return handler(args)
     except ConfigError as exc:

@@ -2,25 +2,29 @@
 
 The plan (exact counts) is printed first. The purge runs only after ``y``/``yes`` typed
 on an interactive terminal, or with ``--yes``; a non-interactive stdin without
-``--yes`` is refused, so a script can never delete by accident.
+``--yes`` is refused, so a script can never delete by accident. The purge runs as the
+operator ``cli:<user>`` and is logged (scope, actor, counts; never content) where
+``serve`` logs, by the privacy controller as for a purge from a chat or the API.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TextIO
 
-from picobot.cli.common import EXIT_CONFIG, EXIT_ERROR, EXIT_OK, fail
+from picobot.cli.common import EXIT_ERROR, EXIT_OK, EXIT_USAGE, fail
+from picobot.cli.operator import command_logging, operator_id
 from picobot.config.settings import Settings
 from picobot.errors import StoreUnavailable
 
 if TYPE_CHECKING:
     from picobot.privacy.controller import PurgeResult, PurgeScope
 
-OPERATOR_ID = "operator:cli"
+log = logging.getLogger(__name__)
 
 AddCommand = Callable[[str, Callable[[argparse.Namespace], int], str], argparse.ArgumentParser]
 
@@ -65,7 +69,7 @@ async def purge(
     from picobot.runtime import open_database
     from picobot.store.sessions import SessionRepo
 
-    operator = Actor(OPERATOR_ID, operator=True)
+    operator = Actor(operator_id(), operator=True)
 
     if not settings.db_path.is_file():
         # Nothing to purge, and a purge must not create an empty database either.
@@ -102,6 +106,7 @@ async def purge(
         try:
             result: PurgeResult | None = await controller.confirm(pending.token, operator, answer)
         except StoreUnavailable as exc:
+            log.error("purge by %s failed: %s: %s", operator.id, scope.describe(), exc)
             fail(
                 f"the purge failed: {exc}\nRows it deleted before the failure, if any, stay"
                 " deleted: run the same purge again to finish it. What they left on disk"
@@ -122,7 +127,8 @@ def run_purge(args: argparse.Namespace, settings: Settings) -> int:
         scope = scope_from(args)
     except argparse.ArgumentTypeError as exc:
         fail(str(exc))
-        return EXIT_CONFIG
-    return asyncio.run(
-        purge(settings, scope, assume_yes=args.yes, stdin=sys.stdin, stdout=sys.stdout)
-    )
+        return EXIT_USAGE
+    with command_logging(settings):
+        return asyncio.run(
+            purge(settings, scope, assume_yes=args.yes, stdin=sys.stdin, stdout=sys.stdout)
+        )

@@ -22,6 +22,13 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from picobot.channels import host_port
+from picobot.channels.gate import (
+    ConnectionLimits,
+    accept_errors_summarized,
+    descriptor_shortfall,
+)
+from picobot.channels.http_guard import HttpGuard, HttpLimits
+from picobot.config.channels import ServerSettings
 from picobot.config.settings import Settings
 from picobot.errors import PicobotError
 from picobot.llm.base import LLMProvider
@@ -48,7 +55,8 @@ class ServeInfo:
             for name in self.webhooks:
                 out.append(f"webhook {name}: {self.http_url}/webhooks/{name}")
             if self.admin_api:
-                out.append(f"admin API: {self.http_url}/api/v1 (health: {self.http_url}/healthz)")
+                url = self.http_url
+                out.append(f"admin API: {url}/api/v1 (probes: {url}/healthz, {url}/readyz)")
         return out or ["no channel is enabled; see docs/channels.md"]
 
 
@@ -70,11 +78,9 @@ async def _stop_together(stops: list[Stop]) -> None:
 
 async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     """Webhooks and the admin API share one aiohttp app on [server] host:port."""
-    from picobot.admin.api import (
-        AdminAPI,
-        load_admin_keys,
-        webhook_metrics_middleware,
-    )
+    from picobot.admin.api import AdminAPI, load_admin_keys
+    from picobot.admin.metrics import webhook_metrics_middleware
+    from picobot.channels.webhook.metrics import WebhookMetrics
     from picobot.channels.webhook.registry import enabled_platforms
     from picobot.channels.webhook.server import WebhookServer
     from picobot.store.webhooks import WebhookStore
@@ -86,8 +92,11 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     if not platforms and not keys:
         log.info("no webhook platform and %s: the HTTP server is not started", _admin_off(settings))
         return
+    guard = HttpGuard(http_limits(settings.server))
     app = web.Application(
-        client_max_size=hooks.max_body_bytes, middlewares=[webhook_metrics_middleware()]
+        client_max_size=hooks.max_body_bytes,
+        # The guard's first: its deadlines must know when a request head is complete.
+        middlewares=[guard.middleware, webhook_metrics_middleware()],
     )
     webhooks: WebhookServer | None = None
     if platforms:
@@ -102,32 +111,57 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
         webhooks.add_routes(app)
         info.webhooks = [p.name for p in platforms]
     if keys:
-        depth = webhooks.queue_depth if webhooks is not None else None
-        AdminAPI(rt, keys, queue_depth=depth).add_routes(app)
+        collectors = [] if webhooks is None else [WebhookMetrics(webhooks.stats)]
+        AdminAPI(rt, keys, collectors=collectors).add_routes(app)
         info.admin_api = True
     else:
         log.warning("%s", _admin_off(settings))
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(
+        app, access_log=None, keepalive_timeout=settings.server.keepalive_timeout_secs
+    )
     await runner.setup()
 
     async def stop() -> None:
         # Stop accepting HTTP first, then drain the webhooks.
+        guard.close()
         await runner.cleanup()
         if webhooks is not None:
             await webhooks.close(settings.server.shutdown_grace_secs)
 
     stops.append(stop)
-    site = web.TCPSite(runner, settings.server.host, settings.server.port)
     try:
-        await site.start()
+        await guard.listen(runner, settings.server.host, settings.server.port)
     except OSError as exc:
         # As the WebSocket channel does: the file may be fine, the port is taken.
         address = host_port(settings.server.host, settings.server.port)
         raise PicobotError(f"cannot listen on {address}: {exc.strerror}") from None
-    port = runner.addresses[0][1] if runner.addresses else settings.server.port
+    port = guard.port
     info.http_url = f"http://{host_port(settings.server.host, port)}"
     if webhooks is not None:
         await webhooks.start()
+
+
+def http_limits(server: ServerSettings) -> HttpLimits:
+    """The caps and deadlines of the HTTP server, from ``[server]``."""
+    return HttpLimits(
+        ConnectionLimits(server.max_connections, server.max_connections_per_peer),
+        header_timeout=server.header_timeout_secs,
+        body_timeout=server.body_timeout_secs,
+        keepalive_timeout=server.keepalive_timeout_secs,
+    )
+
+
+def _check_descriptors(settings: Settings, info: ServeInfo) -> None:
+    """Warn when the caps of the servers started do not fit the open-file limit: past
+    it, accepting fails for everyone, health checks included, which the caps prevent."""
+    total = 0
+    if info.http_url is not None:
+        total += settings.server.max_connections
+    if info.websocket_url is not None:
+        total += settings.channels.websocket.max_connections
+    problem = descriptor_shortfall(total)
+    if problem is not None:
+        log.warning("%s", problem)
 
 
 def _admin_off(settings: Settings) -> str:
@@ -167,7 +201,8 @@ async def serve(
             loop.add_signal_handler(sig, stop.set)
             handled.append(sig)
     try:
-        return await _serve(settings, provider, stop, ready)
+        with accept_errors_summarized(loop):
+            return await _serve(settings, provider, stop, ready)
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
@@ -207,6 +242,7 @@ async def _serve(
         if settings.channels.websocket.enabled:
             await _start_websocket(rt, stops, info)
         await _start_http(rt, stops, info)
+        _check_descriptors(settings, info)
         for line in info.lines():
             log.info("%s", line)
         with startup_objects_frozen():

@@ -9,11 +9,34 @@ from pydantic import AfterValidator, Field
 
 from picobot.config.sections import EnvName, HttpUrl, Section
 
+HOUR_SECS = 3600
+"""Upper bound of the network deadlines: longer ones protect nothing."""
+MAX_CONNECTIONS = 1_000_000
+"""Upper bound of the connection caps, far above any open-file limit."""
+MAX_FREE_MB = 1_048_576
+"""Upper bound of the free space /readyz asks for (1 TiB)."""
+
 
 def _url_path(value: str) -> str:
     if not re.fullmatch(r"/[^\s?#]*", value):
         raise ValueError("must be a URL path starting with / (no spaces, ? or #), e.g. /ws")
     return value
+
+
+def _listen_host(value: str) -> str:
+    # An empty host (an unset shell variable, say) makes asyncio listen on every interface.
+    if not value.strip():
+        raise ValueError(
+            "must not be empty: an empty host listens on every interface; write 127.0.0.1"
+            " for this machine only, or 0.0.0.0 (or ::) to listen everywhere on purpose"
+        )
+    if value != value.strip() or any(c.isspace() for c in value):
+        raise ValueError("must be an address or host name without spaces")
+    return value
+
+
+ListenHost = Annotated[str, AfterValidator(_listen_host)]
+"""The address a server binds: never empty, so "everywhere" is always written out."""
 
 
 class TUISettings(Section):
@@ -28,8 +51,8 @@ class WebSocketSettings(Section):
 
     enabled: bool = False
     """Start the WebSocket channel with `picobot serve`."""
-    host: str = "127.0.0.1"
-    """Address to bind."""
+    host: ListenHost = "127.0.0.1"
+    """Address to bind (0.0.0.0 or :: for every interface; never empty)."""
     port: int = Field(default=8765, ge=0, le=65535)
     """Port to bind (0 = any free port)."""
     path: Annotated[str, AfterValidator(_url_path)] = "/ws"
@@ -46,6 +69,13 @@ class WebSocketSettings(Section):
     """A connection that does not answer a ping within this time is closed."""
     send_queue_size: int = Field(default=256, ge=1)
     """Events buffered for a slow client before its connection is closed."""
+    max_connections: int = Field(default=256, ge=1, le=MAX_CONNECTIONS)
+    """Connections open at once, handshakes included; more are answered 503 and closed.
+    Together with [server] max_connections, keep it below the open-file limit (ulimit -n)."""
+    max_connections_per_peer: int = Field(default=32, ge=0, le=MAX_CONNECTIONS)
+    """Connections open at once from one IP address (0 = no cap, e.g. behind a proxy)."""
+    handshake_timeout_secs: float = Field(default=10.0, gt=0, le=HOUR_SECS)
+    """A connection must complete its opening handshake within this time, else it is closed."""
 
 
 class WhatsAppSettings(Section):
@@ -158,16 +188,38 @@ class ChannelsSettings(Section):
 class ServerSettings(Section):
     """The HTTP server for webhooks and the admin API."""
 
-    host: str = "127.0.0.1"
-    """Address to bind; loopback by default."""
+    host: ListenHost = "127.0.0.1"
+    """Address to bind; loopback by default (0.0.0.0 or :: for every interface; never
+    empty)."""
     port: int = Field(default=8080, ge=0, le=65535)
     """Port to bind (0 = any free port)."""
     admin_api_keys_env: EnvName = "PICOBOT_ADMIN_API_KEYS"
     """Env var with comma-separated operator keys for the admin API."""
     enable_admin_api: bool = True
-    """Serve the admin API (/api/v1, /metrics, /healthz) when operator keys are set."""
+    """Serve the admin API (/api/v1, /metrics, /healthz, /readyz) when operator keys are set."""
     outbound_max_attempts: int = Field(default=8, ge=1)
     """Delivery attempts of a platform reply before it is marked failed; the waits between
     them double from 1 s up to 5 min, so 8 span about 2 minutes of outage, 20 about an hour."""
     shutdown_grace_secs: float = Field(default=10.0, ge=0)
     """How long `serve` lets in-flight turns finish on SIGINT/SIGTERM."""
+    max_connections: int = Field(default=512, ge=1, le=MAX_CONNECTIONS)
+    """Connections open at once; more are answered 503 and closed. Together with
+    [channels.websocket] max_connections, keep it below the open-file limit (ulimit -n)."""
+    max_connections_per_peer: int = Field(default=64, ge=0, le=MAX_CONNECTIONS)
+    """Connections open at once from one IP address (0 = no cap; behind a reverse proxy
+    every connection comes from the proxy)."""
+    header_timeout_secs: float = Field(default=10.0, gt=0, le=HOUR_SECS)
+    """A request's head (request line and headers) must arrive within this time of the
+    connection or of its first byte, else 408 and the connection is closed."""
+    body_timeout_secs: float = Field(default=30.0, gt=0, le=HOUR_SECS)
+    """A request's body must arrive within this time of its head, else it is dropped."""
+    keepalive_timeout_secs: float = Field(default=15.0, gt=0, le=HOUR_SECS)
+    """An idle connection between requests is closed after this time."""
+    admin_auth_max_failures: int = Field(default=10, ge=1, le=MAX_CONNECTIONS)
+    """Failed admin API authentications allowed per IP address in a burst; past them the
+    address gets 429 with Retry-After (its key is not even checked) and regains one try
+    per admin_auth_window_secs / admin_auth_max_failures seconds."""
+    admin_auth_window_secs: float = Field(default=60.0, gt=0, le=24 * HOUR_SECS)
+    """The window of admin_auth_max_failures: that many failures per window at most."""
+    ready_min_free_mb: int = Field(default=64, ge=0, le=MAX_FREE_MB)
+    """/readyz answers 503 when the data directory's disk has less free space (MiB)."""

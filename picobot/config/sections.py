@@ -1,4 +1,4 @@
-"""The base class of every config section, and the types of ``*_env`` and URL keys."""
+"""The base class of every config section, and the types of ``*_env``, URL and regex keys."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict
+from pydantic.fields import FieldInfo
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -23,6 +24,37 @@ def _env_name(value: str) -> str:
 
 EnvName = Annotated[str, AfterValidator(_env_name)]
 """A ``*_env`` key: the name of the environment variable that holds a secret."""
+
+
+def is_env_name(info: FieldInfo) -> bool:
+    """Whether the field is an :data:`EnvName` (its value names a secret's variable)."""
+    return any(getattr(meta, "func", None) is _env_name for meta in info.metadata)
+
+
+def regex_problem(source: str) -> str | None:
+    """Why ``source`` cannot serve as a redaction pattern, or None if it can.
+
+    It must compile and must not match empty text (which would "redact" between every
+    two characters). Checked at load, so ``check-config`` refuses what ``serve`` would.
+    """
+    try:
+        compiled = re.compile(source)
+    except re.error as exc:
+        return f"invalid regular expression {source!r}: {exc}"
+    if compiled.fullmatch("") is not None:
+        return f"pattern {source!r} matches empty text"
+    return None
+
+
+def _regex(value: str) -> str:
+    problem = regex_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+RegexPattern = Annotated[str, AfterValidator(_regex)]
+"""A regular expression that compiles and matches no empty text."""
 
 
 _URL_BREAKERS = re.compile(r"[\x00-\x20\x7f]")
@@ -59,6 +91,15 @@ HttpUrl = Annotated[str, AfterValidator(_http_url)]
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, docstrings document."""
+    """Base of every config section: unknown keys are errors, docstrings document.
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_default=True)
+    ``inf`` and ``nan`` (valid TOML floats) are refused: no timeout or interval works
+    with them.
+    """
+
+    model_config = ConfigDict(
+        extra="forbid",
+        use_attribute_docstrings=True,
+        validate_default=True,
+        allow_inf_nan=False,
+    )

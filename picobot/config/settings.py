@@ -1,37 +1,42 @@
 """Settings: one pydantic-settings root with documented nested sections.
 
-Sources, highest priority first: explicit init values, ``PICOBOT_<SECTION>__<KEY>``
-environment variables, then the TOML file (``PICOBOT_CONFIG`` or ``./config.toml``),
-then the defaults below. A broken file is a loud :class:`ConfigError` naming every bad
-key; there is no silent fallback. Secrets never sit in the file: keys ending in
-``_env`` name the environment variable that holds the secret.
+Sources, highest priority first: explicit init values; ``PICOBOT_<SECTION>__<KEY>``
+variables from the process environment, then the ``.env`` file, then the secrets
+directory (see :mod:`.sources`); the TOML file (``PICOBOT_CONFIG`` or ``./config.toml``);
+the defaults below. :func:`build_settings` is the one validation behind ``load`` and
+``check-config``: a broken input is a loud :class:`ConfigError` naming every bad key
+and the variable that set it; there is no silent fallback. Secrets never sit in the
+file: keys ending in ``_env`` name the variable that holds the secret.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import tomllib
+from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    SettingsError,
-)
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from picobot.config.channels import ChannelsSettings, ServerSettings
-from picobot.config.sections import EnvName, HttpUrl, Section
+from picobot.config.environment import EnvInput, deep_merge, env_input
+from picobot.config.location import DataLocation, locate_data_dir
+from picobot.config.sections import EnvName, HttpUrl, RegexPattern, Section
+from picobot.config.sources import CONFIG_ENV as CONFIG_ENV
+from picobot.config.sources import DEFAULT_CONFIG_FILE as DEFAULT_CONFIG_FILE
+from picobot.config.sources import config_path as config_path
+from picobot.config.sources import gather, read_toml
 from picobot.errors import ConfigError
 
-CONFIG_ENV = "PICOBOT_CONFIG"
-_FILE_DATA: ContextVar[dict[str, Any] | None] = ContextVar("picobot_config_file", default=None)
-_WITH_ENVIRONMENT: ContextVar[bool] = ContextVar("picobot_config_env", default=True)
-DEFAULT_CONFIG_FILE = "config.toml"
+_INPUT: ContextVar[dict[str, Any] | None] = ContextVar("picobot_config_input", default=None)
+DAY_SECS = 86_400
+YEAR_SECS = 365 * DAY_SECS
+MAX_TOKENS_WINDOW = 1_048_576
+"""Bound of every token count: beyond any model's context window."""
+MAX_ROWS = 10_000
+"""Bound of per-prompt row counts, which become SQL LIMITs (past 2**63 they crash)."""
 
 
 class AgentSettings(Section):
@@ -66,14 +71,14 @@ class LLMSettings(Section):
     """Sampling temperature."""
     max_tokens: int = Field(default=512, ge=1, le=65536)
     """Upper bound of tokens generated per reply."""
-    timeout_secs: float = Field(default=60.0, gt=0)
+    timeout_secs: float = Field(default=60.0, gt=0, le=DAY_SECS)
     """Timeout of one model request, in seconds: connecting, a whole reply, and each wait for
-    the next piece of a streamed answer (keep-alives alone do not reset it)."""
+    the next piece of a streamed answer (keep-alives alone do not reset it). At most a day."""
     max_retries: int = Field(default=3, ge=0, le=10)
     """Retries on HTTP 408/409/429/5xx and connection errors, with exponential backoff."""
-    context_tokens: int = Field(default=8192, ge=512)
+    context_tokens: int = Field(default=8192, ge=512, le=MAX_TOKENS_WINDOW)
     """Context window of the local model (n_ctx); must hold session.memory.context_budget_tokens
-    plus max_tokens (checked at load)."""
+    plus max_tokens (checked at load). At most 1,048,576 (2**20)."""
     max_tool_rounds: int = Field(default=4, ge=0, le=20)
     """Tool-call rounds allowed in one turn before the model must answer."""
 
@@ -81,11 +86,13 @@ class LLMSettings(Section):
 class DataSettings(Section):
     """Where PicoBot keeps its data."""
 
-    dir: str = "data"
-    """Data directory; the database is <dir>/conversations.db. A relative path is relative to
-    the working directory PicoBot starts in, not to this file."""
-    busy_timeout_ms: int = Field(default=5000, ge=0)
-    """How long a write waits for a database lock held by another process."""
+    dir: str = ""
+    """Data directory; the database is <dir>/conversations.db. Empty: ./data if the working
+    directory holds a config.toml or a data/ directory, else the user data directory
+    (~/.local/share/picobot on Linux); `picobot status` shows which. A relative path is
+    relative to the working directory PicoBot starts in, not to this file."""
+    busy_timeout_ms: int = Field(default=5000, ge=0, le=3_600_000)
+    """How long a write waits for a database lock held by another process (at most an hour)."""
     reader_threads: int = Field(default=2, ge=1, le=8)
     """Database reader connections of the server, each with its own thread. 1 gave
     about 10% more turns/s on the 2-core bench machine (docs/performance.md), but then
@@ -95,12 +102,14 @@ class DataSettings(Section):
 class RetentionSettings(Section):
     """How long conversation data is kept."""
 
-    max_age_days: int = Field(default=90, ge=1)
-    """Conversation data older than this many days is deleted."""
-    cleanup_interval_secs: int = Field(default=3600, ge=1)
-    """How often the retention task runs."""
-    erase_interval_secs: int = Field(default=86_400, ge=0)
-    """Least time between two erasures of what retention deleted (0: after every run)."""
+    max_age_days: int = Field(default=90, ge=1, le=36_500)
+    """Conversation data older than this many days is deleted. At most 36,500 (100 years):
+    the cutoff date must stay a real date."""
+    cleanup_interval_secs: int = Field(default=3600, ge=1, le=YEAR_SECS)
+    """How often the retention task runs, in seconds (at most a year)."""
+    erase_interval_secs: int = Field(default=86_400, ge=0, le=YEAR_SECS)
+    """Least time between two erasures of what retention deleted (0: after every run; at most
+    a year, so the next erasure is a date `picobot status` can show)."""
 
 
 class MemorySettings(Section):
@@ -108,30 +117,30 @@ class MemorySettings(Section):
 
     enable_user_memories: bool = True
     """Let users save memories (/remember, memory tool) that shape later prompts."""
-    context_budget_tokens: int = Field(default=4000, ge=256)
+    context_budget_tokens: int = Field(default=4000, ge=256, le=MAX_TOKENS_WINDOW)
     """Token budget of the prompt context (memories, summary, recall, history)."""
-    max_session_messages: int = Field(default=20, ge=1)
+    max_session_messages: int = Field(default=20, ge=1, le=MAX_ROWS)
     """Most recent messages of the session included in the prompt."""
-    max_user_memories: int = Field(default=50, ge=0)
+    max_user_memories: int = Field(default=50, ge=0, le=MAX_ROWS)
     """Most memories a user may keep, and include in a prompt."""
     include_summary_on_truncation: bool = True
     """Include the session summary when older history was cut from the prompt."""
     enable_summarization: bool = True
     """Fold long histories into a stored summary in the background."""
-    summarization_trigger_tokens: int = Field(default=8000, ge=100)
+    summarization_trigger_tokens: int = Field(default=8000, ge=100, le=MAX_TOKENS_WINDOW)
     """Unsummarized history size that triggers summarization."""
-    summarization_keep_recent: int = Field(default=10, ge=0)
+    summarization_keep_recent: int = Field(default=10, ge=0, le=MAX_ROWS)
     """Messages left out of the summary (the most recent ones)."""
-    recall_budget_tokens: int = Field(default=800, ge=0)
+    recall_budget_tokens: int = Field(default=800, ge=0, le=MAX_TOKENS_WINDOW)
     """Token budget of records recalled by keyword search."""
     enable_recall: bool = True
     """Recall records from the user's other sessions by keywords of each message."""
     recall_max_terms: int = Field(default=8, ge=1, le=32)
     """Most keywords (OR terms) taken from a message for recall."""
-    max_memory_chars: int = Field(default=2000, ge=16)
+    max_memory_chars: int = Field(default=2000, ge=16, le=1_000_000)
     """Longest content of one user memory, in characters."""
-    summarization_check_interval_secs: int = Field(default=300, ge=1)
-    """How often the background task looks for sessions that need summarizing."""
+    summarization_check_interval_secs: int = Field(default=300, ge=1, le=DAY_SECS)
+    """How often the background task looks for sessions that need summarizing (at most daily)."""
 
 
 class SessionSettings(Section):
@@ -148,11 +157,12 @@ class PrivacySettings(Section):
 
     redact_secrets: bool = True
     """Replace secrets (API keys, tokens, passwords) with markers before storing text."""
-    confirmation_timeout_secs: int = Field(default=60, ge=5)
-    """Seconds a purge confirmation stays valid."""
-    extra_redaction_patterns: list[str] = Field(default_factory=list)
-    """Extra regular expressions whose matches are redacted as [REDACTED:custom]."""
-    retention_batch_size: int = Field(default=500, ge=1)
+    confirmation_timeout_secs: int = Field(default=60, ge=5, le=DAY_SECS)
+    """Seconds a purge confirmation stays valid (at most a day)."""
+    extra_redaction_patterns: list[RegexPattern] = Field(default_factory=list)
+    """Extra regular expressions whose matches are redacted as [REDACTED:custom]. Each must
+    be a valid Python regular expression that does not match empty text (checked at load)."""
+    retention_batch_size: int = Field(default=500, ge=1, le=100_000)
     """Rows deleted per transaction by retention and purges, so chat turns never wait long."""
 
 
@@ -178,9 +188,9 @@ class LoggingSettings(Section):
 class Settings(BaseSettings):
     """The root of PicoBot's configuration."""
 
+    # No env_prefix: PICOBOT_* variables are mapped by .environment, which names the
+    # variable behind each problem.
     model_config = SettingsConfigDict(
-        env_prefix="PICOBOT_",
-        env_nested_delimiter="__",
         extra="forbid",
         use_attribute_docstrings=True,
         validate_default=True,
@@ -205,6 +215,8 @@ class Settings(BaseSettings):
     logging: LoggingSettings = LoggingSettings()
     """Logging."""
 
+    _data_location: DataLocation | None = PrivateAttr(default=None)
+
     @model_validator(mode="after")
     def _prompt_fits_the_local_model(self) -> Settings:
         # The local model's window is known: a prompt of the full budget plus a reply of
@@ -220,6 +232,12 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _locate_data(self) -> Settings:
+        # Decided once: a ./data created later in the run must not move the database.
+        self._data_location = locate_data_dir(self.data.dir)
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -229,19 +247,23 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        """Init values beat the environment, which beats the config file.
+        """Init values beat what :func:`build_settings` prepared (file and variables).
 
-        :func:`validate_file` switches the environment off, so a bad PICOBOT_* variable
-        is never reported as a problem of the file.
+        ``Settings(...)`` outside :func:`build_settings` reads the variables but no file.
         """
-        if not _WITH_ENVIRONMENT.get():
-            return (init_settings, _FileSource(settings_cls))
-        return (init_settings, env_settings, _FileSource(settings_cls))
+        return (init_settings, _Prepared(settings_cls))
+
+    @property
+    def data_location(self) -> DataLocation:
+        """The data directory and why it is the one (``[data] dir`` or the default rule)."""
+        if self._data_location is None:  # built with model_construct: no validators ran
+            return locate_data_dir(self.data.dir)
+        return self._data_location
 
     @property
     def data_dir(self) -> Path:
         """The data directory as a path."""
-        return Path(self.data.dir)
+        return self.data_location.path
 
     @property
     def db_path(self) -> Path:
@@ -249,137 +271,103 @@ class Settings(BaseSettings):
         return self.data_dir / "conversations.db"
 
 
-def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
-    """The config file to read: explicit, else $PICOBOT_CONFIG, else ./config.toml if present.
-
-    A file named explicitly or by the environment must exist; ./config.toml is optional.
-    """
-    named = explicit if explicit is not None else os.environ.get(CONFIG_ENV)
-    if named:
-        path = Path(named)
-        _check_is_file(path)
-        return path
-    default = Path(DEFAULT_CONFIG_FILE)
-    if not default.exists():
-        return None
-    # Optional, but once there it must be readable: a directory is not "no file".
-    _check_is_file(default)
-    return default
-
-
-def _check_is_file(path: Path) -> None:
-    if path.is_dir():
-        raise ConfigError(f"config file {path} is a directory")
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-
-
-def read_toml(path: Path) -> dict[str, Any]:
-    """Parse a TOML file; a syntax error or bytes that are not UTF-8 are a ConfigError.
-
-    The message gives the location: line and column, or the position of the first byte
-    that is not UTF-8 (counting from 1).
-    """
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 (byte {exc.start + 1})") from None
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from None
-
-
-def describe_errors(exc: ValidationError, *, environment: bool = False) -> list[str]:
+def describe_errors(exc: ValidationError, env: EnvInput | None = None) -> list[str]:
     """One line per bad key: dotted location and reason.
 
-    With ``environment`` the line starts with the PICOBOT_* variable that set the key,
-    when one did: ``PICOBOT_LLM__TEMPERATURE (llm.temperature): ...``.
+    When ``env`` set the key, the line starts with the variable (and the file it is in,
+    if any): ``PICOBOT_LLM__TEMPERATURE (llm.temperature): ...``.
     """
     lines = []
     for err in exc.errors():
         parts = [str(part) for part in err["loc"]]
         loc = ".".join(parts) or "settings"
         reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        variable = _variable_of(parts) if environment else None
-        lines.append(f"{variable} ({loc}): {reason}" if variable else f"{loc}: {reason}")
+        variable = env.variable_of(parts) if env is not None else None
+        lines.append(f"{variable.label} ({loc}): {reason}" if variable else f"{loc}: {reason}")
     return lines
 
 
-def _variable_of(loc: list[str]) -> str | None:
-    """The set PICOBOT_* variable whose value holds ``loc``: the key's own, or a section's."""
-    present = {name.upper(): name for name in os.environ}
-    for end in range(len(loc), 0, -1):
-        name = present.get("PICOBOT_" + "__".join(loc[:end]).upper())
-        if name is not None:
-            return name
-    return None
+def build_settings(
+    path: Path | None,
+    *,
+    environment: bool = True,
+    secret_names: Iterable[str] = (),
+    **overrides: Any,
+) -> Settings:
+    """The one validation: settings from ``path`` (or none), the variables and ``overrides``.
 
-
-def _build(data: dict[str, Any], *, environment: bool = True, **overrides: Any) -> Settings:
-    """``Settings(**overrides)`` over ``data`` as the file, with or without the environment."""
-    file_token = _FILE_DATA.set(data)
-    env_token = _WITH_ENVIRONMENT.set(environment)
+    Without ``environment`` the variables are left out, to check a file by itself.
+    ``secret_names`` are further ``PICOBOT_*`` names that hold secrets rather than
+    settings (``tui --key-env``). Raises :class:`ConfigError` listing every problem: each
+    bad key, each variable that is no setting, each value that cannot be parsed.
+    """
+    data: dict[str, Any] = read_toml(path) if path else {}
+    where = "PICOBOT_* environment" if environment else "no environment"
+    where = f"{path} and {where}" if path else where
+    env = EnvInput()
+    if environment:
+        env = env_input(Settings, gather(), configured=[data, overrides], secret_names=secret_names)
+    problems = list(env.problems)
+    token = _INPUT.set(deep_merge(data, env.data))
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
+    except ValidationError as exc:
+        problems = describe_errors(exc, env) + problems
     finally:
-        _WITH_ENVIRONMENT.reset(env_token)
-        _FILE_DATA.reset(file_token)
+        _INPUT.reset(token)
+    if problems:
+        raise ConfigError(f"invalid configuration ({where})", problems)
+    return settings
+
+
+def _problems(path: Path | None, *, environment: bool) -> list[str]:
+    try:
+        build_settings(path, environment=environment)
+    except ConfigError as exc:
+        if not exc.problems:  # no file or source to check (unreadable, invalid TOML)
+            raise
+        return exc.problems
+    return []
 
 
 def validate_file(path: Path) -> list[str]:
     """Check a config file alone (no environment); return the problems, empty if fine."""
-    try:
-        _build(read_toml(path), environment=False)
-    except ValidationError as exc:
-        return describe_errors(exc)
-    return []
+    return _problems(path, environment=False)
 
 
 def validate_environment(path: Path | None) -> list[str]:
-    """Check the PICOBOT_* variables on top of a valid file (or none); return the problems.
+    """Check the ``PICOBOT_*`` variables on top of a valid file (or none); return the problems.
 
     Each problem names the variable that set the bad key, where one did.
     """
-    try:
-        _build(read_toml(path) if path else {})
-    except ValidationError as exc:
-        return describe_errors(exc, environment=True)
-    except SettingsError as exc:
-        return [_env_problem(exc)]
-    return []
+    return _problems(path, environment=True)
 
 
-def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
-    """Load settings from the config file (if any), the environment and overrides."""
-    file = config_path(path)
-    data: dict[str, Any] = read_toml(file) if file else {}
-    where = f"{file} and PICOBOT_* environment" if file else "PICOBOT_* environment"
-    try:
-        return _build(data, **overrides)
-    except ValidationError as exc:
-        raise ConfigError(f"invalid configuration ({where})", describe_errors(exc)) from None
-    except SettingsError as exc:
-        # e.g. a list-valued env var that is not JSON: name it instead of a traceback.
-        raise ConfigError(f"invalid configuration ({where})", [_env_problem(exc)]) from None
+def load_settings(
+    path: str | os.PathLike[str] | None = None,
+    *,
+    secret_names: Iterable[str] = (),
+    **overrides: Any,
+) -> Settings:
+    """Load settings from the config file (if any), the variables and ``overrides``.
+
+    The file is ``path``, else ``$PICOBOT_CONFIG``, else ``./config.toml`` if present.
+    """
+    return build_settings(config_path(path), secret_names=secret_names, **overrides)
 
 
-def _env_problem(exc: SettingsError) -> str:
-    """Name the environment variables behind a value pydantic-settings could not parse."""
-    match = re.search(r'field "(\w+)"', str(exc))
-    section = match.group(1).upper() if match else ""
-    names = sorted(n for n in os.environ if n.upper().startswith(f"PICOBOT_{section}__"))
-    where = ", ".join(names) if names else f"PICOBOT_{section}__*"
-    return f'{where}: cannot parse the value (list values must be JSON, e.g. ["a", "b"])'
-
-
-class _FileSource(PydanticBaseSettingsSource):
-    """The parsed config file, ranked below the environment."""
+class _Prepared(PydanticBaseSettingsSource):
+    """The file and the variables merged by :func:`build_settings`, else the variables."""
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         """Unused: values are handed over whole by __call__."""
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return dict(_FILE_DATA.get() or {})
+        prepared = _INPUT.get()
+        if prepared is not None:
+            return dict(prepared)
+        env = env_input(Settings, gather())
+        if env.problems:
+            raise ConfigError("invalid configuration (PICOBOT_* environment)", env.problems)
+        return env.data

@@ -7,7 +7,7 @@ from picobot.kernel.commands import CommandCall, CommandRouter
 from picobot.kernel.keywords import extract_terms
 from picobot.messages import Outbound, notice
 from picobot.store.search import SearchIndex
-from picobot.tools.memory_search import format_hits
+from picobot.tools.memory_search import format_hits, ranked
 
 SEARCH_LIMIT = 10
 """Hits shown by /search."""
@@ -31,7 +31,7 @@ class SearchCommands:
         terms = extract_terms(call.args, self._max_terms)
         if not terms:
             raise UserError("Those words are too common to search for; try more specific ones.")
-        hits = await self._index.search(call.identity.user_id, terms, limit=SEARCH_LIMIT)
+        hits = await ranked(self._index, call.identity.user_id, terms, SEARCH_LIMIT)
         if not hits:
             return [notice(f"No matches for: {' '.join(terms)}", call.session_id)]
         return [

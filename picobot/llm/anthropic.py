@@ -12,7 +12,6 @@ Finish reasons are mapped to the OpenAI vocabulary (``stop``, ``length``,
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from picobot.config.settings import LLMSettings
+from picobot.config.sources import read_secret
 from picobot.errors import UNREADABLE_JSON, ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,
@@ -96,7 +96,7 @@ class AnthropicProvider:
         """
         env = settings.api_key_env
         env = DEFAULT_KEY_ENV if env in ("", _OPENAI_KEY_ENV) else env
-        key = os.environ.get(env, "").strip()
+        key = read_secret(env)
         base = anthropic_base_url(settings.base_url)
         if not key and url_host(base) == url_host(ANTHROPIC_BASE_URL):
             raise ConfigError(

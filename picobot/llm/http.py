@@ -28,9 +28,10 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
+from picobot.backoff import parse_retry_after
 from picobot.config.settings import LLMSettings
 from picobot.errors import UNREADABLE_JSON, LLMError
-from picobot.llm.retry import RETRY_STATUSES, RetryPolicy, parse_retry_after
+from picobot.llm.retry import RETRY_STATUSES, RetryPolicy
 from picobot.llm.sse import SSEEvent, iter_sse
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from typing import Any
 import aiohttp
 
 from picobot.config.settings import LLMSettings
+from picobot.config.sources import read_secret
 from picobot.errors import UNREADABLE_JSON, ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,
@@ -86,7 +86,7 @@ class OpenAIProvider:
         A missing key is fine for local and third-party servers (Ollama, vLLM, ...),
         but api.openai.com always needs one, so that is a ConfigError naming the var.
         """
-        key = os.environ.get(settings.api_key_env, "").strip() if settings.api_key_env else ""
+        key = read_secret(settings.api_key_env) if settings.api_key_env else ""
         if not key and url_host(settings.base_url) == OPENAI_HOST:
             raise ConfigError(
                 f"llm.api_key_env: the environment variable {settings.api_key_env or '(none)'} "

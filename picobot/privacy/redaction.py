@@ -14,12 +14,15 @@ never credentials, so matching them would mangle ordinary chat for little gain; 
 secret that is labelled (``secret=9f86d0...``, ``api_key: ...``) is still caught.
 Likewise prose such as "my password is weak" is left alone: only the ``label: value``
 and ``label=value`` forms are treated as a secret, because in prose nothing marks
-which word is the value.
+which word is the value. Even then a value that is a placeholder (``"string"``,
+``<password>``, ``xxx``) or that reads as prose (``Password: minimum twelve
+characters``, ``Secret: Santa``) stays: see :mod:`picobot.privacy.redaction_context`.
 
-Order matters: PEM blocks and vendor prefixes run before the generic label rule so a
-labelled OpenAI key is reported as ``openai_key``, not ``labelled_secret``. Each rule
-is one compiled regex applied in one pass, and never inside an existing marker, which
-keeps ``redact`` idempotent.
+Order matters: PEM blocks and vendor formats (data, in
+:mod:`picobot.privacy.redaction_rules`) run before the rules that read a label, a
+header or a URL, so a labelled OpenAI key is reported as ``openai_key``, not
+``labelled_secret``. Each rule is one compiled regex applied in one pass, and never
+inside an existing marker, which keeps ``redact`` idempotent.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from picobot.errors import UNREADABLE_JSON, ConfigError
+from picobot.privacy.redaction_context import CONTEXT_RULES, Accept, is_masked
+from picobot.privacy.redaction_rules import TOKEN_RULES, Rule
 
 if TYPE_CHECKING:
     from picobot.config.settings import PrivacySettings
@@ -43,93 +48,32 @@ _CONFIG_KEY = "privacy.extra_redaction_patterns"
 _MARKER = re.compile(r"(\[REDACTED:[a-z_]+\])")
 _MARKER_PREFIX = "[REDACTED:"
 
-# Characters that end an unquoted labelled value (whitespace, quotes, separators used
-# in query strings, CSV and code, and brackets around the value).
-_STOP = r"""\s'"`,;&<>()\[\]{}"""
-_BARE = f"[^{_STOP}]"
-_KEYWORDS = (
-    r"password|passwd|passphrase|pwd(?![ \t]*[:=][ \t]*[/~])|secret|token|apikey"
-    r"|(?:secret|access|api|private)[_-]?key"
-)
-# Unquoted values that are code or placeholders rather than secrets: literals and type
-# names (`password: str`), calls and subscripts (`token = get_token()`,
-# `os.environ["X"]`), attribute paths (`self.token`), variable names that repeat the
-# label (`Client(api_key=api_key)`), $ENV_VARS and masks (`****`).
-_NOT_A_VALUE = (
-    rf"(?!(?i:none|null|nil|true|false|undefined|str|string|bytes|int|bool|optional"
-    rf"|bearer|basic|required|redacted)(?!{_BARE}))"
-    r"(?![A-Za-z_][A-Za-z_.]*[(\[])"
-    rf"(?![A-Za-z_]+(?:\.[A-Za-z_]+)+(?!{_BARE}))"
-    # One run of letters holding a keyword: found by a lookahead, then the run taken
-    # whole (possessively), so a long run of keywords ("secretsecret...") is scanned
-    # once rather than once per keyword in it (quadratic: 60 KB took seconds).
-    rf"(?!(?i:(?=[a-z_]*?(?:password|passwd|pwd|secret|key|token))[a-z_]++)(?!{_BARE}))"
-    rf"(?!\$\{{|\$[A-Z_][A-Z0-9_]*(?!{_BARE})|\*+(?!{_BARE}))"
+_Replacer = Callable[[re.Match[str]], str]
+_Hint = tuple[str, ...] | re.Pattern[str]
+_Rule = tuple[re.Pattern[str], _Replacer, _Hint | None]
+
+
+def _accept_token(rule: Rule) -> Accept | None:
+    """A vendor format's match is redacted unless it is an example or fails its check."""
+    check, examples_stay = rule.check, rule.examples_stay
+    if check is None and not examples_stay:
+        return None
+
+    def accept(_match: re.Match[str], secret: str) -> bool:
+        if examples_stay and is_masked(secret):
+            return False
+        return check is None or check(secret)
+
+    return accept
+
+
+# (rule, accept) in the order they run: PEM blocks and vendor formats, then the rules
+# that read a label, a header or a URL.
+_ALL: tuple[tuple[Rule, Accept | None], ...] = (
+    tuple((rule, _accept_token(rule)) for rule in TOKEN_RULES) + CONTEXT_RULES
 )
 
-# (type, pattern). A group named ``secret...`` marks the part to replace; without one
-# the whole match is the secret.
-_RULES: tuple[tuple[str, str], ...] = (
-    (
-        "private_key",
-        # A whole PEM block (or an armored OpenPGP "PRIVATE KEY BLOCK"); if the END
-        # line is missing (a truncated paste), the header plus the header lines and
-        # base64 lines after it. The body scan stops (possessively) at the next "-----",
-        # so many unterminated headers cost linear, not quadratic, time.
-        r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:(?:[^-]++|-(?!----))*+-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-        r"|(?:\s*(?:Proc-Type|DEK-Info|Version|Comment|Hash|Charset):[^\r\n]*)*"
-        r"(?:\s*[A-Za-z0-9+/=]{20,}(?:\s+[A-Za-z0-9+/=]{20,})*(?:\s+[A-Za-z0-9+/]{1,19}={1,2})?)?)",
-    ),
-    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
-    ("openai_key", r"\bsk-(?:(?:proj|svcacct|admin)-)?[A-Za-z0-9][A-Za-z0-9_-]{19,}"),
-    ("stripe_key", r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{40,})"),
-    ("slack_token", r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
-    (
-        "slack_token",
-        r"\bhttps?://hooks\.slack\.com/services/(?P<secret>[A-Za-z0-9][A-Za-z0-9_/-]*)",
-    ),
-    ("aws_access_key", r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"),
-    (
-        # Only when labelled: a bare 40-character base64 string is far too common.
-        "aws_secret_key",
-        r"(?<![A-Za-z0-9])(?i:aws_?secret_?(?:access_?)?key)[\"']?[ \t]*[:=][ \t]*[\"']?"
-        r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])",
-    ),
-    ("google_api_key", r"\bAIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])"),
-    (
-        # Starts only where a base64url run starts, so a long run of "eyJ..-eyJ.." is
-        # scanned once rather than once per "eyJ" (quadratic).
-        "jwt",
-        r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{5,}+\.eyJ[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]*",
-    ),
-    (
-        # RFC 6750 token characters; the token must hold a digit, a symbol or a
-        # lower-to-upper case change, so "Bearer authentication." stays prose.
-        "bearer_token",
-        r"\b(?i:bearer)[ \t]+(?=[A-Za-z.~-]*(?:[0-9_+/=]|[a-z][A-Z]))"
-        r"(?P<secret>[A-Za-z0-9._~+/-]{12,}=*)",
-    ),
-    (
-        # Keep scheme, user and host; the password is everything up to the last '@'
-        # of the authority, so an unencoded '@' in the password is still covered.
-        "url_password",
-        r"\b[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s:/@\[\]]{0,256}:"
-        r"(?P<secret>[^\s/]{1,256})@(?=[A-Za-z0-9\[])",
-    ),
-    (
-        # label (optionally quoted, camelCase or with a prefix such as DB_ or X-Api-)
-        # then ':' '=' or '=>', then a quoted or bare value; only the value goes.
-        "labelled_secret",
-        rf"(?:(?<![A-Za-z0-9])|(?<=[a-z])(?=[A-Z]))(?i:{_KEYWORDS})(?![A-Za-z0-9_])"
-        r"[\"'`*]{0,2}[ \t]*(?:=>|[:=](?![=:>]))[ \t]*"
-        r"(?:\"(?P<secret_dq>[^\"\r\n]{1,512})\"|'(?P<secret_sq>[^'\r\n]{1,512})'"
-        rf"|{_NOT_A_VALUE}(?P<secret_bare>{_BARE}{{4,}}))",
-    ),
-)
-
-BUILTIN_TYPES: frozenset[str] = frozenset(kind for kind, _ in _RULES) | {"custom"}
+BUILTIN_TYPES: frozenset[str] = frozenset(rule.kind for rule, _ in _ALL) | {"custom"}
 """Every ``<type>`` a marker may carry."""
 
 
@@ -138,23 +82,27 @@ def marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
-_Replacer = Callable[[re.Match[str]], str]
+def _replacer(kind: str, accept: Accept | None = None) -> _Replacer:
+    """Build the re.sub callback that swaps a match's secret part for the marker.
 
-
-def _replacer(kind: str) -> _Replacer:
-    """Build the re.sub callback that swaps a match's secret part for the marker."""
+    A group named ``secret...`` marks the part to replace; without one the whole match
+    is the secret. A match ``accept`` rejects is left as it is.
+    """
     text = marker(kind)
 
     def replace(match: re.Match[str]) -> str:
         whole = match.group()
         if not whole:
             return ""  # an empty match (possible in custom patterns) hides nothing
+        start, end = match.span()
         for name, value in match.groupdict().items():
             if value is not None and name.startswith("secret"):
                 start, end = match.span(name)
-                offset = match.start()
-                return whole[: start - offset] + text + whole[end - offset :]
-        return text
+                break
+        if accept is not None and not accept(match, match.string[start:end]):
+            return whole
+        offset = match.start()
+        return whole[: start - offset] + text + whole[end - offset :]
 
     return replace
 
@@ -174,33 +122,30 @@ def _sub_outside_markers(pattern: re.Pattern[str], replace: _Replacer, text: str
 _MAX_PASSES = 8
 """Bound on the passes of :meth:`Redactor.redact` (each one only adds markers)."""
 
-# A cheap necessary condition per rule, in _RULES order: text the rule can match holds
-# one of these literals (case-sensitive), or matches this case-insensitive regex (the
-# same case rules as the pattern's (?i:...), e.g. the Kelvin sign is a "k"). Chat text
-# without any of them skips the rule's regex: most messages hold no secret.
-_HINTS: tuple[tuple[str, ...] | re.Pattern[str], ...] = (
-    ("-----BEGIN",),
-    ("sk-ant-",),
-    ("sk-",),
-    ("k_live_", "k_test_"),
-    ("gh", "github_pat_"),
-    ("xox",),
-    ("hooks.slack.com",),
-    ("AKIA", "ASIA"),
-    re.compile("aws", re.IGNORECASE),
-    ("AIza",),
-    ("eyJ",),
-    re.compile("bearer", re.IGNORECASE),
-    ("://",),
-    # Every keyword of _KEYWORDS holds one of these.
-    re.compile("pass|pwd|secret|token|key", re.IGNORECASE),
-)
-assert len(_HINTS) == len(_RULES)
 
-_Rule = tuple[re.Pattern[str], _Replacer, tuple[str, ...] | re.Pattern[str] | None]
+def _any_word(words: Sequence[str]) -> re.Pattern[str]:
+    """A case-insensitive regex for any of ``words``, written to start with a class of
+    their first letters (``[ap](?:(?<=a)ws|(?<=p)(?:ass|w))``): the regex engine scans
+    for a class quickly, but tries a case-insensitive alternation at every position."""
+    rests: dict[str, list[str]] = {}
+    for word in words:
+        rests.setdefault(word[0].lower(), []).append(re.escape(word[1:]))
+    heads = "".join(map(re.escape, rests))
+    tails = "|".join(f"(?<={re.escape(c)})(?:{'|'.join(rest)})" for c, rest in rests.items())
+    return re.compile(f"[{heads}](?:{tails})", re.IGNORECASE)
 
 
-def _may_match(hint: tuple[str, ...] | re.Pattern[str] | None, text: str) -> bool:
+def _hint(rule: Rule) -> _Hint:
+    """A cheap necessary condition of the rule: text it can match holds one of the
+    literals (case-sensitive), or matches the case-insensitive regex (the same case
+    rules as the pattern's (?i:...), e.g. the Kelvin sign is a "k"). Chat text without
+    it skips the rule's regex: most messages hold no secret."""
+    if rule.hint_ignorecase:
+        return _any_word(rule.hints)
+    return rule.hints
+
+
+def _may_match(hint: _Hint | None, text: str) -> bool:
     if hint is None:
         return True
     if isinstance(hint, tuple):
@@ -209,9 +154,43 @@ def _may_match(hint: tuple[str, ...] | re.Pattern[str] | None, text: str) -> boo
 
 
 _BUILTIN: tuple[_Rule, ...] = tuple(
-    (re.compile(source), _replacer(kind), hint)
-    for (kind, source), hint in zip(_RULES, _HINTS, strict=True)
+    (re.compile(rule.pattern), _replacer(rule.kind, accept), _hint(rule)) for rule, accept in _ALL
 )
+
+
+# The hints of all built-in rules at once: one scan tells whether any literal is in the
+# text (usually none is) and one whether any case-insensitive hint matches.
+def _index_hints() -> tuple[dict[str, list[int]], list[tuple[int, re.Pattern[str]]]]:
+    by_literal: dict[str, list[int]] = {}
+    caseless: list[tuple[int, re.Pattern[str]]] = []
+    for index, rule in enumerate(_BUILTIN):
+        hint = rule[2]
+        if isinstance(hint, tuple):
+            for literal in hint:
+                by_literal.setdefault(literal, []).append(index)
+        elif hint is not None:
+            caseless.append((index, hint))
+    return by_literal, caseless
+
+
+_BY_LITERAL, _CASELESS = _index_hints()
+_ANY_LITERAL = re.compile("|".join(map(re.escape, _BY_LITERAL)))
+_ANY_CASELESS = _any_word(
+    [word for index, _ in _CASELESS for word in _ALL[index][0].hints],
+)
+
+
+def _candidates(text: str) -> list[int]:
+    """The indexes of the built-in rules :func:`_may_match` lets run on ``text``, in
+    order, found without testing every rule's hint one by one."""
+    found: set[int] = set()
+    if _ANY_LITERAL.search(text) is not None:
+        for literal, indexes in _BY_LITERAL.items():
+            if literal in text:
+                found.update(indexes)
+    if _ANY_CASELESS.search(text) is not None:
+        found.update(index for index, hint in _CASELESS if hint.search(text) is not None)
+    return sorted(found)
 
 
 class Redactor:
@@ -243,7 +222,7 @@ class Redactor:
                     [f"{_CONFIG_KEY}: pattern {source!r} matches empty text"],
                 )
             extra.append((compiled, custom, None))
-        self._rules = _BUILTIN + tuple(extra)
+        self._extra = tuple(extra)
 
     @classmethod
     def from_settings(cls, settings: PrivacySettings) -> Redactor:
@@ -257,12 +236,19 @@ class Redactor:
         # A marker can expose a secret that an earlier rule did not see: in
         # "EMP-0sk-proj-..." the key has no word boundary until a custom rule turns
         # "EMP-0" into a marker. So the rules run again until nothing changes (usually
-        # one pass: text without secrets is left as it was).
+        # one pass: text without secrets is left as it was). The hints are checked once a
+        # pass, on the text between markers (a marker's own name holds hint words such
+        # as "key"): a rule never matches across a marker, and replacing a secret only
+        # cuts the text between markers into parts of what it was, so a hint that fails
+        # at the start of a pass fails for the rest of it.
         for _ in range(_MAX_PASSES):
             before = text
-            for pattern, replace, hint in self._rules:
-                if _may_match(hint, text):
-                    text = _sub_outside_markers(pattern, replace, text)
+            visible = _MARKER.sub("\n", text) if _MARKER_PREFIX in text else text
+            for index in _candidates(visible):
+                pattern, replace, _ = _BUILTIN[index]
+                text = _sub_outside_markers(pattern, replace, text)
+            for pattern, replace, _ in self._extra:
+                text = _sub_outside_markers(pattern, replace, text)
             if text == before:
                 break
         return text

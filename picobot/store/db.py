@@ -397,3 +397,7 @@ class Database:
         """First row of a query, or None."""
         rows = await self.fetchall(sql, params)
         return rows[0] if rows else None
+
+    async def ping(self) -> None:
+        """Raise if a reader connection cannot run a query (a health check)."""
+        await self.fetchone("SELECT 1")

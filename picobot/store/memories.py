@@ -25,7 +25,9 @@ GLOBAL_USER = "global:shared"
 
 MAX_KEY_CHARS = 64
 RESERVED_PREFIXES = ("system_", "internal_")
-_KEY_RE = re.compile(r"[a-z][a-z0-9_]*")
+KEY_PATTERN = "^[a-z][a-z0-9_]*$"
+"""What a memory key looks like (besides its length and the reserved prefixes)."""
+_KEY_RE = re.compile(KEY_PATTERN)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,8 @@ _INSERT = (
 )
 _BY_SOURCE = f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND source_id = ?"  # noqa: S608
 _AT_SEQ = f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq_order = ?"  # noqa: S608
+_NO_SEQ = 2**62
+"""Above every sequence number: "before it" means from the newest message."""
 _TOUCH = "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?"
 
 
@@ -42,6 +44,14 @@ def last_messages(conn: sqlite3.Connection, session_id: str, limit: int) -> list
         (session_id, limit),
     ).fetchall()
     return [StoredMessage(*tuple(r)) for r in reversed(rows)]
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePage:
+    """Messages of one session, oldest first; ``next_before_seq`` pages back (None: first)."""
+
+    messages: list[StoredMessage]
+    next_before_seq: int | None
 
 
 class NotCurrentSession(Exception):
@@ -123,6 +133,23 @@ class MessageRepo:
     async def last(self, session_id: str, limit: int) -> list[StoredMessage]:
         """The last ``limit`` messages of a session, oldest first."""
         return await self._db.read(lambda conn: last_messages(conn, session_id, limit))
+
+    async def page_before(
+        self, session_id: str, *, limit: int, before_seq: int | None = None
+    ) -> MessagePage:
+        """The ``limit`` messages just before ``before_seq`` (default: the newest).
+
+        Paging by sequence number rather than offset keeps pages stable while the
+        session grows at its end.
+        """
+        # One row more than asked tells whether an older page exists.
+        rows = await self._db.fetchall(
+            f"SELECT {_COLUMNS} FROM messages"  # noqa: S608 - constant columns
+            " WHERE session_id = ? AND seq_order < ? ORDER BY seq_order DESC LIMIT ?",
+            (session_id, _NO_SEQ if before_seq is None else before_seq, limit + 1),
+        )
+        page = [StoredMessage(*tuple(r)) for r in reversed(rows[:limit])]
+        return MessagePage(page, page[0].seq_order if len(rows) > limit else None)
 
     async def count(self, session_id: str) -> int:
         """How many messages a session holds."""

@@ -23,8 +23,9 @@ from picobot.store.migrations_search import (
     m005_user_terms,
     m006_deferred_message_index,
     m009_search_tidy_steps,
+    m011_split_unspaced_scripts,
 )
-from picobot.store.migrations_webhooks import m004_webhook_queues, m010_webhook_replay_guard
+from picobot.store.migrations_webhooks import m004_webhook_queues, m012_webhook_replay_guard
 
 if TYPE_CHECKING:
     from picobot.store.db import Database
@@ -209,7 +210,8 @@ MIGRATIONS: list[Migration] = [
     m007_message_sources,
     m008_memory_revisions,
     m009_search_tidy_steps,
-    m010_webhook_replay_guard,
+    m011_split_unspaced_scripts,
+    m012_webhook_replay_guard,
 ]
 
 

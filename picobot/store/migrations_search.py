@@ -5,6 +5,7 @@ from __future__ import annotations
 import aiosqlite
 
 from picobot.store.migration_script import run_script
+from picobot.store.terms import UNSPACED_GLOB
 
 
 async def m002_search_index(conn: aiosqlite.Connection) -> None:
@@ -229,3 +230,25 @@ async def m009_search_tidy_steps(conn: aiosqlite.Connection) -> None:
     crisis merge still caps a level at 16 segments, and the server's next run tidies.
     """
     await conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('automerge', 0)")
+
+
+async def m011_split_unspaced_scripts(conn: aiosqlite.Connection) -> None:
+    """Index text in unspaced scripts (Chinese, Japanese, Korean, Thai) per character.
+
+    A run of such characters was one indexed word, so no part of it could be found
+    (see :func:`picobot.store.terms.words`). The messages and memories that hold one
+    are indexed again: messages through the queue, memories at once.
+    """
+    await conn.execute(
+        "DELETE FROM search_index WHERE rowid IN (SELECT id FROM messages WHERE content GLOB ?)",
+        (UNSPACED_GLOB,),
+    )
+    await conn.execute(
+        "INSERT OR IGNORE INTO search_pending (id) SELECT id FROM messages"
+        " WHERE content GLOB ? AND role IN ('user', 'assistant')",
+        (UNSPACED_GLOB,),
+    )
+    # The update trigger indexes a memory again with the current terms.
+    await conn.execute(
+        "UPDATE user_memories SET content = content WHERE content GLOB ?", (UNSPACED_GLOB,)
+    )

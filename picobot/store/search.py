@@ -64,9 +64,9 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
@@ -84,12 +84,13 @@ from picobot.store.search_writes import (
 from picobot.store.terms import WORD, term_prefix, words
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_QUERY_TERMS = 64
 """Most OR terms one query may carry; bounds the work of a hostile caller."""
 
-MAX_LIMIT = 100
-"""Most hits one search returns."""
+MAX_LIMIT = 200
+"""Most hits one search returns (recall takes up to 150 candidates)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +104,8 @@ class SearchHit:
     text: str
     created_at: float
     score: float
+    role: str = ""
+    """``user`` or ``assistant`` for a message; empty for a memory."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,7 +204,7 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     # for every match (a row lookup each), not just for the hits.
     sql = (
         "SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content), m.session_id,"  # noqa: S608
-        " m.seq_order, COALESCE(m.created_at, u.updated_at), h.score FROM (SELECT rowid"
+        " m.seq_order, COALESCE(m.created_at, u.updated_at), h.score, m.role FROM (SELECT rowid"
         " AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
         f" WHERE {where} ORDER BY score LIMIT ?) AS h"
         " LEFT JOIN messages m ON h.id > 0 AND m.id = h.id"
@@ -235,6 +238,7 @@ def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchH
                 text=text,
                 created_at=created_at,
                 score=-float(row[5]),
+                role=row[6] or "",
             )
         )
         if len(hits) == limit:
@@ -264,13 +268,20 @@ class SearchIndex:
         session repeats its parent's transcript) are returned once.
         """
         query = SearchQuery(user_id, terms, limit, session_id, before_seq, include_memories)
+        return await self.read_fresh(lambda conn: search_records(conn, query))
+
+    async def read_fresh(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """``fn`` in a read, after indexing every queued message.
+
+        An explicit search (``/search``, the ``memory_search`` tool, the admin API)
+        sees every stored message, queued ones too. A read-only or locked database
+        answers from what is indexed rather than not at all.
+        """
         try:
-            # An explicit search sees every stored message, queued ones too.
             await self.index_pending(None)
         except StoreUnavailable as exc:
-            # Read-only or locked: answer from what is indexed rather than not at all.
             log.warning("search without indexing the newest messages: %s", exc)
-        return await self._db.read(lambda conn: search_records(conn, query))
+        return await self._db.read(fn)
 
     async def index_pending(self, limit: int | None = INDEX_BATCH) -> int:
         """Index up to ``limit`` queued messages (None: all) in one group commit; how many.
@@ -283,6 +294,11 @@ class SearchIndex:
         if not await self._db.read(has_queued):
             return 0
         return int(await self._db.write(lambda conn: index_pending(conn, limit)))
+
+    async def queue_depth(self) -> int:
+        """Stored messages not yet in the index (``/metrics``: is indexing keeping up?)."""
+        row = await self._db.fetchone("SELECT COUNT(*) AS n FROM search_pending")
+        return int(row["n"]) if row else 0
 
     async def index_in_background(self, batch: int = INDEX_BATCH) -> int:
         """The runtime's periodic indexing: the whole queue, ``batch`` messages a write.

@@ -25,6 +25,14 @@ class SessionInfo:
     message_count: int
 
 
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """One page of a session listing; ``next_offset`` is None on the last page."""
+
+    sessions: list[SessionInfo]
+    next_offset: int | None
+
+
 ChatKey = tuple[str, str, str]
 """A chat: (channel, chat_id, user_id); each has at most one current session."""
 
@@ -71,16 +79,22 @@ class SessionRepo:
 
     async def list_sessions(self, user_id: str | None = None, limit: int = 50) -> list[SessionInfo]:
         """Sessions, most recently active first; only ``user_id``'s when given."""
-        if user_id is None:
-            rows = await self._db.fetchall(
-                _SELECT + " ORDER BY s.last_active DESC LIMIT ?", (limit,)
-            )
-        else:
-            rows = await self._db.fetchall(
-                _SELECT + " WHERE s.user_id = ? ORDER BY s.last_active DESC LIMIT ?",
-                (user_id, limit),
-            )
-        return [_info(r) for r in rows]
+        return (await self.page(user_id, limit=limit)).sessions
+
+    async def page(self, user_id: str | None = None, *, limit: int, offset: int = 0) -> SessionPage:
+        """``limit`` sessions after skipping ``offset``, most recently active first.
+
+        Ties on ``last_active`` are broken by id, so consecutive pages neither repeat
+        nor skip a session that nobody touched meanwhile.
+        """
+        where, args = (" WHERE s.user_id = ?", [user_id]) if user_id is not None else ("", [])
+        # One row more than asked tells whether another page exists.
+        rows = await self._db.fetchall(
+            _SELECT + where + " ORDER BY s.last_active DESC, s.id LIMIT ? OFFSET ?",
+            [*args, limit + 1, offset],
+        )
+        more = len(rows) > limit
+        return SessionPage([_info(r) for r in rows[:limit]], offset + limit if more else None)
 
     async def current(self, channel: str, chat_id: str, user_id: str) -> str | None:
         """The session this chat is talking in, if any."""

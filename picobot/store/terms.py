@@ -31,9 +31,55 @@ WORD = re.compile(rf"(?:[^\W_]|[{_MARKS}])+")
 _WORD_CLASS = re.compile(rf"[\w{_MARKS}]+")
 
 
+# Scripts written without spaces between words (Han, kana, Hangul syllables, Thai):
+# each character is a word of its own, and a query term of several is matched as a
+# phrase (consecutive characters), so any part of a run can be found.
+_UNSPACED = "\u0e00-\u0e7f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+UNSPACED_CHAR = re.compile(f"[{_UNSPACED}]")
+UNSPACED_GLOB = f"*[{_UNSPACED}]*"
+"""An SQL GLOB pattern matching text that holds a character of an unspaced script."""
+_UNSPACED_SPLIT = re.compile(f"[{_UNSPACED}]|[^{_UNSPACED}]+")
+
+
 def words(text: str) -> list[str]:
-    """``WORD.findall(text)``, in half the time (the index and keywords split every text)."""
-    return _WORD_CLASS.findall(text.replace("_", " "))
+    """``WORD.findall(text)``, in half the time (the index and keywords split every text).
+
+    A character of an unspaced script (:data:`UNSPACED_CHAR`) is a word by itself.
+    """
+    found: list[str] = _WORD_CLASS.findall(text.replace("_", " "))
+    if text.isascii() or not UNSPACED_CHAR.search(text):
+        return found
+    return [part for word in found for part in _UNSPACED_SPLIT.findall(word)]
+
+
+_STOP_WORDS_TEXT = """
+    a about above after again against all also am an and any are aren as at be because
+    been before being below between both but by can cannot could couldn did didn do does
+    doesn doing don down during each else even ever every few for from further get gets
+    got had hadn has hasn have haven having he her here hers herself him himself his how
+    however if in into is isn it its itself just let ll me might more most much must my
+    myself no nor not now of off on once only or other ought our ours ourselves out over
+    own re same shall she should shouldn so some such than that the their theirs them
+    themselves then there these they this those though through to too under until up
+    upon us ve very was wasn we were weren what when where which while who whom whose why
+    will with won would wouldn yet you your yours yourself yourselves
+    hi hello hey ok okay yes yeah yep nope please pls thanks thank thx ty sure cool great
+    nice well oh ah um uh hmm lol like really actually maybe remember recall tell told
+    say said know think want need make thing things something anything one two
+"""
+STOP_WORDS: frozenset[str] = frozenset(_STOP_WORDS_TEXT.split())
+"""Common English words and chat filler that would match almost every message."""
+
+
+def has_content(text: str) -> bool:
+    """Whether ``text`` has a word worth searching for (not only stop words and filler).
+
+    Recall skips messages without one ("ok", "thanks!") when it adds context around a
+    hit: they cost tokens and answer nothing.
+    """
+    return any(
+        (len(w) > 1 and w not in STOP_WORDS) or UNSPACED_CHAR.match(w) for w in words(text.lower())
+    )
 
 
 INDEX_TEXT_FUNCTION = "picobot_index_text"

@@ -5,7 +5,7 @@ message but the last ``summarization_keep_recent`` is folded into the stored sum
 incrementally: the model sees the previous summary plus only the newly folded
 messages, in chunks of bounded size. Messages are never altered or deleted here. A
 failed model call leaves everything as it was; the session is tried again after a
-backoff (5 minutes, doubling up to a day: :mod:`picobot.tasks.backoff`).
+backoff (5 minutes, doubling up to a day: :class:`picobot.backoff.FailureBackoff`).
 
 Wiring (done by the runtime)::
 
@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from picobot.backoff import FailureBackoff
 from picobot.config.settings import LLMSettings, MemorySettings
 from picobot.errors import PicobotError
 from picobot.kernel.context import ToolContext
@@ -31,7 +32,6 @@ from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.store.db import Database
 from picobot.store.messages import StoredMessage
 from picobot.store.summaries import Summary, SummaryRepo
-from picobot.tasks.backoff import FailureBackoff
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)

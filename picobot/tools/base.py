@@ -9,16 +9,68 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from picobot.errors import UNREADABLE_JSON, UserError
 from picobot.kernel.context import ToolContext
 from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ToolSpec
+from picobot.shapes import DocumentSchema, Problem, optional_as_absent, problem
 from picobot.store.messages import SessionGone
 
 log = logging.getLogger(__name__)
+
+
+class Arguments(BaseModel):
+    """A tool's arguments: strict types, no unknown argument (no way to name another user).
+
+    One model gives the JSON schema the model is offered (:func:`argument_schema`)
+    and the check of what it sends (:func:`parse_arguments`).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+A = TypeVar("A", bound=Arguments)
+
+
+def argument_schema(model: type[Arguments]) -> dict[str, Any]:
+    """The JSON-schema parameters of a tool, lean: no titles, no nullable branches."""
+    schema = model.model_json_schema(schema_generator=DocumentSchema)
+    schema.pop("title", None)
+    schema.pop("description", None)  # the tool's own description says it
+    schema["properties"] = {
+        name: optional_as_absent(prop) for name, prop in schema["properties"].items()
+    }
+    return schema
+
+
+def parse_arguments(model: type[A], args: Mapping[str, Any]) -> A:
+    """``args`` checked by ``model``; UserError naming the argument otherwise.
+
+    A null argument counts as absent: models often send null for one they skip.
+    """
+    present = {name: value for name, value in args.items() if value is not None}
+    try:
+        return model.model_validate(present)
+    except ValidationError as exc:
+        raise UserError(_refusal(model, problem(exc))) from None
+
+
+def _refusal(model: type[Arguments], found: Problem) -> str:
+    if found.kind == "unknown":
+        allowed = ", ".join(model.model_fields)
+        return f"unknown argument(s) {', '.join(map(repr, found.fields))}; allowed: {allowed}"
+    if found.kind == "missing":
+        return f"missing argument {found.fields[0]!r}"
+    error = found.error
+    if error is not None and error["type"] == "literal_error":
+        choices = str(error.get("ctx", {}).get("expected", "")).replace("'", "")
+        return f"unknown {found.fields[0]} {error['input']!r}; use {choices}"
+    return f"argument {found.fields[0]!r} {found.detail}"
 
 
 class Tool(Protocol):

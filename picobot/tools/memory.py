@@ -11,26 +11,28 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import Field
 
 from picobot.errors import AccessDenied, UserError
 from picobot.kernel.context import Action, Scope, ToolContext
 from picobot.llm.base import ToolSpec
 from picobot.store.memories import (
     GLOBAL_USER,
+    KEY_PATTERN,
     MAX_KEY_CHARS,
     Memory,
     MemoryRepo,
     validate_content,
     validate_key,
 )
+from picobot.tools.base import Arguments, argument_schema, parse_arguments
 
 PREVIEW_CHARS = 200
 """Longest content shown per memory in a listing (a listing goes into a prompt or chat)."""
 
 _SCOPES = {"user": Scope.USER, "global": Scope.GLOBAL}
-_ACTIONS = ("save", "list", "delete")
-_ARGUMENTS = frozenset({"action", "key", "content", "scope"})
 
 
 class MemoryService:
@@ -123,14 +125,27 @@ def preview(content: str, limit: int = PREVIEW_CHARS) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1].rstrip() + "…"
 
 
-def _text_arg(args: dict[str, Any], name: str, *, required: bool) -> str | None:
-    value = args.get(name)
+class MemoryArguments(Arguments):
+    """The ``memory`` tool's arguments; the owner is never one of them."""
+
+    action: Literal["save", "list", "delete"] = Field(description="What to do.")
+    # The key rule is checked by validate_key (its messages name the broken rule);
+    # the schema states it so that the model gets it right the first time.
+    key: str | None = Field(
+        None,
+        description="Memory name: lowercase letters, digits, underscores "
+        "(needed for save and delete).",
+        json_schema_extra={"pattern": KEY_PATTERN, "maxLength": MAX_KEY_CHARS},
+    )
+    content: str | None = Field(None, description="What to remember (needed for save).")
+    scope: Literal["user", "global"] = Field(
+        "user", description="user: this user's memories; global: shared ones."
+    )
+
+
+def _required(value: str | None, name: str) -> str:
     if value is None:
-        if required:
-            raise UserError(f"missing argument {name!r}")
-        return None
-    if not isinstance(value, str):
-        raise UserError(f"argument {name!r} must be a string")
+        raise UserError(f"missing argument {name!r}")
     return value
 
 
@@ -155,36 +170,7 @@ class MemoryTool:
                 "them; action=delete removes one. scope=global means memories shared by "
                 "all users and only works with an operator grant."
             ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "action": {
-                        "type": "string",
-                        "enum": list(_ACTIONS),
-                        "description": "What to do.",
-                    },
-                    "key": {
-                        "type": "string",
-                        "pattern": "^[a-z][a-z0-9_]*$",
-                        "maxLength": MAX_KEY_CHARS,
-                        "description": "Memory name: lowercase letters, digits, underscores "
-                        "(needed for save and delete).",
-                    },
-                    "content": {
-                        "type": "string",
-                        "maxLength": max_chars,
-                        "description": "What to remember (needed for save).",
-                    },
-                    "scope": {
-                        "type": "string",
-                        "enum": list(_SCOPES),
-                        "default": "user",
-                        "description": "user: this user's memories; global: shared ones.",
-                    },
-                },
-                "required": ["action"],
-                "additionalProperties": False,
-            },
+            parameters=_parameters(max_chars),
         )
 
     @property
@@ -194,27 +180,22 @@ class MemoryTool:
 
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         """Do one memory action for ``ctx.user_id``; UserError for bad arguments or denial."""
-        unknown = sorted(set(args) - _ARGUMENTS)
-        if unknown:
-            # Includes any attempt to name another user: the owner comes from ctx only.
-            raise UserError(
-                f"unknown argument(s) {', '.join(map(repr, unknown))}; "
-                "allowed: action, key, content, scope"
-            )
-        action = _text_arg(args, "action", required=True)
-        if action not in _ACTIONS:
-            raise UserError(f"unknown action {action!r}; use save, list or delete")
-        scope_name = _text_arg(args, "scope", required=False) or "user"
-        scope = _SCOPES.get(scope_name)
-        if scope is None:
-            raise UserError(f"unknown scope {scope_name!r}; use user or global")
+        parsed = parse_arguments(MemoryArguments, args)
+        scope = _SCOPES[parsed.scope]
         service = self.service
-        if action == "list":
+        if parsed.action == "list":
             return service.listing_text(await service.list(ctx, scope), scope)
-        key = _text_arg(args, "key", required=True) or ""
-        if action == "delete":
+        key = _required(parsed.key, "key")
+        if parsed.action == "delete":
             gone = await service.delete(ctx, key, scope)
             return f"Deleted memory {gone.key!r}."
-        content = _text_arg(args, "content", required=True) or ""
+        content = _required(parsed.content, "content")
         memory, created = await service.save(ctx, key, content, scope, in_turn=True)
         return service.saved_text(memory, created, scope)
+
+
+def _parameters(max_chars: int) -> dict[str, Any]:
+    schema = argument_schema(MemoryArguments)
+    # The content limit is a setting, so it joins the schema per instance.
+    schema["properties"]["content"]["maxLength"] = max_chars
+    return schema

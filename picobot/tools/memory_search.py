@@ -6,21 +6,46 @@ argument and refuses unknown ones. :func:`format_hits` is shared with ``/search`
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, StringConstraints
 
 from picobot.errors import UserError
 from picobot.kernel.context import Action, Scope, ToolContext
 from picobot.kernel.keywords import extract_terms
 from picobot.llm.base import ToolSpec
-from picobot.store.search import SearchHit, SearchIndex
+from picobot.store.recall import RecallQuery, recall_records
+from picobot.store.search import MAX_LIMIT, SearchHit, SearchIndex
+from picobot.tools.base import Arguments, argument_schema, parse_arguments
 
 SNIPPET_CHARS = 300
 """Longest text shown per hit (a listing goes into a prompt or a chat)."""
 
 MAX_TOP_K = 20
-_ARGUMENTS = frozenset({"query", "top_k"})
+
+
+def _clamp(top_k: int) -> int:
+    # A model asking for 500 hits gets the most there are rather than an error turn.
+    return max(1, min(top_k, MAX_TOP_K))
+
+
+class SearchArguments(Arguments):
+    """The ``memory_search`` tool's arguments; whose records is never one of them."""
+
+    query: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)] = Field(
+        description="Keywords to look for: names, places, topics."
+    )
+    top_k: Annotated[int, AfterValidator(_clamp)] = Field(
+        5,
+        description="How many matches to return.",
+        json_schema_extra={"minimum": 1, "maximum": MAX_TOP_K},
+    )
+
+
+_PARAMETERS = argument_schema(SearchArguments)
 
 
 def snippet(text: str, terms: Sequence[str] = (), width: int = SNIPPET_CHARS) -> str:
@@ -58,6 +83,16 @@ def format_hits(hits: Sequence[SearchHit], terms: Sequence[str] = ()) -> str:
     return "\n".join(lines)
 
 
+async def ranked(
+    index: SearchIndex, user_id: str, terms: Sequence[str], limit: int
+) -> list[SearchHit]:
+    """The best ``limit`` records for ``terms``, ranked as the prompt's recall ranks them:
+    matches with the messages around them (:mod:`picobot.store.recall`), memories too."""
+    limit = max(1, min(limit, MAX_LIMIT))
+    query = RecallQuery(user_id, terms, candidates=limit, context_hits=limit, include_memories=True)
+    return (await index.read_fresh(functools.partial(recall_records, query=query)))[:limit]
+
+
 class MemorySearchTool:
     """Lets the model search the caller's past messages and saved memories by keywords."""
 
@@ -75,44 +110,18 @@ class MemorySearchTool:
                 "memories by keywords. Use it when the user refers to something said "
                 "before that is not in the conversation above. Returns the best matches."
             ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "query": {
-                        "type": "string",
-                        "description": "Keywords to look for: names, places, topics.",
-                    },
-                    "top_k": {
-                        "type": "integer",
-                        "minimum": 1,
-                        "maximum": MAX_TOP_K,
-                        "default": 5,
-                        "description": "How many matches to return.",
-                    },
-                },
-                "required": ["query"],
-                "additionalProperties": False,
-            },
+            parameters=_PARAMETERS,
         )
 
     async def run(self, ctx: ToolContext, args: dict[str, Any]) -> str:
         """Search ``ctx.user_id``'s records; UserError for bad arguments."""
-        unknown = sorted(set(args) - _ARGUMENTS)
-        if unknown:
-            raise UserError(f"memory_search has no argument {', '.join(unknown)}.")
-        query = args.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise UserError("memory_search needs a non-empty string 'query'.")
-        top_k = args.get("top_k", 5)
-        if isinstance(top_k, bool) or not isinstance(top_k, int):
-            raise UserError(f"memory_search 'top_k' must be an integer 1..{MAX_TOP_K}.")
+        parsed = parse_arguments(SearchArguments, args)
         # Other sessions of the same user are User scope, auto-granted for own data.
         ctx.require(Action.MEMORY_READ, Scope.USER)
-        terms = extract_terms(query, self._max_terms)
+        terms = extract_terms(parsed.query, self._max_terms)
         if not terms:
             raise UserError(
                 "The query has no searchable words (only very common ones); "
                 "use names, places or topics."
             )
-        hits = await self._index.search(ctx.user_id, terms, limit=max(1, min(top_k, MAX_TOP_K)))
-        return format_hits(hits, terms)
+        return format_hits(await ranked(self._index, ctx.user_id, terms, parsed.top_k), terms)

@@ -75,22 +75,23 @@ def test_check_config_defaults_to_the_resolved_file(
     assert main(["check-config"]) == 0
     assert capsys.readouterr().out == "no config file; defaults apply\n"
     write_config("[llm]\ntemprature = 1\n")
-    assert main(["check-config"]) == 2
-    assert capsys.readouterr().out == "config.toml: llm.temprature: unknown key\n"
+    assert main(["check-config"]) == 3
+    # Problems go to stderr, nothing to stdout.
+    assert capsys.readouterr() == ("", "config.toml: llm.temprature: unknown key\n")
     other = write_config("[agent]\nname = 3\n", name="other.toml")
-    assert main(["--config", str(other), "check-config"]) == 2
-    assert capsys.readouterr().out.startswith(f"{other}: agent.name: ")
+    assert main(["--config", str(other), "check-config"]) == 3
+    assert capsys.readouterr().err.startswith(f"{other}: agent.name: ")
     # --config works after the subcommand too.
-    assert main(["check-config", "--config", str(other)]) == 2
-    assert capsys.readouterr().out.startswith(f"{other}: agent.name: ")
+    assert main(["check-config", "--config", str(other)]) == 3
+    assert capsys.readouterr().err.startswith(f"{other}: agent.name: ")
 
 
 def test_check_config_names_every_bad_key(
     write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_config(BAD_CONFIG)
-    assert main(["check-config", str(path)]) == 2
-    lines = capsys.readouterr().out.splitlines()
+    assert main(["check-config", str(path)]) == 3
+    lines = capsys.readouterr().err.splitlines()
     assert f"{path}: llm.temprature: unknown key" in lines
     assert f"{path}: bogus: unknown key" in lines
     named = {line.removeprefix(f"{path}: ").split(":")[0] for line in lines}
@@ -106,7 +107,7 @@ def test_check_config_bad_syntax(
     write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = write_config('[agent]\nname = "PicoBot"\nname = = 1\n')
-    assert main(["check-config", str(path)]) == 2
+    assert main(["check-config", str(path)]) == 3
     captured = capsys.readouterr()
     assert captured.err.startswith(f"picobot: error: {path}: invalid TOML: ")
     assert "line 3" in captured.err
@@ -114,7 +115,7 @@ def test_check_config_bad_syntax(
 
 
 def test_check_config_missing_file(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check-config", "nope.toml"]) == 2
+    assert main(["check-config", "nope.toml"]) == 3
     assert capsys.readouterr().err == "picobot: error: config file nope.toml does not exist\n"
 
 
@@ -123,17 +124,17 @@ def test_check_config_reports_bad_environment(
 ) -> None:
     path = write_config("[llm]\ntemperature = 1.0\n")
     monkeypatch.setenv("PICOBOT_LLM__TEMPERATURE", "9")
-    assert main(["check-config", str(path)]) == 2
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{path}: ok"
-    assert out[1].startswith("environment: PICOBOT_LLM__TEMPERATURE (llm.temperature): ")
+    assert main(["check-config", str(path)]) == 3
+    out, err = capsys.readouterr()
+    assert out == f"{path}: ok\n"
+    assert err.startswith("environment: PICOBOT_LLM__TEMPERATURE (llm.temperature): ")
 
 
 @pytest.mark.parametrize(
     ("name", "value", "problem"),
     [
         ("PICOBOT_LLM__TEMPERATURE", "9", "PICOBOT_LLM__TEMPERATURE (llm.temperature): "),
-        ("picobot_agent__nmae", "x", "picobot_agent__nmae (agent.nmae): unknown key"),
+        ("picobot_agent__nmae", "x", "picobot_agent__nmae: no such setting"),
         (
             "PICOBOT_PERMISSIONS__GLOBAL_MEMORY_READ",
             "tui:a",
@@ -152,10 +153,10 @@ def test_check_config_blames_the_environment_not_the_file(
     # The file does not mention the key the variable sets: its pass must not see it.
     path = write_config("[session.retention]\nmax_age_days = 30\n")
     monkeypatch.setenv(name, value)
-    assert main(["check-config", str(path)]) == 2
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == f"{path}: ok"
-    assert len(out) == 2 and out[1].startswith(f"environment: {problem}"), out
+    assert main(["check-config", str(path)]) == 3
+    out, err = capsys.readouterr()
+    assert out == f"{path}: ok\n"
+    assert len(err.splitlines()) == 1 and err.startswith(f"environment: {problem}"), err
 
 
 def test_check_config_a_file_that_is_not_utf8(
@@ -163,17 +164,17 @@ def test_check_config_a_file_that_is_not_utf8(
 ) -> None:
     path = write_config("")
     path.write_bytes(b'[agent]\nname = "caf\xe9"\n')  # Latin-1, as an old editor saves
-    assert main(["check-config", str(path)]) == 2
+    assert main(["check-config", str(path)]) == 3
     assert capsys.readouterr().err == f"picobot: error: {path}: not UTF-8 (byte 20)\n"
 
 
 def test_check_config_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "etc").mkdir()
-    assert main(["check-config", "etc"]) == 2
+    assert main(["check-config", "etc"]) == 3
     assert capsys.readouterr().err == "picobot: error: config file etc is a directory\n"
     # ./config.toml, optional as it is, is not skipped silently when it is a directory.
     (tmp_path / "config.toml").mkdir()
-    assert main(["check-config"]) == 2
+    assert main(["check-config"]) == 3
     assert capsys.readouterr().err == "picobot: error: config file config.toml is a directory\n"
 
 
@@ -187,6 +188,10 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
         # Name and its one-line help on the same line.
         assert re.search(rf"^ +{name} +\w", out, re.M), f"{name} missing from --help"
     assert "--config FILE" in out
+    assert out.startswith("usage: picobot [-h] [--version] [--config FILE] COMMAND ...\n")
+    # A subcommand's usage names it right after the program.
+    assert main(["retention", "run", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: picobot retention run [-h]")
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -258,11 +263,11 @@ def test_picobot_errors_are_one_line_messages(
     assert capsys.readouterr().err == f"picobot: error: {error}\n"
 
 
-def test_config_error_exits_2_without_traceback(
+def test_config_error_exits_3_without_traceback(
     write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     write_config("[llm]\ntemprature = 0.5\n")
-    assert main(["tui"]) == 2
+    assert main(["tui"]) == 3
     err = capsys.readouterr().err
     assert err.startswith("picobot: error: invalid configuration (config.toml")
     assert "llm.temprature: unknown key" in err
@@ -290,14 +295,14 @@ def run_picobot(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_python_dash_m_picobot_check_config(write_config: WriteConfig, tmp_path: Path) -> None:
     path = write_config(BAD_CONFIG)
     proc = run_picobot("check-config", str(path), cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr
-    assert f"{path}: llm.temprature: unknown key" in proc.stdout.splitlines()
-    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 3, proc.stderr
+    assert f"{path}: llm.temprature: unknown key" in proc.stderr.splitlines()
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
 
 
 def test_python_dash_m_picobot_with_a_file_that_is_not_utf8(tmp_path: Path) -> None:
     # Every command loads the config first; none may end in a traceback.
     (tmp_path / "config.toml").write_bytes(b"\xff\xfe[agent]\n")
     proc = run_picobot("status", cwd=tmp_path)
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     assert proc.stderr == "picobot: error: config.toml: not UTF-8 (byte 1)\n"

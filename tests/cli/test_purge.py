@@ -24,12 +24,17 @@ BOB = Identity("tui", "tui:bob", "local")
 
 def seed(data_dir: Path) -> None:
     """Two users with one exchange each, through the real kernel."""
+    seed_with(data_dir, "hello from {user_id}")
+
+
+def seed_with(data_dir: Path, text: str) -> None:
+    """Each of alice and bob sends ``text`` (``{user_id}`` filled in) and gets the echo."""
 
     async def go() -> None:
         settings = Settings(data={"dir": str(data_dir)})
         async with open_runtime(settings, provider=ScriptedProvider()) as rt:
             for who in (ALICE, BOB):
-                async for _ in rt.kernel.handle(Inbound(who, f"hello from {who.user_id}")):
+                async for _ in rt.kernel.handle(Inbound(who, text.format(user_id=who.user_id))):
                     pass
 
     asyncio.run(go())
@@ -203,8 +208,9 @@ def test_a_failed_erasure_is_reported_and_left_to_retention(
     assert count_messages(tmp_path / "data") == {"tui:bob": 2}
 
     monkeypatch.setattr(controller_module, "erase_residue", real)
-    assert main(["status"]) == 0
-    assert "warning: a purge started" in capsys.readouterr().out
+    assert main(["status"]) == 4
+    assert "picobot: warning: a purge started" in capsys.readouterr().err
     assert main(["retention", "run"]) == 0
+    capsys.readouterr()
     assert main(["status"]) == 0
-    assert "a purge started" not in capsys.readouterr().out
+    assert "a purge started" not in capsys.readouterr().err

@@ -55,14 +55,15 @@ def test_status_reports_an_old_schema_and_leaves_it(
     old_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     before = schema_of(old_db)
-    assert main(["status"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"database: {DB}"
-    assert lines[2:] == [
-        f"schema version: {OLD} of {KNOWN}",
-        f"warning: {KNOWN - OLD} migration(s) pending; run `picobot migrate` to upgrade the"
-        " database (status does not), then status shows its contents",
-    ]
+    assert main(["status"]) == 4
+    out, err = capsys.readouterr()
+    lines = out.splitlines()
+    assert lines[:2] == ["data directory: data ([data] dir)", f"database: {DB}"]
+    assert lines[3:] == [f"schema version: {OLD} of {KNOWN}"]
+    assert err == (
+        f"picobot: warning: {KNOWN - OLD} migration(s) pending; run `picobot migrate` to"
+        " upgrade the database (status does not), then status shows its contents\n"
+    )
     assert schema_of(old_db) == before
 
 
@@ -122,19 +123,19 @@ def test_a_newer_schema_is_refused_and_reported(
     for argv in READERS:
         assert main(argv) == 1
         assert "newer than this PicoBot knows" in capsys.readouterr().err
-    assert main(["status"]) == 0
-    out = capsys.readouterr().out
+    assert main(["status"]) == 4
+    out, err = capsys.readouterr()
     assert f"schema version: {KNOWN + 1} of {KNOWN}" in out
-    assert "warning: a newer PicoBot has upgraded this database; upgrade PicoBot" in out
+    assert err == "picobot: warning: a newer PicoBot has upgraded this database; upgrade PicoBot\n"
     assert schema_of(old_db) == before
 
 
 def test_status_and_sessions_as_processes(old_db: Path, tmp_path: Path) -> None:
     before = schema_of(old_db)
     status = run_picobot("status", cwd=tmp_path)
-    assert status.returncode == 0, status.stderr
+    assert status.returncode == 4, status.stderr
     assert f"schema version: {OLD} of {KNOWN}" in status.stdout
-    assert "run `picobot migrate`" in status.stdout
+    assert "run `picobot migrate`" in status.stderr
     sessions = run_picobot("sessions", cwd=tmp_path)
     assert sessions.returncode == 1
     assert "run `picobot migrate`" in sessions.stderr and "Traceback" not in sessions.stderr

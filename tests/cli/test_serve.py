@@ -79,6 +79,30 @@ async def wait_healthy(url: str, proc: subprocess.Popen[bytes]) -> None:
     raise AssertionError("picobot serve never became healthy")
 
 
+def start_subprocess(tmp_path: Path, env: dict[str, str], **popen: Any) -> subprocess.Popen[bytes]:
+    """``picobot serve`` as a child in ``tmp_path`` with ``env``; stderr piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "picobot", "serve"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        **popen,
+    )
+
+
+async def stop_subprocess(proc: subprocess.Popen[bytes]) -> str:
+    """SIGTERM ``proc`` and wait for it (killed after 30 s); what it wrote to stderr."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        _, err = await asyncio.to_thread(proc.communicate, None, 30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    return err.decode()
+
+
 async def test_serve_subprocess_end_to_end(
     tmp_path: Path, callback: tuple[str, list[dict[str, Any]], asyncio.Event]
 ) -> None:
@@ -97,13 +121,7 @@ async def test_serve_subprocess_end_to_end(
         "PICOBOT_CHANNELS__WEBHOOK__GENERIC__CALLBACK_URL": callback_url,
         "PICOBOT_GENERIC_WEBHOOK_SECRET": SECRET,
     }
-    proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, waited for below
-        [sys.executable, "-m", "picobot", "serve"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    proc = start_subprocess(tmp_path, env)
     try:
         base = f"http://127.0.0.1:{http_port}"
         await wait_healthy(f"{base}/healthz", proc)
@@ -140,14 +158,7 @@ async def test_serve_subprocess_end_to_end(
             async with http.get(f"{base}/api/v1/sessions") as r:
                 assert r.status == 401
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            _, err = await asyncio.to_thread(proc.communicate, None, 30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            raise
-        stderr = err.decode()
+        stderr = await stop_subprocess(proc)
     assert proc.returncode == 0, stderr
     assert "stopped" in stderr
     assert WS_KEY not in stderr and ADMIN_KEY not in stderr and SECRET not in stderr

@@ -131,7 +131,10 @@ def test_a_secret_pasted_into_an_env_key_is_refused_and_never_repeated(
     with pytest.raises(ConfigError) as info:
         load_settings()
     keys = sorted(p.split(":")[0] for p in info.value.problems)
-    assert keys == ["channels.websocket.api_keys_env", "llm.api_key_env"]
+    assert keys == [
+        "PICOBOT_CHANNELS__WEBSOCKET__API_KEYS_ENV (channels.websocket.api_keys_env)",
+        "llm.api_key_env",
+    ]
     assert "name of an environment variable" in str(info.value)
     assert SECRET not in str(info.value) and "k3y-for" not in str(info.value)
     monkeypatch.delenv("PICOBOT_CHANNELS__WEBSOCKET__API_KEYS_ENV")
@@ -197,7 +200,9 @@ def test_bad_env_value_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PICOBOT_LLM__MAX_TOKENS", "many")
     with pytest.raises(ConfigError) as info:
         load_settings()
-    assert [p.split(":")[0] for p in info.value.problems] == ["llm.max_tokens"]
+    assert [p.split(":")[0] for p in info.value.problems] == [
+        "PICOBOT_LLM__MAX_TOKENS (llm.max_tokens)"
+    ]
 
 
 def test_malformed_list_env_value_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -244,7 +249,8 @@ def test_validate_file_ignores_the_environment(
 # --- the generated config file -----------------------------------------------------------
 
 
-def test_rendered_config_round_trips_to_the_defaults() -> None:
+def test_rendered_config_round_trips_to_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PICOBOT_DATA__DIR")
     data = tomllib.loads(render_config())
     # Every key is present with its default value, not merely "validates to defaults".
     assert data == Settings().model_dump(mode="json")
@@ -336,7 +342,7 @@ def test_markdown_reference_has_a_row_per_key() -> None:
     rows = [line for line in text.splitlines() if line.startswith("| `")]
     assert len(rows) == sum(len(t.keys) for t in collect())
     assert (
-        "| `context_budget_tokens` | int (>= 256) | `4000` | "
+        "| `context_budget_tokens` | int (>= 256, <= 1048576) | `4000` | "
         "`PICOBOT_SESSION__MEMORY__CONTEXT_BUDGET_TOKENS` |" in text
     )
     # Every row has exactly five cells even when a value contains a pipe.

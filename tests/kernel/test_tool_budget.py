@@ -134,9 +134,9 @@ async def test_memory_and_search_rounds_stay_within_the_budget(tmp_path: Path) -
     async with open_runtime(settings, provider=provider) as rt:
         kernel = rt.kernel
         for i in range(50):
-            await run(kernel, ALICE, f"/remember k{i}: zebra " + "z" * 1990)
+            await run(kernel, ALICE, f"/remember k{i}: zebra " + "the stripes of it " * 110)
         for _ in range(25):
-            await run(kernel, ALICE, "zebra " + "y" * 2000)
+            await run(kernel, ALICE, "zebra " + "we saw one at the zoo " * 90)
         provider.add(
             ScriptedTurn(tool_calls=(search,)), ScriptedTurn(tool_calls=(listing,)), "done"
         )

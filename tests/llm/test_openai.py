@@ -5,11 +5,13 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
+from picobot.backoff import parse_retry_after
 from picobot.config.settings import LLMSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.base import (
@@ -25,7 +27,7 @@ from picobot.llm.base import (
     collect,
 )
 from picobot.llm.openai import DEFAULT_OPENAI_MODEL, OpenAIProvider
-from picobot.llm.retry import RetryPolicy, parse_retry_after
+from picobot.llm.retry import RetryPolicy
 from picobot.llm.sse import SSEEvent, SSEParser
 
 from .conftest import HELLO, WEATHER, FakeLLMServer
@@ -475,6 +477,23 @@ async def test_from_settings_reads_the_key_and_allows_keyless_local_servers(
     settings = LLMSettings(base_url=llm_server.base_url, model="m", api_key_env="MY_OPENAI_KEY")
     llm_server.reply(llm_server.sse(text_stream("hi")))
     provider = OpenAIProvider.from_settings(settings)
+    try:
+        await events_of(provider, HELLO)
+    finally:
+        await provider.aclose()
+    assert llm_server.requests[0].headers["Authorization"] == f"Bearer {KEY}"
+
+
+async def test_from_settings_reads_the_key_from_the_secrets_directory(
+    llm_server: FakeLLMServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # As Docker mounts it: /run/secrets/OPENAI_API_KEY, with a trailing newline.
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    (tmp_path / "secrets").mkdir()
+    (tmp_path / "secrets" / "OPENAI_API_KEY").write_text(KEY + "\n")
+    monkeypatch.setenv("PICOBOT_SECRETS_DIR", str(tmp_path / "secrets"))
+    llm_server.reply(llm_server.sse(text_stream("hi")))
+    provider = OpenAIProvider.from_settings(LLMSettings(base_url=llm_server.base_url, model="m"))
     try:
         await events_of(provider, HELLO)
     finally:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from picobot.config.settings import PermissionsSettings, Settings
 from picobot.errors import UserError
@@ -109,7 +110,7 @@ async def test_save_update_list_delete(tools: ToolRegistry, repo: MemoryRepo) ->
     [
         ("{}", "missing argument 'action'"),
         ('{"action": "purge"}', "unknown action 'purge'; use save, list or delete"),
-        ('{"action": 3}', "argument 'action' must be a string"),
+        ('{"action": 3}', "unknown action 3; use save, list or delete"),
         ('{"action": "save", "content": "x"}', "missing argument 'key'"),
         ('{"action": "save", "key": "pet"}', "missing argument 'content'"),
         ('{"action": "save", "key": 5, "content": "x"}', "argument 'key' must be a string"),
@@ -132,6 +133,32 @@ async def test_bad_arguments_are_tool_errors_not_exceptions(
     assert not ok
     assert message in text
     assert await repo.count("tui:alice") == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "accepted"),
+    [
+        ({"action": "list"}, True),
+        ({"action": "save", "key": "pet", "content": "a cat", "scope": "global"}, True),
+        ({"action": "forget"}, False),
+        ({"action": 3}, False),
+        ({"action": "save", "key": "Pet", "content": "x"}, False),
+        ({"action": "save", "key": "pet", "content": "x" * 41}, False),
+        ({"action": "list", "scope": "session"}, False),
+        ({"action": "list", "user_id": "tui:bob"}, False),
+    ],
+)
+async def test_the_offered_schema_states_the_tools_rules(
+    tools: ToolRegistry, args: dict[str, Any], accepted: bool
+) -> None:
+    # What the model is told (the spec's JSON schema) is what the tool then accepts.
+    [spec] = tools.specs()
+    Draft202012Validator.check_schema(spec.parameters)
+    assert Draft202012Validator(spec.parameters).is_valid(args) == accepted
+    settings = Settings(permissions=PermissionsSettings(global_memory_write=["tui:alice"]))
+    ctx = ToolContext(user_id="tui:alice", channel="tui", grants=grants_for("tui:alice", settings))
+    ok, _ = await tools.call(ctx, "memory", json.dumps(args))
+    assert ok == accepted
 
 
 async def test_a_user_id_argument_is_refused_and_changes_nothing(

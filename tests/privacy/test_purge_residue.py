@@ -13,7 +13,7 @@ import random
 import pytest
 
 import picobot.privacy.controller as controller_module
-from picobot.cli.ops import StoreStatus, format_status
+from picobot.cli.status import StoreStatus, format_status
 from picobot.errors import StoreUnavailable
 from picobot.privacy.controller import Actor, PrivacyController, UserScope
 from picobot.store.db import Database

@@ -24,6 +24,7 @@ from picobot.privacy.redaction import (
     marker,
     redact_json,
 )
+from picobot.privacy.redaction_context import is_placeholder
 from picobot.runtime import open_runtime
 
 # Secrets are assembled from pieces so that this file holds no string a secret
@@ -214,7 +215,9 @@ def test_extra_patterns_never_touch_markers() -> None:
 @pytest.mark.parametrize("bad", ["(unclosed", "[a-", "*star"])
 def test_invalid_extra_pattern_is_a_config_error(bad: str) -> None:
     with pytest.raises(ConfigError) as info:
-        Redactor.from_settings(PrivacySettings(extra_redaction_patterns=["ok\\d+", bad]))
+        # Settings refuse it at load; the redactor still guards code that skips them.
+        patterns = ["ok\\d+", bad]
+        Redactor.from_settings(PrivacySettings.model_construct(extra_redaction_patterns=patterns))
     text = str(info.value)
     assert "privacy.extra_redaction_patterns" in text
     assert repr(bad) in text
@@ -228,7 +231,7 @@ def test_pattern_matching_empty_text_is_a_config_error() -> None:
 def test_invalid_pattern_fails_even_when_disabled() -> None:
     with pytest.raises(ConfigError):
         Redactor.from_settings(
-            PrivacySettings(redact_secrets=False, extra_redaction_patterns=["("])
+            PrivacySettings.model_construct(redact_secrets=False, extra_redaction_patterns=["("])
         )
 
 
@@ -247,8 +250,9 @@ def test_redaction_is_idempotent(kind: str, text: str, secret: str) -> None:
     assert r.redact(once) == once
 
 
-def test_every_builtin_type_is_covered_by_a_positive_case() -> None:
-    assert {kind for kind, _, _ in POSITIVES} | {"custom"} == BUILTIN_TYPES
+def test_every_positive_case_names_a_builtin_type() -> None:
+    # Every built-in type has lines in corpora/secrets.jsonl (test_redaction_corpus.py).
+    assert {kind for kind, _, _ in POSITIVES} <= BUILTIN_TYPES
 
 
 # -- the log filter -------------------------------------------------------------------
@@ -338,8 +342,13 @@ _SECRETS: st.SearchStrategy[tuple[str, str]] = st.one_of(
     _secret("AKIA", "ABCDEFGHJKLMNPQRSTUVWXYZ234567", 16, exact=True).map(lambda s: (s, s)),
     _secret("gh" + "o_", "abcdXYZ0123456789", 36).map(lambda s: (s, s)),
     st.builds(lambda a, b: f"eyJ{a}.eyJ{b}.sig", _B64URL, _B64URL).map(lambda s: (s, s)),
-    _secret("", "abcdefXYZ0123456789!#", 4).map(lambda s: (f"password={s}", s)),
-    _secret("", "abc123!$%", 1).map(lambda s: (f"https://u:{s}@host.example", f":{s}@")),
+    # A placeholder ("XXXX", "####") stays by design (test_redaction_rules.py).
+    _secret("", "abcdefXYZ0123456789!#", 4)
+    .filter(lambda s: not is_placeholder(s))
+    .map(lambda s: (f"password={s}", s)),
+    _secret("", "abc123!$%", 1)
+    .filter(lambda s: not is_placeholder(s))
+    .map(lambda s: (f"https://u:{s}@host.example", f":{s}@")),
 )
 # Fragments that sit close to the patterns: separators, labels, markers, prefixes.
 _NOISE = st.one_of(

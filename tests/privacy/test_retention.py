@@ -13,7 +13,8 @@ from pathlib import Path
 import aiosqlite
 import pytest
 
-from picobot.cli.ops import add_ops_commands, format_status, human_bytes, human_duration
+from picobot.cli.ops import add_ops_commands
+from picobot.cli.status import format_status, human_bytes, human_duration
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
 from picobot.store.memories import MemoryRepo
@@ -500,29 +501,32 @@ def test_cli_status_reports_contents_and_last_run(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     seed_old_data(data_dir)
-    assert run_cli("status") == 0
-    out = capsys.readouterr().out
+    assert run_cli("status") == 4  # needs attention: retention never ran
+    out, err = capsys.readouterr()
     assert f"database: {data_dir / 'conversations.db'}" in out
     n = len(MIGRATIONS)
     assert f"schema version: {n} of {n}" in out and "sessions: 1" in out
     assert "messages: 2" in out and "memories: 1" in out
     # No server has run: its indexer has not taken the new messages yet.
     assert "recall index: 2 new messages not indexed yet" in out
-    assert "retention: never run" in out and "warning: retention has never run" in out
+    assert "retention: never run" in out
+    assert err == (
+        "picobot: warning: retention has never run; start the server or run `retention run`\n"
+    )
 
     assert run_cli("retention", "run") == 0
     capsys.readouterr()
     assert run_cli("status") == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "messages: 1" in out and "(WAL 0 B)" in out
     assert (
         "retention: last run " in out and ", ok, deleted 1 message, 1 index entry older than" in out
     )
-    assert "warning" not in out
+    assert "warning" not in out and err == ""
 
 
 def test_status_warns_about_stale_failed_and_unfinished_runs() -> None:
-    from picobot.cli.ops import StoreStatus
+    from picobot.cli.status import StoreStatus
     from picobot.tasks.retention import TaskRun
 
     def lines(run: TaskRun, now: float) -> list[str]:

@@ -17,18 +17,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import pytest
 import tomli_w
 from hypothesis import given
 from hypothesis import strategies as st
 
-from picobot.channels.websocket.protocol import (
+from picobot.channels.websocket.frames import (
     MAX_HISTORY_LIMIT,
     ClientChat,
     ClientConfirm,
     ClientHistory,
     ClientPing,
+)
+from picobot.channels.websocket.protocol import (
     ProtocolError,
     encode_client_message,
     parse_client_message,
@@ -188,7 +191,10 @@ def test_any_config_file_is_settings_or_a_config_error(doc: dict[str, Any]) -> N
     except ConfigError as exc:
         problems = [str(exc)]
     try:
-        settings = load_settings(path)
+        # The file alone, as validate_file reads it: no PICOBOT_DATA__DIR from conftest.
+        with patch.dict(os.environ):
+            del os.environ["PICOBOT_DATA__DIR"]
+            settings = load_settings(path)
     except ConfigError as exc:
         assert str(exc)
         assert problems, f"check-config found no problem but loading failed: {exc}"

@@ -36,6 +36,12 @@ def key(i: int) -> str:
     return f"load-test-key-{i:03d}-0123456789"
 
 
+def peer(i: int) -> str:
+    """The loopback address client ``i`` connects from: 25 per address, as 100 users on
+    four networks would, within the default per-address connection cap."""
+    return f"127.0.0.{2 + i % 4}"
+
+
 async def converse(ws: ClientConnection, i: int) -> list[dict[str, Any]]:
     """Send every message at once, then read until each has its ``end``; return all frames."""
     for n in range(TURNS):
@@ -61,7 +67,11 @@ async def test_hundred_clients_every_turn_answered_and_stored_once(tmp_path: Pat
         async with asyncio.timeout(SAFETY):
             clients = await asyncio.gather(
                 *(
-                    connect(channel.url, additional_headers={"X-API-Key": key(i)})
+                    connect(
+                        channel.url,
+                        additional_headers={"X-API-Key": key(i)},
+                        local_addr=(peer(i), 0),
+                    )
                     for i in range(CLIENTS)
                 )
             )

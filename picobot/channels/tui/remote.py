@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
 import ssl
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Iterator
@@ -27,10 +26,8 @@ from websockets.uri import parse_uri
 
 from picobot.channels.tui.app import run_chat
 from picobot.channels.tui.backend import HistoryLines
+from picobot.channels.websocket.frames import ClientChat, ClientConfirm, ClientHistory
 from picobot.channels.websocket.protocol import (
-    ClientChat,
-    ClientConfirm,
-    ClientHistory,
     ClientMessage,
     ProtocolError,
     ServerFrame,
@@ -38,6 +35,7 @@ from picobot.channels.websocket.protocol import (
     parse_server_frame,
 )
 from picobot.config.settings import Settings
+from picobot.config.sources import read_secret
 from picobot.errors import UserError
 from picobot.logsetup import logging_to
 from picobot.messages import Outbound, OutboundKind, error
@@ -147,7 +145,7 @@ class RemoteBackend:
 
     async def send(self, text: str) -> AsyncIterator[Outbound]:
         """Send one message (or slash command); yield the turn's events."""
-        message = ClientChat(text, id=self._next_id())
+        message = ClientChat(text=text, id=self._next_id())
         if self._max_bytes is not None:
             size = len(encode_client_message(message).encode("utf-8"))
             if size > self._max_bytes:
@@ -160,14 +158,18 @@ class RemoteBackend:
 
     async def confirm(self, token: str, answer: str) -> AsyncIterator[Outbound]:
         """Answer a confirmation request by its token; yield the resulting events."""
-        async for event in self._events(ClientConfirm(token, answer, id=self._next_id())):
+        async for event in self._events(
+            ClientConfirm(token=token, answer=answer, id=self._next_id())
+        ):
             yield event
 
     async def history(self, limit: int) -> tuple[str | None, HistoryLines]:
         """The current session id and its last ``limit`` (role, content) pairs."""
         try:
             # aclosing: returning from inside the loop must release the lock at once.
-            async with aclosing(self._exchange(ClientHistory(limit, id=self._next_id()))) as frames:
+            async with aclosing(
+                self._exchange(ClientHistory(limit=limit, id=self._next_id()))
+            ) as frames:
                 async for frame in frames:
                     if frame.type == "history":
                         return frame.session_id, list(frame.history)
@@ -253,7 +255,7 @@ def run_remote_tui(url: str, key_env: str, *, settings: Settings | None = None) 
     refusing server -> one line, exit 1. With ``settings``, logs go to the TUI's log
     file (``[logging] file`` or ``<data dir>/picobot.log``) with secrets redacted.
     """
-    api_key = os.environ.get(key_env, "").strip()
+    api_key = read_secret(key_env)
     if not api_key:
         print(f"picobot tui: set {key_env} to your WebSocket API key", file=sys.stderr)
         return 2

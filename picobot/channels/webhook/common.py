@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import aiohttp
 
+from picobot.backoff import retry_after_secs
 from picobot.channels.webhook.base import DeliveryError, WebhookError
 from picobot.config.sections import http_url_problem
 from picobot.errors import UNREADABLE_JSON, ConfigError
@@ -167,22 +166,6 @@ def _fit(text: str, limit: int) -> int:
         # Each character is 1 or 2 units: dropping half the excess never overshoots.
         cut -= max(1, (units - limit) // 2)
     return cut
-
-
-def retry_after_secs(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds from a Retry-After header (delta-seconds or an HTTP date), or None."""
-    if not value or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 @dataclass(frozen=True, slots=True)

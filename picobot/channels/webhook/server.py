@@ -30,10 +30,10 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from picobot.backoff import Backoff
 from picobot.channels.webhook.base import Platform, PlatformMessage, WebhookError
 from picobot.channels.webhook.workers import (
     TURN_TASK,
-    Backoff,
     DeliveryWorker,
     InboxWorker,
     WebhookStats,
@@ -42,6 +42,7 @@ from picobot.channels.webhook.workers import (
 from picobot.config.channels import WebhookSettings
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
+from picobot.logsafe import loggable
 from picobot.messages import storable
 from picobot.store.webhooks import WebhookStore
 from picobot.tasks.supervisor import TaskSupervisor
@@ -113,7 +114,7 @@ class WebhookServer:
         self._delivery = DeliveryWorker(
             ctx,
             max_attempts=max_attempts,
-            backoff=Backoff(backoff_base_secs, backoff_cap_secs),
+            backoff=Backoff(base_secs=backoff_base_secs, cap_secs=backoff_cap_secs),
             clock=clock,
         )
         # A processed message with replies is the delivery worker's cue.
@@ -246,7 +247,7 @@ class WebhookServer:
                 if not storable(m.message_id, m.user_id, m.chat_id, m.sender, m.text, reply_to):
                     raise WebhookError(400, "text is not valid Unicode")
         except WebhookError as exc:
-            log.warning("%s webhook refused (%d): %s", name, exc.status, exc.reason)
+            log.warning("%s webhook refused (%d): %s", name, exc.status, loggable(exc.reason))
             return _error(exc.status, exc.reason)
         except Exception:
             log.exception("%s webhook: failed to read a request", name)
@@ -279,7 +280,9 @@ class WebhookServer:
         allowed = platform.allowed_senders
         if allowed and msg.sender not in allowed:
             # Still 200: the platform must not retry a message we chose to ignore.
-            log.info("%s webhook: ignored a sender not allowed: %s", platform.name, msg.sender)
+            log.info(
+                "%s webhook: ignored a sender not allowed: %s", platform.name, loggable(msg.sender)
+            )
             self.stats.ignored_senders += 1
         elif self._stale(msg):
             # Still 200, for the same reason; the log names no id and no text.
@@ -294,7 +297,9 @@ class WebhookServer:
             await self.store.accept(platform.name, msg, seen_key=platform.seen_key(msg.message_id))
             is None
         ):
-            log.info("%s webhook: message %s already received", platform.name, msg.message_id)
+            log.info(
+                "%s webhook: message %s already received", platform.name, loggable(msg.message_id)
+            )
             self.stats.duplicates += 1
         else:
             self.stats.accepted += 1

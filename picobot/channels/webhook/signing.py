@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 
+from picobot.config.sources import read_secret
 from picobot.errors import ConfigError
 
 __all__ = ["hmac_sha256_hex", "require_secret", "same", "secret_from_env", "seen_key"]
@@ -49,12 +49,12 @@ def same(given: str | None, expected: str) -> bool:
 
 
 def secret_from_env(env_var: str, config_key: str) -> str:
-    """The secret held by ``env_var`` (surrounding whitespace removed).
+    """The secret held by variable ``env_var`` (see :func:`read_secret`), stripped.
 
     Raises :class:`ConfigError` naming the variable and the config key that names it
     (never a value) when the variable is unset or blank.
     """
-    value = os.environ.get(env_var, "").strip()
+    value = read_secret(env_var)
     if not value:
         raise ConfigError(
             f"the environment variable {env_var} (named by {config_key}) is not set or empty"

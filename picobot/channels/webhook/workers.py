@@ -27,6 +27,7 @@ from typing import Any
 
 import aiohttp
 
+from picobot.backoff import Backoff
 from picobot.channels.webhook.base import DeliveryError, Platform
 from picobot.channels.webhook.common import split_text
 from picobot.errors import StoreUnavailable
@@ -43,8 +44,6 @@ REPLY_KINDS = frozenset(
 MAX_TURN_ATTEMPTS = 3
 """A message whose turn was started this often without being marked done (it keeps
 crashing the process, say) is answered with an apology instead of being run again."""
-MAX_RETRY_AFTER_SECS = 3600.0
-"""A platform's Retry-After is honoured up to this long."""
 BATCH = 100
 TURN_TASK = "webhook-chat"
 """Name of the tasks that run one chat's turns."""
@@ -65,21 +64,6 @@ class WebhookStats:
     delivered: int = 0
     delivery_retries: int = 0
     delivery_failures: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """Exponential backoff: ``base * 2**(n-1)`` after the n-th failure, at most ``cap``."""
-
-    base_secs: float = 1.0
-    cap_secs: float = 300.0
-
-    def delay(self, attempts: int, retry_after: float | None = None) -> float:
-        """Seconds to wait after ``attempts`` failed attempts; Retry-After wins if longer."""
-        delay = min(self.cap_secs, self.base_secs * 2.0 ** max(0, attempts - 1))
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, MAX_RETRY_AFTER_SECS))
-        return delay
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,14 +18,10 @@ from websockets.exceptions import ConnectionClosed, ConnectionClosedError
 from websockets.frames import CloseCode
 from websockets.protocol import State
 
+from picobot.channels.websocket.frames import ClientChat, ClientConfirm, ClientHistory, ClientPing
 from picobot.channels.websocket.protocol import (
-    ClientChat,
-    ClientConfirm,
-    ClientHistory,
     ClientMessage,
-    ClientPing,
     ProtocolError,
-    TokenBucket,
     encode_end,
     encode_error,
     encode_event,
@@ -37,6 +33,7 @@ from picobot.channels.websocket.protocol import (
 from picobot.config.channels import WebSocketSettings
 from picobot.kernel.kernel import COMMAND_FAILED, Kernel
 from picobot.messages import Identity, Inbound, Outbound
+from picobot.ratelimit import TokenBucket
 
 # The channel's logger, not this module's: operators filter the channel by one name.
 log = logging.getLogger("picobot.channels.websocket.server")

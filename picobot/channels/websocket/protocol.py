@@ -8,77 +8,60 @@ upgrade, then per message: the kernel's events (``session``, ``token``, ``done``
 ``ping`` gets a ``pong`` and no ``end``. A frame that cannot be parsed gets one ``error``
 (without ``reply_to``, since nothing in it can be trusted) and no ``end``.
 
-Also here, because they are pure functions of their input: the API-key list parser and
-the per-connection token bucket.
+The frames themselves are the pydantic models of :mod:`.frames`; this module reads
+and writes them. Also here, because it is a pure function of its input: the API-key
+list parser (the per-identity token bucket is :class:`picobot.ratelimit.TokenBucket`).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from picobot.errors import UNREADABLE_JSON, ConfigError
-from picobot.messages import Outbound, OutboundKind, storable
+from pydantic import ValidationError
 
-PROTOCOL_VERSION = 1
+from picobot.channels.websocket.frames import (
+    CLIENT,
+    CLIENT_TYPES,
+    PROTOCOL_VERSION,
+    SERVER,
+    ClientChat,
+    ClientConfirm,
+    ClientHistory,
+    ClientPing,
+    ConfirmRequest,
+    End,
+    ErrorFrame,
+    Frame,
+    Hello,
+    HistoryFrame,
+    HistoryItem,
+    Pong,
+    SessionFrame,
+    TextFrame,
+    dump_client,
+    dump_server,
+)
+from picobot.errors import UNREADABLE_JSON, ConfigError
+from picobot.messages import Outbound, OutboundKind
+from picobot.shapes import problem
+
 MIN_KEY_LENGTH = 16
 KEY_PREFIX_LENGTH = 8
 IDENTITY_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-DEFAULT_HISTORY_LIMIT = 50
-MAX_HISTORY_LIMIT = 200
-_MAX_ID_CHARS = 64
-_MAX_REF_CHARS = 256  # session ids and confirmation tokens
+
+ClientMessage = ClientChat | ClientConfirm | ClientHistory | ClientPing
 
 
 class ProtocolError(Exception):
-    """A client frame that cannot be accepted; ``message`` is safe to send back."""
+    """A frame that cannot be accepted; ``message`` is safe to send back."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-# --- client -> server ---------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ClientChat:
-    """A chat message or slash command; ``session_id`` asks for one of the caller's sessions."""
-
-    text: str
-    session_id: str | None = None
-    id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ClientConfirm:
-    """The answer to a ``confirm_request``, carrying its token."""
-
-    token: str
-    answer: str
-    id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ClientHistory:
-    """Ask for the current session's last ``limit`` messages."""
-
-    limit: int = DEFAULT_HISTORY_LIMIT
-    id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ClientPing:
-    """An application-level ping, answered at once with ``pong``."""
-
-    id: str | None = None
-
-
-ClientMessage = ClientChat | ClientConfirm | ClientHistory | ClientPing
 
 
 def _load_object(frame: str | bytes, max_bytes: int | None) -> dict[str, Any]:
@@ -94,22 +77,17 @@ def _load_object(frame: str | bytes, max_bytes: int | None) -> dict[str, Any]:
     return data
 
 
-def _string(data: Mapping[str, Any], name: str, *, max_chars: int | None = None) -> str:
-    value = data.get(name)
-    if not isinstance(value, str):
-        what = "is missing" if value is None else "must be a string"
-        raise ProtocolError("bad_field", f"Field '{name}' {what}.")
-    if max_chars is not None and len(value) > max_chars:
-        raise ProtocolError("bad_field", f"Field '{name}' is too long.")
-    if not storable(value):
-        raise ProtocolError("bad_field", f"Field '{name}' is not valid Unicode.")
-    return value
+def _frame_type(data: dict[str, Any]) -> str:
+    kind = data.get("type")
+    if not isinstance(kind, str):
+        raise ProtocolError("bad_field", "Field 'type' must be a string.")
+    return kind
 
 
-def _optional_string(data: Mapping[str, Any], name: str, max_chars: int) -> str | None:
-    if data.get(name) is None:
-        return None
-    return _string(data, name, max_chars=max_chars)
+def _bad_field(exc: ValidationError) -> ProtocolError:
+    found = problem(exc)
+    what = "is missing" if found.kind == "missing" else found.detail
+    return ProtocolError("bad_field", f"Field '{found.fields[0]}' {what}.")
 
 
 def parse_client_message(frame: str | bytes, max_bytes: int | None = None) -> ClientMessage:
@@ -119,98 +97,68 @@ def parse_client_message(frame: str | bytes, max_bytes: int | None = None) -> Cl
     that newer clients can talk to older servers.
     """
     data = _load_object(frame, max_bytes)
-    kind = data.get("type")
-    if not isinstance(kind, str):
-        raise ProtocolError("bad_field", "Field 'type' must be a string.")
-    msg_id = _optional_string(data, "id", _MAX_ID_CHARS)
-    if kind == "chat":
-        return ClientChat(
-            text=_string(data, "text"),
-            session_id=_optional_string(data, "session_id", _MAX_REF_CHARS),
-            id=msg_id,
-        )
-    if kind == "confirm":
-        return ClientConfirm(
-            token=_string(data, "token", max_chars=_MAX_REF_CHARS),
-            answer=_string(data, "answer", max_chars=_MAX_ID_CHARS),
-            id=msg_id,
-        )
-    if kind == "history":
-        limit = data.get("limit", DEFAULT_HISTORY_LIMIT)
-        # bool is an int subclass; "limit": true is a client bug, not 1.
-        if not isinstance(limit, int) or isinstance(limit, bool):
-            raise ProtocolError("bad_field", "Field 'limit' must be an integer.")
-        if not 1 <= limit <= MAX_HISTORY_LIMIT:
-            raise ProtocolError("bad_field", f"Field 'limit' must be 1..{MAX_HISTORY_LIMIT}.")
-        return ClientHistory(limit=limit, id=msg_id)
-    if kind == "ping":
-        return ClientPing(id=msg_id)
-    raise ProtocolError("unknown_type", "Unknown message type.")
+    if _frame_type(data) not in CLIENT_TYPES:
+        raise ProtocolError("unknown_type", "Unknown message type.")
+    try:
+        return CLIENT.validate_python(data)
+    except ValidationError as exc:
+        raise _bad_field(exc) from None
 
 
 def encode_client_message(message: ClientMessage) -> str:
     """Serialize a client message (used by the remote TUI and tests)."""
-    data: dict[str, Any]
-    if isinstance(message, ClientChat):
-        data = {"type": "chat", "text": message.text}
-        if message.session_id is not None:
-            data["session_id"] = message.session_id
-    elif isinstance(message, ClientConfirm):
-        data = {"type": "confirm", "token": message.token, "answer": message.answer}
-    elif isinstance(message, ClientHistory):
-        data = {"type": "history", "limit": message.limit}
-    else:
-        data = {"type": "ping"}
-    if message.id is not None:
-        data["id"] = message.id
-    return _dump(data)
+    return dump_client(message)
 
 
 # --- server -> client ---------------------------------------------------------------
 
 
-def _dump(data: Mapping[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-
-
-def _with_reply_to(data: dict[str, Any], reply_to: str | None) -> str:
-    if reply_to is not None:
-        data["reply_to"] = reply_to
-    return _dump(data)
+def _event_frame(event: Outbound, reply_to: str | None) -> Frame:
+    kind, sid = event.kind, event.session_id
+    if kind is OutboundKind.ERROR:
+        return ErrorFrame(
+            type="error",
+            code=event.code or "error",
+            message=event.text,
+            session_id=sid,
+            reply_to=reply_to,
+        )
+    if kind is OutboundKind.CONFIRM_REQUEST:
+        return ConfirmRequest(
+            type="confirm_request",
+            token=event.token or "",
+            prompt=event.text,
+            session_id=sid,
+            reply_to=reply_to,
+        )
+    if kind is OutboundKind.SESSION:
+        return SessionFrame(type="session", session_id=sid or "", reply_to=reply_to)
+    # Every other kind is text; a kind TextFrame does not list fails here, loudly.
+    return TextFrame.model_validate(
+        {"type": kind.value, "text": event.text, "session_id": sid, "reply_to": reply_to}
+    )
 
 
 def encode_event(event: Outbound, reply_to: str | None = None) -> str:
     """Serialize one kernel event as a server frame."""
-    data: dict[str, Any] = {"type": event.kind.value}
-    kind = event.kind
-    if kind is OutboundKind.ERROR:
-        data["code"] = event.code or "error"
-        data["message"] = event.text
-    elif kind is OutboundKind.CONFIRM_REQUEST:
-        data["token"] = event.token
-        data["prompt"] = event.text
-    elif kind is not OutboundKind.SESSION:
-        data["text"] = event.text
-    if event.session_id is not None:
-        data["session_id"] = event.session_id
-    return _with_reply_to(data, reply_to)
+    return dump_server(_event_frame(event, reply_to))
 
 
 def encode_error(code: str, message: str, reply_to: str | None = None) -> str:
     """An ``error`` frame raised by the channel itself (not by the kernel)."""
-    return _with_reply_to({"type": "error", "code": code, "message": message}, reply_to)
+    return dump_server(ErrorFrame(type="error", code=code, message=message, reply_to=reply_to))
 
 
 def encode_hello(user_id: str, model: str, max_message_bytes: int) -> str:
     """The first frame of a connection: who the key is and what answers."""
-    return _dump(
-        {
-            "type": "hello",
-            "protocol": PROTOCOL_VERSION,
-            "user_id": user_id,
-            "model": model,
-            "max_message_bytes": max_message_bytes,
-        }
+    return dump_server(
+        Hello(
+            type="hello",
+            protocol=PROTOCOL_VERSION,
+            user_id=user_id,
+            model=model,
+            max_message_bytes=max_message_bytes,
+        )
     )
 
 
@@ -218,20 +166,20 @@ def encode_history(
     session_id: str | None, messages: list[tuple[str, str]], reply_to: str | None = None
 ) -> str:
     """The answer to ``history``: the session id and ``{role, content}`` items, oldest first."""
-    items = [{"role": role, "content": content} for role, content in messages]
-    return _with_reply_to(
-        {"type": "history", "session_id": session_id, "messages": items}, reply_to
+    items = [HistoryItem(role=role, content=content) for role, content in messages]
+    return dump_server(
+        HistoryFrame(type="history", session_id=session_id, messages=items, reply_to=reply_to)
     )
 
 
 def encode_pong(reply_to: str | None = None) -> str:
     """The answer to ``ping``."""
-    return _with_reply_to({"type": "pong"}, reply_to)
+    return dump_server(Pong(type="pong", reply_to=reply_to))
 
 
 def encode_end(reply_to: str | None = None) -> str:
     """Closes the answer to one chat, confirm or history message."""
-    return _with_reply_to({"type": "end"}, reply_to)
+    return dump_server(End(type="end", reply_to=reply_to))
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,48 +200,40 @@ class ServerFrame:
     max_message_bytes: int | None = None
 
 
-def _opt(data: Mapping[str, Any], name: str) -> str | None:
-    value = data.get(name)
-    return value if isinstance(value, str) else None
-
-
 def parse_server_frame(frame: str | bytes) -> ServerFrame:
     """Parse a server frame (client side); raise :class:`ProtocolError` if malformed."""
     data = _load_object(frame, None)
-    kind = _string(data, "type")
-    reply_to = _opt(data, "reply_to")
-    session_id = _opt(data, "session_id")
-    if kind == "hello":
-        limit = data.get("max_message_bytes")
+    kind = _frame_type(data)
+    try:
+        parsed = SERVER.validate_python(data)
+    except ValidationError as exc:
+        if exc.errors()[0]["type"] == "union_tag_invalid":
+            raise ProtocolError("unknown_type", f"Unknown server frame type {kind!r}.") from None
+        raise _bad_field(exc) from None
+    if isinstance(parsed, Hello):
         return ServerFrame(
             kind,
-            user_id=_string(data, "user_id"),
-            model=_opt(data, "model") or "",
-            max_message_bytes=limit if isinstance(limit, int) else None,
+            user_id=parsed.user_id,
+            model=parsed.model,
+            max_message_bytes=parsed.max_message_bytes,
         )
-    if kind == "history":
-        items = data.get("messages")
-        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            raise ProtocolError("bad_field", "Field 'messages' must be a list of objects.")
-        pairs = tuple((_string(i, "role"), _string(i, "content")) for i in items)
-        return ServerFrame(kind, reply_to, session_id=session_id, history=pairs)
-    if kind in ("pong", "end"):
-        return ServerFrame(kind, reply_to)
-    try:
-        out_kind = OutboundKind(kind)
-    except ValueError:
-        raise ProtocolError("unknown_type", f"Unknown server frame type {kind!r}.") from None
-    if out_kind is OutboundKind.ERROR:
+    if isinstance(parsed, HistoryFrame):
+        pairs = tuple((item.role, item.content) for item in parsed.messages)
+        return ServerFrame(kind, parsed.reply_to, session_id=parsed.session_id, history=pairs)
+    if isinstance(parsed, Pong | End):
+        return ServerFrame(kind, parsed.reply_to)
+    sid = parsed.session_id
+    if isinstance(parsed, ErrorFrame):
+        event = Outbound(OutboundKind.ERROR, parsed.message, session_id=sid, code=parsed.code)
+    elif isinstance(parsed, ConfirmRequest):
         event = Outbound(
-            out_kind, _string(data, "message"), session_id=session_id, code=_opt(data, "code")
+            OutboundKind.CONFIRM_REQUEST, parsed.prompt, session_id=sid, token=parsed.token
         )
-    elif out_kind is OutboundKind.CONFIRM_REQUEST:
-        event = Outbound(
-            out_kind, _string(data, "prompt"), session_id=session_id, token=_string(data, "token")
-        )
+    elif isinstance(parsed, SessionFrame):
+        event = Outbound(OutboundKind.SESSION, "", session_id=sid)
     else:
-        event = Outbound(out_kind, _opt(data, "text") or "", session_id=session_id)
-    return ServerFrame(kind, reply_to, event=event, session_id=session_id)
+        event = Outbound(OutboundKind(parsed.type), parsed.text, session_id=sid)
+    return ServerFrame(kind, parsed.reply_to, event=event, session_id=sid)
 
 
 # --- API keys and rate limit ----------------------------------------------------------
@@ -334,24 +274,3 @@ def parse_api_keys(raw: str, env_name: str) -> dict[str, str]:
             unnamed.add(user_id)
         keys[key] = user_id
     return keys
-
-
-class TokenBucket:
-    """Allow ``per_minute`` messages a minute on average, with bursts of ``burst``."""
-
-    def __init__(self, per_minute: int, burst: int, clock: Callable[[], float]) -> None:
-        self._rate = per_minute / 60.0
-        self._burst = float(burst)
-        self._tokens = float(burst)
-        self._clock = clock
-        self._last = clock()
-
-    def take(self) -> bool:
-        """Spend one token if there is one; False means the message must be refused."""
-        now = self._clock()
-        self._tokens = min(self._burst, self._tokens + (now - self._last) * self._rate)
-        self._last = now
-        if self._tokens >= 1.0:
-            self._tokens -= 1.0
-            return True
-        return False

@@ -16,7 +16,6 @@ import asyncio
 import hmac
 import itertools
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping
 from http import HTTPStatus
@@ -28,12 +27,16 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 from picobot.channels import host_port
+from picobot.channels.gate import ConnectionGate, ConnectionLimits, gated_connection_class
 from picobot.channels.websocket.connection import CLOSE_TIMEOUT_SECS, RATE_BURST, Connection
-from picobot.channels.websocket.protocol import MIN_KEY_LENGTH, TokenBucket, parse_api_keys
+from picobot.channels.websocket.protocol import MIN_KEY_LENGTH, parse_api_keys
 from picobot.config.channels import WebSocketSettings
+from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, PicobotError
 from picobot.kernel.kernel import Kernel
+from picobot.logsafe import LogSummary, loggable
 from picobot.messages import Identity
+from picobot.ratelimit import TokenBucket, peer_key
 
 log = logging.getLogger(__name__)
 # The websockets library logs handshake headers (API keys) and frames (chat content) at
@@ -71,7 +74,7 @@ class WebSocketChannel:
         """
         env = settings.api_keys_env
         if keys is None:
-            keys = parse_api_keys(os.environ.get(env, ""), env)
+            keys = parse_api_keys(read_secret(env), env)
         elif any(len(k) < MIN_KEY_LENGTH for k in keys):
             raise ConfigError(f"WebSocket API keys must be at least {MIN_KEY_LENGTH} characters")
         if not keys:
@@ -82,6 +85,9 @@ class WebSocketChannel:
         self._grace_secs = grace_secs
         self._keys = [(k.encode("utf-8"), user_id) for k, user_id in keys.items()]
         self._server: Server | None = None
+        self._gate: ConnectionGate | None = None
+        # One line per peer and minute: a key-guessing client must not grow the log.
+        self._refusals = LogSummary(log, "WebSocket: refused handshakes", level=logging.INFO)
         self._port: int | None = None
         self._connections: set[Connection] = set()
         # One rate limit per identity (at most one per key), shared by its connections:
@@ -107,6 +113,9 @@ class WebSocketChannel:
         if self._server is not None:
             raise RuntimeError("the WebSocket channel is already started")
         s = self.settings
+        self._gate = ConnectionGate(
+            ConnectionLimits(s.max_connections, s.max_connections_per_peer), "WebSocket"
+        )
         try:
             self._server = await serve(
                 self._handle,
@@ -122,6 +131,8 @@ class WebSocketChannel:
                 # (measured ~3% of the event loop under 100 clients).
                 compression=None,
                 logger=wire_log,
+                open_timeout=s.handshake_timeout_secs,
+                create_connection=gated_connection_class(self._gate),
             )
         except OSError as exc:
             address = host_port(s.host, s.port)
@@ -169,6 +180,9 @@ class WebSocketChannel:
             for ws in list(server.all_connections):
                 ws.transport.abort()
             await server.wait_closed()
+        if self._gate is not None:
+            self._gate.close()
+        self._refusals.close()
         log.info("WebSocket channel stopped")
 
     async def __aenter__(self) -> WebSocketChannel:
@@ -211,7 +225,12 @@ class WebSocketChannel:
         if request.path.partition("?")[0] != self.settings.path:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not found.\n")
         if self.authenticate(request.headers) is None:
-            log.info("WebSocket refused %s: missing or invalid API key", _peer(ws))
+            self._refusals.note(
+                _peer_key(ws),
+                "WebSocket refused %s (%s): missing or invalid API key",
+                _peer(ws),
+                loggable(request.headers.get("User-Agent", "no user agent")),
+            )
             response = ws.respond(HTTPStatus.UNAUTHORIZED, "Missing or invalid API key.\n")
             response.headers["WWW-Authenticate"] = 'Bearer realm="picobot"'
             return response
@@ -254,9 +273,17 @@ def _presented_key(headers: Headers) -> str | None:
     return None
 
 
+def _peer_key(ws: ServerConnection) -> str:
+    try:
+        return peer_key(str(ws.remote_address[0]))
+    except (TypeError, IndexError, OSError):
+        return "?"
+
+
 def _peer(ws: ServerConnection) -> str:
+    """The peer as a log line may show it."""
     try:
         host, port = ws.remote_address[:2]
     except (TypeError, ValueError, OSError):
         return "?"
-    return f"{host}:{port}"
+    return loggable(f"{host}:{port}")

@@ -14,8 +14,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from picobot.backoff import retry_after_secs
 from picobot.channels.webhook.base import DeliveryError, WebhookError
-from picobot.channels.webhook.common import ReplyApi, retry_after_secs
+from picobot.channels.webhook.common import ReplyApi
 from picobot.channels.webhook.platforms.generic import GenericPlatform, sign
 from picobot.config.channels import GenericWebhookSettings
 from picobot.errors import ConfigError
@@ -315,7 +316,7 @@ def test_serve_refuses_to_start_without_a_usable_callback_url(tmp_path: Path) ->
         timeout=60,  # a server that started anyway would run until this kills it
         check=False,
     )
-    assert done.returncode == 2
+    assert done.returncode == 3  # a configuration error
     # The log lines of the start-up come first; the last line says what to fix.
     assert done.stderr.splitlines()[-1] == (
         "picobot: error: channels.webhook.generic.callback_url is not set: replies are"

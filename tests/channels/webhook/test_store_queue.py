@@ -12,9 +12,9 @@ from typing import Any
 
 import aiohttp
 
+from picobot.backoff import Backoff
 from picobot.channels.webhook.base import PlatformMessage
 from picobot.channels.webhook.platforms.generic import GenericPlatform
-from picobot.channels.webhook.workers import Backoff
 from picobot.errors import StoreUnavailable
 from picobot.runtime import Runtime
 from picobot.store.purge import PurgeStore

@@ -8,7 +8,7 @@ import asyncio
 import json
 import logging
 import socket
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
@@ -61,17 +61,6 @@ class Server:
         """The current session and messages of a WebSocket user, read from the kernel."""
         recent = await self.runtime.kernel.recent_history(Identity("ws", user_id, user_id), 50)
         return recent.session_id, [(m.role, m.content) for m in recent.messages]
-
-
-@pytest.fixture
-async def stack() -> AsyncIterator[AsyncExitStack]:
-    async with AsyncExitStack() as s:
-        yield s
-
-
-@pytest.fixture(autouse=True)
-def api_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ENV, f"{KEY_A}, {KEY_B}, {KEY_C}:carol")
 
 
 async def start(

@@ -108,3 +108,20 @@ def test_format_hits_is_compact_and_cuts_long_text_around_the_match() -> None:
     assert len(snippet(long_text)) <= SNIPPET_CHARS
     assert snippet("x" * 1000, ["nowhere"]).startswith("x")
     assert len(snippet("y" * 1000, ["y" * 1000])) <= SNIPPET_CHARS
+
+
+async def test_tool_and_search_rank_like_the_prompts_recall(db: Database) -> None:
+    """A match brings the answer that follows it, in the tool and in /search alike."""
+    sid = await SessionRepo(db).create("telegram", "c2", ALICE)
+    repo = MessageRepo(db)
+    for role, text in (("user", "which harbour did we moor the ketch in?"), ("assistant", "ok")):
+        await repo.append(sid, role, text, 9)
+    await repo.append(sid, "user", "Porto Santo, next to the red lighthouse", 9)
+    tool = MemorySearchTool(SearchIndex(db), max_terms=8)
+    listing = await tool.run(ToolContext(user_id=ALICE), {"query": "harbour ketch", "top_k": 5})
+    lines = listing.splitlines()
+    assert "which harbour" in lines[0] and "Porto Santo" in lines[1]
+    router = CommandRouter()
+    SearchCommands(SearchIndex(db), max_terms=8).register(router)
+    events = await router.dispatch(Identity("telegram", ALICE, ALICE), sid, "/search harbour")
+    assert "Porto Santo" in events[0].text

@@ -1,0 +1,316 @@
+"""``python -m bench.recall [--file PATH]``: the recall evaluation (``make eval``).
+
+Replays a LoCoMo-format file through ``picobot serve``'s WebSocket channel with a
+recording stand-in model, asks every question in a fresh session and as a
+continuation of the last one, and reports how often the evidence turns reach the
+model's prompt, beside BM25 and window-only baselines computed in the same run.
+Writes recall.json and recall.md (``--out``), prints the table; progress on stderr.
+See docs/eval.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench.recall import baseline, locomo, report
+from bench.recall.child import ROOT, ServerError, setting_env
+from bench.recall.replay import MODES, Progress, Replayed, ReplayError, replay
+from bench.recall.standin import StandIn
+
+DEFAULT_FILE = ROOT.parent / "shared" / "eval" / "locomo-dev.json"
+DEFAULT_OUT = ROOT / "bench" / "results"
+DEFAULTS = {
+    "recall_budget_tokens": 800,
+    "context_budget_tokens": 4000,
+    "max_session_messages": 20,
+}
+"""PicoBot's defaults of the ``[session.memory]`` keys the baselines copy; a
+``--setting`` of one of them applies to the baselines too."""
+
+
+@dataclass(slots=True)
+class EvalConfig:
+    """What one evaluation run does."""
+
+    file: Path = DEFAULT_FILE
+    out_dir: Path | None = DEFAULT_OUT
+    modes: tuple[str, ...] = MODES
+    conversations: int | None = None
+    questions: int | None = None
+    seed: int = 0
+    jobs: int = 0
+    """Conversations replayed at once, each on its own server (0: one per CPU)."""
+    settings: list[str] = field(default_factory=list)
+    purge: bool = True
+    keep_workdir: bool = False
+    dump_prompts: bool = False
+
+
+def _git_commit() -> str:
+    """The repository's commit, ``+changes`` when picobot/ differs from it."""
+    try:
+        out = subprocess.run(  # noqa: S603
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],  # noqa: S607
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        )
+        dirty = subprocess.run(  # noqa: S603
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--", "picobot"],  # noqa: S607
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return out.stdout.strip() + ("+changes" if dirty.stdout.strip() else "")
+
+
+def _tag(n: int, sample_id: str) -> str:
+    """A WebSocket identity and URL segment for conversation ``n``."""
+    return f"c{n}-" + re.sub(r"[^A-Za-z0-9_.-]", "_", sample_id)[:48]
+
+
+def memory_settings(settings_env: dict[str, str]) -> dict[str, int]:
+    """The ``[session.memory]`` sizes the baselines use: PicoBot's defaults or the
+    ``--setting`` values."""
+    out = dict(DEFAULTS)
+    for key in out:
+        value = settings_env.get(f"PICOBOT_SESSION__MEMORY__{key.upper()}", "").strip()
+        if value.isdigit():
+            out[key] = int(value)
+    return out
+
+
+async def _replay_all(
+    cfg: EvalConfig,
+    convs: Sequence[locomo.Conversation],
+    workdir: Path,
+    settings_env: dict[str, str],
+    progress: Progress,
+) -> tuple[list[Replayed], dict[str, int]]:
+    jobs = cfg.jobs or os.cpu_count() or 1
+    gate = asyncio.Semaphore(max(1, jobs))
+    async with StandIn() as standin:
+
+        async def one(n: int, conv: locomo.Conversation) -> Replayed:
+            async with gate:
+                tag = _tag(n, conv.sample_id)
+                progress(
+                    f"{conv.sample_id}: {conv.turn_count} turns, {len(conv.questions)} questions"
+                )
+                done = await replay(
+                    conv,
+                    tag,
+                    standin,
+                    workdir / tag,
+                    cfg.modes,
+                    settings_env=settings_env,
+                    purge=cfg.purge,
+                    keep_prompts=cfg.dump_prompts,
+                    progress=progress,
+                )
+                progress(f"{conv.sample_id}: done {done.seconds}")
+                return done
+
+        done = await asyncio.gather(*(one(n, c) for n, c in enumerate(convs, 1)))
+        return list(done), dict(standin.counts)
+
+
+def _baselines(
+    convs: Sequence[locomo.Conversation], sizes: dict[str, int]
+) -> dict[str, dict[report.Key, bool]]:
+    recall, context = sizes["recall_budget_tokens"], sizes["context_budget_tokens"]
+    budgets = sorted({DEFAULTS["recall_budget_tokens"], DEFAULTS["context_budget_tokens"], recall})
+    out: dict[str, dict[report.Key, bool]] = {}
+    for conv in convs:
+        flags = baseline.hits(
+            conv,
+            budgets,
+            recall_budget=recall,
+            context_budget=context,
+            window_messages=sizes["max_session_messages"],
+        )
+        for name, hits in flags.items():
+            out.setdefault(name, {}).update({(conv.sample_id, i): h for i, h in hits.items()})
+    return out
+
+
+def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
+    """Run the evaluation; the result document (written to ``cfg.out_dir`` if set)."""
+    started = time.perf_counter()
+    all_convs = locomo.load(cfg.file)
+    convs = locomo.select(
+        all_convs, max_conversations=cfg.conversations, max_questions=cfg.questions, seed=cfg.seed
+    )
+    settings_env = dict(setting_env(s) for s in cfg.settings)
+    workdir = Path(tempfile.mkdtemp(prefix="picobot-recall-"))
+    try:
+        replays, calls = asyncio.run(_replay_all(cfg, convs, workdir, settings_env, progress))
+    except BaseException:
+        # The servers' logs and databases are what a failed run is debugged with.
+        progress(f"work directory kept: {workdir}")
+        raise
+    if cfg.keep_workdir:
+        progress(f"work directory kept: {workdir}")
+    else:
+        shutil.rmtree(workdir, ignore_errors=True)
+    sizes = memory_settings(settings_env)
+    baselines = _baselines(convs, sizes)
+    data = cfg.file.read_bytes()
+    run = {
+        "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "file": str(cfg.file),
+        "file_name": cfg.file.name,
+        "file_sha256": hashlib.sha256(data).hexdigest(),
+        "commit": _git_commit(),
+        "modes": list(cfg.modes),
+        "questions": sum(len(c.questions) for c in convs),
+        "questions_per_conversation_cap": cfg.questions,
+        "seed": cfg.seed,
+        "skipped": {
+            reason: sum(len(c.skipped.get(reason, [])) for c in convs)
+            for reason in ("no_evidence", "unresolved_evidence")
+        },
+        "settings": settings_env,
+        "purge_after_each_question": cfg.purge,
+        "model_calls": {k: calls.get(k, 0) for k in ("chat", "background", "rejected")},
+        "memory_sizes": sizes,
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+    }
+    doc = report.build(convs, replays, baselines, cfg.modes, run)
+    if cfg.out_dir is not None:
+        js, md = report.write(doc, cfg.out_dir)
+        progress(f"wrote {js} and {md}")
+        if cfg.dump_prompts:
+            _dump_prompts(cfg.out_dir / "recall.prompts.jsonl", replays)
+    return doc
+
+
+def _dump_prompts(path: Path, replays: Sequence[Replayed]) -> None:
+    import json
+
+    with path.open("w", encoding="utf-8") as out:
+        for r in replays:
+            for a in r.asked:
+                out.write(json.dumps({"sample_id": r.sample_id, **a.row(), "prompt": a.prompt}))
+                out.write("\n")
+
+
+def _progress() -> Progress:
+    started = time.monotonic()
+
+    def emit(line: str) -> None:
+        print(f"[{time.monotonic() - started:7.1f}s] {line}", file=sys.stderr, flush=True)
+
+    return emit
+
+
+def parse_args(argv: Sequence[str] | None) -> EvalConfig:
+    """The command line as an :class:`EvalConfig`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.recall",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("file_arg", nargs="?", metavar="FILE", help="same as --file")
+    parser.add_argument("--file", type=Path, help=f"LoCoMo-format JSON (default: {DEFAULT_FILE})")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where recall.json/.md go")
+    parser.add_argument("--conversations", type=int, metavar="N", help="only the first N")
+    parser.add_argument(
+        "--questions", type=int, metavar="N", help="at most N questions per conversation (sampled)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the question sample")
+    parser.add_argument("--modes", default=",".join(MODES), help="fresh,continue (default both)")
+    parser.add_argument(
+        "--jobs", type=int, default=0, help="conversations replayed at once (default: CPUs)"
+    )
+    parser.add_argument(
+        "--setting",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="a PicoBot setting to try, e.g. session.memory.recall_budget_tokens=1600",
+    )
+    parser.add_argument(
+        "--no-purge",
+        action="store_true",
+        help="keep each question's session (shows that the residue check catches it)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the servers' work directory")
+    parser.add_argument(
+        "--dump-prompts",
+        action="store_true",
+        help="also write recall.prompts.jsonl: every judged prompt (holds the file's text)",
+    )
+    args = parser.parse_args(argv)
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    if not modes or any(m not in MODES for m in modes):
+        parser.error(f"--modes: a comma-separated list of {', '.join(MODES)}")
+    for name in ("conversations", "questions"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name} must be at least 1")
+    for setting in args.setting:
+        try:
+            setting_env(setting)
+        except ValueError as exc:
+            parser.error(str(exc))
+    return EvalConfig(
+        file=args.file or (Path(args.file_arg) if args.file_arg else DEFAULT_FILE),
+        out_dir=args.out,
+        modes=modes,
+        conversations=args.conversations,
+        questions=args.questions,
+        seed=args.seed,
+        jobs=args.jobs,
+        settings=list(args.setting),
+        purge=not args.no_purge,
+        keep_workdir=args.keep,
+        dump_prompts=args.dump_prompts,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; exit status 2 for a bad file or arguments, 1 for a failed run."""
+    cfg = parse_args(argv)
+    if not cfg.file.is_file():
+        hint = (
+            " (the development split lives in ../shared/eval/ beside the repository)"
+            if cfg.file == DEFAULT_FILE
+            else ""
+        )
+        print(
+            f"python -m bench.recall: no LoCoMo file at {cfg.file}{hint}; pass --file PATH",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        doc = evaluate(cfg, _progress())
+    except locomo.LocomoError as exc:
+        print(f"python -m bench.recall: {exc}", file=sys.stderr)
+        return 2
+    except (ReplayError, ServerError) as exc:
+        print(f"python -m bench.recall: the replay failed: {exc}", file=sys.stderr)
+        return 1
+    print(report.markdown(doc))
+    return 0

@@ -1,0 +1,188 @@
+"""Figures from the judged questions: recall.json and recall.md.
+
+Neither holds any text of the evaluated file (questions, turns): only ids, counts and
+rates, so a result can be shared whatever the data's license.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.recall.locomo import CATEGORIES, Conversation, category_name
+from bench.recall.metric import distribution
+from bench.recall.replay import Asked, Replayed
+
+Key = tuple[str, int]
+"""(sample_id, qa index)"""
+
+
+def rate(flags: Iterable[bool]) -> dict[str, Any]:
+    """``{"recall", "hits", "n"}``; recall is None without questions."""
+    values = list(flags)
+    hits = sum(values)
+    return {
+        "recall": round(hits / len(values), 4) if values else None,
+        "hits": hits,
+        "n": len(values),
+    }
+
+
+def breakdown(hits: Mapping[Key, bool], convs: Sequence[Conversation]) -> dict[str, Any]:
+    """Overall, per category and per conversation."""
+    category = {(c.sample_id, q.index): q.category for c in convs for q in c.questions}
+    cats = sorted({category[k] for k in hits})
+    return {
+        "overall": rate(hits.values()),
+        "by_category": {
+            category_name(cat): rate(v for k, v in hits.items() if category[k] == cat)
+            for cat in cats
+        },
+        "by_conversation": {
+            c.sample_id: rate(v for k, v in hits.items() if k[0] == c.sample_id) for c in convs
+        },
+    }
+
+
+def mode_details(asked: Sequence[Asked]) -> dict[str, Any]:
+    """Tokens, where evidence was found, and the checks, for one mode."""
+    found = [where for a in asked for where in a.found.values()]
+    return {
+        "prompt_tokens": distribution([a.prompt_tokens for a in asked]),
+        "recalled_block_tokens": distribution([a.recalled_tokens for a in asked]),
+        "recalled_block_present": rate(a.recalled_items > 0 for a in asked),
+        "recalled_records": distribution([a.recalled_items for a in asked]),
+        "evidence_turns": {
+            "n": len(found),
+            "found": sum(w is not None for w in found),
+            "in_recalled_block": found.count("recalled"),
+            "in_window": found.count("window"),
+            "elsewhere": found.count("other"),
+        },
+        "duplicate_recalled_records": sum(a.duplicate_items for a in asked),
+        "questions_with_duplicates": sum(a.duplicate_items > 0 for a in asked),
+        "purge_residue": sum(a.residue for a in asked),
+    }
+
+
+def build(
+    convs: Sequence[Conversation],
+    replays: Sequence[Replayed],
+    baselines: Mapping[str, Mapping[Key, bool]],
+    modes: Sequence[str],
+    run: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The whole result document."""
+    systems: dict[str, Any] = {}
+    details: dict[str, Any] = {}
+    for mode in modes:
+        asked = [a for r in replays for a in r.asked if a.mode == mode]
+        hits = {(r.sample_id, a.index): a.hit for r in replays for a in r.asked if a.mode == mode}
+        systems[f"picobot ({mode})"] = breakdown(hits, convs)
+        details[mode] = mode_details(asked)
+    for name, flags in baselines.items():
+        systems[name] = breakdown(flags, convs)
+    return {
+        "run": dict(run),
+        "systems": systems,
+        "modes": details,
+        "conversations": [
+            {
+                "sample_id": c.sample_id,
+                "sessions": len(c.sessions),
+                "turns": c.turn_count,
+                "questions": len(c.questions),
+                "skipped": {k: len(v) for k, v in c.skipped.items()},
+                "seconds": r.seconds,
+                "background_model_calls": r.background_calls,
+                "turns_stored_changed": r.changed_turns,
+            }
+            for c, r in zip(convs, replays, strict=True)
+        ],
+        "questions": [{"sample_id": r.sample_id, **a.row()} for r in replays for a in r.asked],
+        "baseline_questions": [
+            {
+                "sample_id": c.sample_id,
+                "qa_index": q.index,
+                "category": q.category,
+                **{name: flags[(c.sample_id, q.index)] for name, flags in baselines.items()},
+            }
+            for c in convs
+            for q in c.questions
+        ],
+    }
+
+
+def _pct(entry: Mapping[str, Any] | None) -> str:
+    if not entry or entry.get("recall") is None:
+        return "-"
+    return f"{100 * entry['recall']:.1f}%"
+
+
+def markdown(doc: Mapping[str, Any]) -> str:
+    """recall.md: the tables people read."""
+    run = doc["run"]
+    systems = doc["systems"]
+    cats = [category_name(c) for c in CATEGORIES]
+    first = next(iter(systems.values()))
+    lines = [
+        "# PicoBot recall evaluation",
+        "",
+        f"`{run['file_name']}` (sha256 {run['file_sha256'][:12]}), "
+        f"{len(doc['conversations'])} conversations, {run['questions']} questions judged "
+        f"(skipped: {run['skipped']['no_evidence']} without evidence, "
+        f"{run['skipped']['unresolved_evidence']} with evidence naming no turn); "
+        f"commit {run['commit']}; {run['wall_seconds']:.0f} s. See docs/eval.md.",
+        "",
+        "Evidence recall: share of questions whose evidence turns are all in the prompt.",
+        "",
+        "| system | all | " + " | ".join(cats) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in cats) + " |",
+    ]
+    counts = [str(first["by_category"].get(c, {}).get("n", 0)) for c in cats]
+    lines.append(f"| questions | {first['overall']['n']} | " + " | ".join(counts) + " |")
+    for name, entry in systems.items():
+        row = [_pct(entry["by_category"].get(c)) for c in cats]
+        lines.append(f"| {name} | {_pct(entry['overall'])} | " + " | ".join(row) + " |")
+    lines += [
+        "",
+        "Prompt tokens (estimated, ceil(chars/4) + 4 per message) of the call answering each"
+        " question:",
+        "",
+        "| mode | prompt median | prompt p95 | recalled block median | recalled block p95 "
+        "| with a recalled block | evidence turns found: recalled / window / elsewhere "
+        "| purge residue |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for mode, d in doc["modes"].items():
+        p, r, ev = d["prompt_tokens"], d["recalled_block_tokens"], d["evidence_turns"]
+        lines.append(
+            f"| {mode} | {p.get('median', '-')} | {p.get('p95', '-')} | {r.get('median', '-')}"
+            f" | {r.get('p95', '-')} | {_pct(d['recalled_block_present'])}"
+            f" | {ev['in_recalled_block']} / {ev['in_window']} / {ev['elsewhere']} of {ev['n']}"
+            f" | {d['purge_residue']} |"
+        )
+    names = list(systems)
+    lines += [
+        "",
+        "Per conversation:",
+        "",
+        "| conversation | turns | questions | " + " | ".join(names) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in names) + " |",
+    ]
+    for conv in doc["conversations"]:
+        sid = conv["sample_id"]
+        row = [_pct(systems[n]["by_conversation"].get(sid)) for n in names]
+        lines.append(f"| {sid} | {conv['turns']} | {conv['questions']} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(doc: Mapping[str, Any], out_dir: Path) -> tuple[Path, Path]:
+    """Write recall.json and recall.md into ``out_dir``."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    js, md = out_dir / "recall.json", out_dir / "recall.md"
+    js.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    md.write_text(markdown(doc), encoding="utf-8")
+    return js, md

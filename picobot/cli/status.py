@@ -1,0 +1,270 @@
+"""``picobot status [--json]``: the database, its contents and the last retention run.
+
+Reads only: it creates no database and never migrates one; a schema that is not
+current is reported (and warned about) instead of counted. Everything that needs an
+operator (a failed, stale or never-run retention, purge residue waiting, a schema
+behind or ahead) is a warning on stderr, and any warning makes it exit 4, so a cron job
+or monitoring check notices. Store modules are imported inside the functions so
+``picobot --help`` stays light.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from picobot.cli.common import EXIT_ATTENTION, EXIT_OK, iso, print_json, record_json, warn
+from picobot.config.settings import Settings
+
+if TYPE_CHECKING:
+    from picobot.store.migrations import SchemaState
+    from picobot.tasks.retention import ErasureState, TaskRun
+
+Described = tuple[list[str], list[str]]
+"""What status says: the lines for stdout, and the warnings for stderr."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStatus:
+    """What ``picobot status`` reports about the database."""
+
+    schema_version: int
+    known_version: int
+    sessions: int
+    messages: int
+    memories: int
+    retention: TaskRun | None
+    erasure: ErasureState | None = None
+    queued_for_index: int = 0
+    """Messages the runtime's recall indexer has not indexed yet."""
+
+
+def run_status(args: argparse.Namespace, settings: Settings) -> int:
+    """``picobot status [--json]``: database path and size, contents, last retention run.
+
+    Warnings go to stderr (with ``--json`` also into the object); any warning exits 4.
+    """
+    path = settings.db_path
+    found: StoreStatus | SchemaState | None = None
+    sizes: tuple[int, int] | None = None
+    lines: list[str] = []
+    warnings: list[str] = []
+    if path.is_file():
+        found = asyncio.run(_status(settings))
+        # Read after the open/close above: close checkpoints, so the WAL shows 0 bytes
+        # unless a running server has written since.
+        wal = path.with_name(path.name + "-wal")
+        sizes = (path.stat().st_size, wal.stat().st_size if wal.is_file() else 0)
+        interval = settings.session.retention.cleanup_interval_secs
+        if isinstance(found, StoreStatus):
+            lines, warnings = describe_status(found, interval, time.time())
+        else:
+            lines, warnings = describe_schema(found)
+    if not args.json:
+        print(f"data directory: {settings.data_location.describe()}")
+    if args.json:
+        print_json(status_json(path, sizes, found, settings, warnings))
+    elif sizes is None:
+        print(f"database: {path} (not created yet)")
+    else:
+        size, wal_size = sizes
+        print(f"database: {path}")
+        print(f"size: {human_bytes(size)} (WAL {human_bytes(wal_size)})")
+        for line in lines:
+            print(line)
+    for warning in warnings:
+        warn(warning)
+    return EXIT_ATTENTION if warnings else EXIT_OK
+
+
+async def _status(settings: Settings) -> StoreStatus | SchemaState:
+    """The status, or only the schema state when the schema is not current.
+
+    The file is left as it is (status never migrates), and an older schema may lack
+    the tables that are counted.
+    """
+    from picobot.runtime import open_database
+    from picobot.store.migrations import schema_state
+    from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
+
+    async with open_database(settings, schema="as_is") as db:
+        schema = await schema_state(db)
+        if schema.behind or schema.ahead:
+            return schema
+        row = await db.fetchone(
+            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages),"
+            " (SELECT COUNT(*) FROM user_memories), (SELECT COUNT(*) FROM search_pending)"
+        )
+        assert row is not None  # a SELECT without FROM always yields one row
+        return StoreStatus(
+            schema_version=schema.current,
+            known_version=schema.known,
+            sessions=int(row[0]),
+            messages=int(row[1]),
+            memories=int(row[2]),
+            queued_for_index=int(row[3]),
+            retention=await last_run(db, TASK_NAME),
+            erasure=await erasure_state(db, settings.session.retention.erase_interval_secs),
+        )
+
+
+def describe_schema(schema: SchemaState) -> Described:
+    """What ``status`` says after the path and size about a schema that is not current."""
+    lines = [f"schema version: {schema.current} of {schema.known}"]
+    if schema.ahead:
+        return lines, ["a newer PicoBot has upgraded this database; upgrade PicoBot"]
+    return lines, [
+        f"{schema.known - schema.current} migration(s) pending; run `picobot migrate` to"
+        " upgrade the database (status does not), then status shows its contents"
+    ]
+
+
+def describe_status(status: StoreStatus, interval_secs: float, now: float) -> Described:
+    """What ``status`` says after the path and size about a current database."""
+    from picobot.tasks.retention import format_ts
+
+    lines = [
+        f"schema version: {status.schema_version} of {status.known_version}",
+        f"sessions: {status.sessions}",
+        f"messages: {status.messages}",
+        f"memories: {status.memories}",
+    ]
+    if status.queued_for_index:
+        # Normal while a server runs (it indexes every INDEX_INTERVAL_SECS); without
+        # one they wait for the next start or an explicit search.
+        lines.append(f"recall index: {status.queued_for_index} new messages not indexed yet")
+    run = status.retention
+    # The purge warning comes first: a purge that failed before retention ever ran is
+    # the case an operator most needs to hear about.
+    warnings = _purge_residue(status.erasure)
+    if run is None or run.last_started_at is None:
+        lines.append("retention: never run")
+        lines += _residue_waiting(status.erasure)
+        warnings.append("retention has never run; start the server or run `retention run`")
+        return lines, warnings
+    if run.last_finished_at is not None:
+        outcome = f"ok, {run.result}" if run.ok else f"FAILED, {run.error}"
+        lines.append(f"retention: last run {format_ts(run.last_finished_at)}, {outcome}")
+    if run.unfinished:
+        lines.append(f"retention: a run started {format_ts(run.last_started_at)} has not finished")
+    lines += _residue_waiting(status.erasure)
+    last = max(run.last_started_at, run.last_finished_at or 0.0)
+    if run.ok is False:
+        warnings.append("the last retention run failed; see the error above and the log")
+    if now - last > 2 * interval_secs:
+        warnings.append(
+            f"retention last ran {human_duration(now - last)} ago, more than twice"
+            f" its interval ({human_duration(interval_secs)}); is the server running?"
+        )
+    return lines, warnings
+
+
+def format_status(status: StoreStatus, interval_secs: float, now: float) -> list[str]:
+    """:func:`describe_status` as one text: the lines, then ``warning: ...`` lines."""
+    lines, warnings = describe_status(status, interval_secs, now)
+    return lines + [f"warning: {w}" for w in warnings]
+
+
+def _residue_waiting(erasure: ErasureState | None) -> list[str]:
+    """What ``status`` says about residue retention will erase later, if any."""
+    from picobot.tasks.retention import format_ts
+
+    if erasure is None or erasure.waiting_since is None or erasure.due is None:
+        return []
+    return [
+        f"retention: rows deleted since {format_ts(erasure.waiting_since)} leave residue"
+        f" until the first run from {format_ts(erasure.due)} erases it"
+    ]
+
+
+def _purge_residue(erasure: ErasureState | None) -> list[str]:
+    """The warning about a purge whose erasure did not finish, if any."""
+    from picobot.tasks.retention import format_ts
+
+    if erasure is None or erasure.purge_residue_since is None:
+        return []
+    return [
+        f"a purge started {format_ts(erasure.purge_residue_since)} has not erased what it"
+        " deleted (it failed, was cut short or is still running); the next retention run"
+        " erases it"
+    ]
+
+
+def status_json(
+    path: Path,
+    sizes: tuple[int, int] | None,
+    found: StoreStatus | SchemaState | None,
+    settings: Settings,
+    warnings: list[str],
+) -> dict[str, Any]:
+    """``status --json``: every key always present, null where it does not apply."""
+    database = {
+        "path": str(path),
+        "exists": sizes is not None,
+        "size_bytes": sizes[0] if sizes else None,
+        "wal_bytes": sizes[1] if sizes else None,
+    }
+    schema: dict[str, Any] | None = None
+    contents: dict[str, int] | None = None
+    retention: dict[str, Any] | None = None
+    if isinstance(found, StoreStatus):
+        schema = {"version": found.schema_version, "known": found.known_version}
+        contents = {
+            "sessions": found.sessions,
+            "messages": found.messages,
+            "memories": found.memories,
+            "queued_for_index": found.queued_for_index,
+        }
+        retention = _retention_json(found.retention, found.erasure, settings)
+    elif found is not None:
+        schema = {"version": found.current, "known": found.known}
+    if schema is not None:
+        known, version = schema["known"], schema["version"]
+        schema["state"] = (
+            "current" if version == known else "behind" if version < known else "ahead"
+        )
+    return {
+        "database": database,
+        "schema": schema,
+        "contents": contents,
+        "retention": retention,
+        "warnings": warnings,
+    }
+
+
+def _retention_json(
+    run: TaskRun | None, erasure: ErasureState | None, settings: Settings
+) -> dict[str, Any]:
+    last: dict[str, Any] | None = None
+    if run is not None and run.last_started_at is not None:
+        times = ("last_started_at", "last_finished_at")
+        last = record_json(run, times=times, drop=("name",)) | {"unfinished": run.unfinished}
+    return {
+        "interval_secs": settings.session.retention.cleanup_interval_secs,
+        "last_run": last,
+        "residue_waiting_since": iso(erasure.waiting_since) if erasure else None,
+        "erase_due": iso(erasure.due) if erasure else None,
+        "purge_residue_since": iso(erasure.purge_residue_since) if erasure else None,
+    }
+
+
+def human_bytes(size: int) -> str:
+    """``1536`` -> ``1.5 KiB``."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def human_duration(secs: float) -> str:
+    """``5400`` -> ``1.5h``; seconds, minutes, hours or days."""
+    for unit, size in (("d", 86_400.0), ("h", 3_600.0), ("m", 60.0)):
+        if secs >= size:
+            return f"{secs / size:.3g}{unit}"
+    return f"{secs:.0f}s"

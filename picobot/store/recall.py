@@ -1,0 +1,124 @@
+"""Ranked recall: the records of a user's past conversations that bear on a message.
+
+One function of a connection (:func:`recall_records`), run in a reader thread inside
+the turn's read snapshot, so the prompt builder, the ``memory_search`` tool and
+``/search`` rank alike:
+
+1. **Candidates**: the best ``candidates`` keyword matches among the user's messages
+   (FTS5 bm25, :func:`picobot.store.search.search_records`), minus what the prompt
+   holds already (``exclude_ids``: the history window and the current message).
+2. **Context**: each of the best ``context_hits`` matches brings the nearest
+   ``neighbours`` messages *with content* before and after it in its session, scored
+   ``neighbour_decay ** distance`` times the match's score. A match is often the
+   question whose answer follows it, or the answer to a question just before it;
+   messages without a word worth searching for ("ok", "thanks!") are passed over, as
+   they answer nothing.
+3. **Order**: best score first. Identical texts are kept once (a fork repeats its
+   parent's transcript).
+
+The caller packs the records into its budget in that order and renders them grouped
+by session (see :mod:`picobot.kernel.recall_block`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from picobot.store.search import SearchHit, SearchQuery, search_records
+from picobot.store.terms import has_content
+
+_AROUND = (
+    "SELECT id, role, content, seq_order, created_at FROM messages"
+    " WHERE session_id = ? AND seq_order BETWEEN ? AND ? ORDER BY seq_order"
+)
+SCAN_FACTOR = 3
+"""Messages read on each side per neighbour wanted: room for contentless ones between."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallQuery:
+    """One recall: ``user_id``'s messages matching any of ``terms``, with their context."""
+
+    user_id: str
+    terms: Sequence[str]
+    exclude_ids: Sequence[int] = ()
+    candidates: int = 150
+    """Keyword matches ranked (the most any one recall considers)."""
+    context_hits: int = 30
+    """How many of the best matches bring their neighbours."""
+    neighbours: int = 2
+    """Messages with content taken on each side of such a match."""
+    neighbour_decay: float = 0.5
+    """A neighbour at distance d scores ``neighbour_decay ** d`` of its match."""
+    include_memories: bool = False
+    """Saved memories compete too (a listing); the prompt has them in a block of their own."""
+
+
+def recall_records(conn: sqlite3.Connection, query: RecallQuery) -> list[SearchHit]:
+    """The ranked records of ``query``: matches and their neighbours, best first."""
+    hits = search_records(
+        conn,
+        SearchQuery(
+            query.user_id,
+            query.terms,
+            limit=query.candidates,
+            include_memories=query.include_memories,
+            exclude_ids=query.exclude_ids,
+        ),
+    )
+    if query.neighbours <= 0 or query.context_hits <= 0:
+        return hits
+    seen_ids = {h.row_id for h in hits} | set(query.exclude_ids)
+    seen_texts = {(h.text, h.created_at) for h in hits}
+    found: list[SearchHit] = []
+    for hit in hits[: query.context_hits]:
+        if hit.kind != "message":
+            continue
+        for distance, near in _neighbours(conn, hit, query.neighbours):
+            key = (near.text, near.created_at)
+            if near.row_id in seen_ids or key in seen_texts:
+                continue
+            seen_ids.add(near.row_id)
+            seen_texts.add(key)
+            score = hit.score * query.neighbour_decay**distance
+            found.append(
+                SearchHit(
+                    "message",
+                    near.row_id,
+                    near.session_id,
+                    near.seq_order,
+                    near.text,
+                    near.created_at,
+                    score,
+                    near.role,
+                )
+            )
+    # sorted() is stable: a match stays ahead of a neighbour with the same score.
+    return sorted([*hits, *found], key=lambda h: -h.score)
+
+
+def _neighbours(
+    conn: sqlite3.Connection, hit: SearchHit, count: int
+) -> list[tuple[int, SearchHit]]:
+    """Up to ``count`` messages with content on each side of ``hit``, with distances."""
+    if hit.session_id is None or hit.seq_order is None:
+        return []
+    span = SCAN_FACTOR * count + 1
+    rows = conn.execute(
+        _AROUND, (hit.session_id, hit.seq_order - span, hit.seq_order + span)
+    ).fetchall()
+    records = [
+        SearchHit(
+            "message", int(r[0]), hit.session_id, int(r[3]), str(r[2]), float(r[4]), 0.0, r[1]
+        )
+        for r in rows
+        if int(r[3]) != hit.seq_order and has_content(str(r[2]))
+    ]
+    before = [r for r in records if r.seq_order is not None and r.seq_order < hit.seq_order]
+    after = [r for r in records if r.seq_order is not None and r.seq_order > hit.seq_order]
+    near = before[-count:]
+    out = [(len(near) - i, r) for i, r in enumerate(near)]
+    out += [(i + 1, r) for i, r in enumerate(after[:count])]
+    return out

@@ -1,0 +1,77 @@
+"""The token estimate for remote models stays conservative in every script.
+
+Measured against a real BPE tokenizer available offline: the bundled SmolLM2's (its
+GGUF vocabulary, loaded without the weights). The corpus covers English prose and
+chat, code, URLs, numbers, hashes and base64, European languages, Cyrillic, Greek,
+CJK, Arabic, Hebrew, Indic scripts, Thai, emoji and symbols.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from picobot.kernel.tokens import CharTokenEstimator, ScriptTokenEstimator
+from picobot.llm.local import bundled_model_path
+
+CORPUS: dict[str, str] = json.loads(
+    (Path(__file__).parent / "corpora" / "multilingual.json").read_text(encoding="utf-8")
+)
+EST = ScriptTokenEstimator()
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    llama_cpp = pytest.importorskip("llama_cpp", reason="needs the [local] extra")
+    return llama_cpp.Llama(model_path=str(bundled_model_path()), vocab_only=True, verbose=False)
+
+
+def real(tokenizer: Any, text: str) -> int:
+    return len(tokenizer.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_never_undercounts_a_real_tokenizer_by_more_than_ten_percent(
+    tokenizer: Any, name: str
+) -> None:
+    text = CORPUS[name]
+    assert EST.estimate(text) >= 0.9 * real(tokenizer, text)
+
+
+def test_english_is_not_grossly_overcounted(tokenizer: Any) -> None:
+    english = [CORPUS[k] for k in ("en_prose", "en_chat", "en_long")]
+    estimated = sum(EST.estimate(t) for t in english)
+    assert estimated <= 1.3 * sum(real(tokenizer, t) for t in english)
+
+
+def test_characters_over_four_undercounts_what_the_script_estimate_covers(
+    tokenizer: Any,
+) -> None:
+    # Why the default changed: a quarter of the characters is a fraction of the real
+    # count outside English prose.
+    chars = CharTokenEstimator()
+    for name in ("zh", "ru", "code_py", "emoji_only"):
+        assert chars.estimate(CORPUS[name]) < 0.7 * real(tokenizer, CORPUS[name])
+
+
+def test_empty_and_cached() -> None:
+    assert EST.estimate("") == 0
+    text = "a cached text " * 10
+    assert EST.estimate(text) == EST.estimate(str(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "at_least"),
+    [
+        ("我昨天和朋友们去爬山了", 2 * 11),  # CJK: about two tokens a character
+        ("어제 친구들과", 3 * 6),  # Hangul: a token a byte
+        ("🎉🎂🥳", 9),  # emoji: a token a byte
+        ("Привет мир", 10),
+        ("0123456789", 10),  # digits are tokens of their own
+    ],
+)
+def test_script_weights(text: str, at_least: int) -> None:
+    assert EST.estimate(text) >= at_least
