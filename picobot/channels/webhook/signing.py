@@ -10,10 +10,20 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from picobot.channels.webhook.base import WebhookError
 from picobot.config.sources import read_secret
 from picobot.errors import ConfigError
 
-__all__ = ["hmac_sha256_hex", "require_secret", "same", "secret_from_env", "seen_key"]
+__all__ = [
+    "check_timestamp",
+    "hmac_sha256_hex",
+    "require_secret",
+    "same",
+    "secret_from_env",
+    "seen_key",
+]
+
+MAX_TIMESTAMP_DIGITS = 12
 
 _SEEN_LABEL = b"picobot webhook seen\x00"
 """Sets the replay-guard keys apart from every signature made with the same secret."""
@@ -35,6 +45,16 @@ def seen_key(secret: str | bytes, platform: str, message_id: str) -> bytes:
     """
     key = secret.encode() if isinstance(secret, str) else secret
     return hmac.new(key, _SEEN_LABEL + f"{platform}:{message_id}".encode(), hashlib.sha256).digest()
+
+
+def check_timestamp(stamp: str, now: float, tolerance_secs: float) -> None:
+    """Raise :class:`WebhookError` (401) unless ``stamp`` is Unix seconds within
+    ``tolerance_secs`` of ``now``, either way: a signed request is fresh only that long,
+    so a captured one cannot be replayed later."""
+    if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= MAX_TIMESTAMP_DIGITS):
+        raise WebhookError(401, "invalid timestamp")
+    if abs(now - int(stamp)) > tolerance_secs:
+        raise WebhookError(401, "stale timestamp")
 
 
 def same(given: str | None, expected: str) -> bool:
