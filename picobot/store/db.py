@@ -72,8 +72,7 @@ class Database:
         self._busy_timeout_ms = 5000
         self._pending: list[tuple[WriteFn, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
-        # Every repository passes the free text it stores (model output above all)
-        # through this, so a secret never reaches the file whoever wrote the text.
+        # Repositories pass the free text they store (model output above all) through it.
         self.redact: Callable[[str], str] = str
 
     @classmethod
