@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import prompt_cache, report
 from bench.common import SMOKE, STANDARD, BenchContext, Plan, Progress, make_progress
 from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
 from bench.net import network
@@ -151,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = run(cfg)
     failed = [name for name in report.TARGETS if not result[name]["pass"]]
     print(report.markdown(result))
+    tiny = args.scale == "tiny"
+    print(
+        prompt_cache.markdown(prompt_cache.run(40 if tiny else 200, 0 if tiny else 100, args.out))
+    )
     if failed:
         print(f"targets missed: {', '.join(failed)}", file=sys.stderr)
     # Missing a target is a finding, not an error: the exit status says the run worked.

@@ -28,8 +28,8 @@ class Plan:
     ws_turns: int = 60
     """Measured turns per WebSocket client (after two warm-up turns each). 6,000 turns
     take several seconds, so the runtime's periodic work (the recall indexer every
-    0.5 s, the WAL checkpoint every second) is in the figure; 1,000 turns (10 each, as
-    before) took about one second and could miss most of it."""
+    0.5 s, the WAL checkpoint every second) is in the figure; 1,000 turns take about one
+    second and could miss most of it."""
     ws_rate: int = 750
     """Offered turns/s of the paced WebSocket run (all clients together)."""
     webhook_requests: int = 400

@@ -281,11 +281,10 @@ def populate(
 ) -> None:
     """Insert sessions, memories, messages (in waves) and summaries for ``users``.
 
-    The index is merged as FTS5's automerge did before migration
-    ``m009_search_tidy_steps``: the corpus is a database a live server kept, and keeps
-    the segments of the runs before that change (7 at 100k, 11 at 1M). Merging each
-    loading batch fully instead (``SearchIndex.tidy``) would leave 2 and 5, fewer than
-    a server holds under load, and make every query cheaper than in real use.
+    The index is merged by FTS5's automerge while loading, which leaves about as many
+    segments as a live server keeps under steady writes (7 at 100k, 11 at 1M). Merging
+    each loading batch fully instead (``SearchIndex.tidy``) would leave 2 and 5, fewer
+    than a server holds under load, and make every query cheaper than in real use.
     """
     conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('automerge', 4)")
     try:

@@ -92,7 +92,7 @@ class RawStore:
     ) -> tuple[int, int]:
         """A single-row commit: BEGIN IMMEDIATE, PicoBot's INSERT (its trigger queues the
         message for the recall index), COMMIT. ``index_now`` also indexes it in the same
-        transaction, as the FTS trigger did before m006 (a reference figure)."""
+        transaction (a reference figure: what indexing in the commit would cost)."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
         row = c.execute(INSERT_MESSAGE, (session_id, session_id, role, content, tokens, now))

@@ -1,9 +1,9 @@
 """write: single-message commits through ``MessageRepo.append`` vs a raw single-row commit.
 
 Both sides' INSERT only queues the message for the recall index (m006); a third side,
-``raw_indexed_in_the_commit``, also indexes it in the same transaction as the FTS
-trigger did before, and ``indexer`` times one batched run of the runtime's indexer over
-everything the bench queued: what the indexing now costs, off the write path.
+``raw_indexed_in_the_commit``, also indexes it in the same transaction (what indexing
+in the commit would cost), and ``indexer`` times one batched run of the runtime's
+indexer over everything the bench queued: what the indexing costs, off the write path.
 
 Also finds out whether WAL checkpoints run on the hot path: in WAL mode only a
 checkpoint writes to the main database file, so a write during which the file's mtime

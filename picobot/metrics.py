@@ -59,6 +59,18 @@ class PicobotMetrics:
         self.llm_errors = Counter(
             "picobot_llm_errors_total", "Turns that failed because the model failed.", registry=None
         )
+        self.llm_prompt_tokens = Counter(
+            "picobot_llm_prompt_tokens_total",
+            "Prompt tokens the model server reported, by provider.",
+            ["provider"],
+            registry=None,
+        )
+        self.llm_cached_prompt_tokens = Counter(
+            "picobot_llm_cached_prompt_tokens_total",
+            "Of those, the tokens the server read from its prompt cache, by provider.",
+            ["provider"],
+            registry=None,
+        )
         self.purges = Counter(
             "picobot_purges_total",
             "Confirmed purges executed, by scope (session, user, older_than).",
@@ -90,6 +102,8 @@ class PicobotMetrics:
             self.turns,
             self.turn_seconds,
             self.llm_errors,
+            self.llm_prompt_tokens,
+            self.llm_cached_prompt_tokens,
             self.purges,
             self.retention_last_run_timestamp,
             self.retention_last_run_ok,
@@ -142,6 +156,14 @@ def observe_turn(channel: str, seconds: float, *, metrics: PicobotMetrics = METR
     """Count one answered turn of ``channel`` and record how long it took."""
     metrics.turns.labels(channel=channel).inc()
     metrics.turn_seconds.observe(seconds)
+
+
+def observe_prompt_tokens(
+    provider: str, prompt: int, cached: int, *, metrics: PicobotMetrics = METRICS
+) -> None:
+    """Count what a model server reported for one call: prompt tokens, the cached part."""
+    metrics.llm_prompt_tokens.labels(provider=provider).inc(max(0, prompt))
+    metrics.llm_cached_prompt_tokens.labels(provider=provider).inc(max(0, min(cached, prompt)))
 
 
 def observe_purge(scope: str, *, metrics: PicobotMetrics = METRICS) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from picobot.config.settings import Settings
+from picobot.kernel.fact_commands import FactCommands
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.memory_commands import MemoryCommands
 from picobot.kernel.memory_prompt import MemoryRetriever
@@ -24,15 +25,19 @@ from picobot.kernel.summary_commands import SummaryCommands
 from picobot.kernel.tokens import ProviderTokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.llm.factory import build_provider
+from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
+from picobot.memory.reply_learning import ReplyLearner
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
+from picobot.store.fact_writes import FactStore
 from picobot.store.memories import MemoryRepo
 from picobot.store.memory_cache import MemoryCache
 from picobot.store.migrations import require_current_schema
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
+from picobot.tasks.learning import LearningTask, extraction_input_tokens
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
@@ -59,6 +64,7 @@ class Runtime:
     kernel: Kernel
     tasks: TaskSupervisor
     summarizer: Summarizer
+    learning: LearningTask | None = None
 
 
 SchemaPolicy = Literal["migrate", "current", "as_is"]
@@ -98,13 +104,24 @@ def build_kernel(
     provider: LLMProvider,
     *,
     memory_cache: MemoryCache | None = None,
+    learning: LearningTask | None = None,
 ) -> Kernel:
-    """The kernel with its retriever, tools and commands, as configured."""
+    """The kernel with its retriever, tools and commands, as configured.
+
+    With ``learning`` (see :func:`learning_task`): reply markers hidden from the user
+    and learned, and ``/reflect``; the other fact commands are there either way.
+    """
     memory = settings.session.memory
     estimator = ProviderTokenEstimator(provider)
     memories = MemoryRepo(db)
     index = SearchIndex(db)
-    retriever = MemoryRetriever(db=db, estimator=estimator, settings=memory, cache=memory_cache)
+    retriever = MemoryRetriever(
+        db=db,
+        estimator=estimator,
+        settings=memory,
+        cache=memory_cache,
+        learning=settings.memory.learning,
+    )
     redact = Redactor.from_settings(settings.privacy).redact
     tools = ToolRegistry([MemorySearchTool(index, max_terms=memory.recall_max_terms)])
     kernel = Kernel(
@@ -134,7 +151,37 @@ def build_kernel(
         clock=kernel.clock,
     )
     PurgeCommands(privacy).register(kernel)
+    # The fact commands stay with learning off: people can still see and delete theirs.
+    facts = learning.store if learning is not None else FactStore(db, redact=redact)
+    FactCommands(db, facts, learning, clock=kernel.clock).register(kernel.commands)
+    if learning is not None:
+        kernel.learner = ReplyLearner(learning.store, kernel.clock)
+        if markers_taught(settings):
+            kernel.system_prompt = f"{kernel.system_prompt}\n\n{MARKER_INSTRUCTIONS}".strip()
     return kernel
+
+
+def markers_taught(settings: Settings) -> bool:
+    """Whether the system prompt tells the model about [MEMORY:...] reply lines."""
+    learning = settings.memory.learning
+    if not learning.enabled or learning.markers == "off":
+        return False
+    # The bundled small model cannot follow it reliably and would leak the grammar.
+    return learning.markers == "on" or settings.llm.provider != "local"
+
+
+def learning_task(settings: Settings, db: Database, provider: LLMProvider) -> LearningTask | None:
+    """The learning task as configured, or None when learning is off."""
+    if not settings.memory.learning.enabled:
+        return None
+    return LearningTask(
+        db,
+        provider,
+        ProviderTokenEstimator(provider),
+        settings.memory.learning,
+        redact=Redactor.from_settings(settings.privacy).redact,
+        max_input_tokens=extraction_input_tokens(settings.llm),
+    )
 
 
 @asynccontextmanager
@@ -155,7 +202,8 @@ async def open_runtime(
         if warm_up and load is not None:
             await load()
         memory_cache = MemoryCache()
-        kernel = build_kernel(settings, db, llm, memory_cache=memory_cache)
+        learning = learning_task(settings, db, llm)
+        kernel = build_kernel(settings, db, llm, memory_cache=memory_cache, learning=learning)
         # A legacy sessions.json snapshot is imported once (redacted like live messages);
         # a bad file is kept and logged.
         await import_sessions_json(
@@ -197,4 +245,12 @@ async def open_runtime(
             retention.run,
             run_at_start=True,
         )
-        yield Runtime(settings, db, llm, kernel, tasks, summarizer)
+        if learning is not None:
+            learning.clock = kernel.clock
+            learn = settings.memory.learning
+            tasks.every("learn", learn.check_interval_secs, learning.check_idle)
+            tasks.every("fact-decay", learn.decay_interval_secs, learning.decay)
+            summarizer.on_summarized.append(
+                lambda sid: tasks.spawn(f"learn:{sid}", learning.extract_session(sid))
+            )
+        yield Runtime(settings, db, llm, kernel, tasks, summarizer, learning)

@@ -13,6 +13,8 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 
+from picobot.metrics import METRICS
+
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
@@ -39,3 +41,8 @@ def scrape(*collectors: Collector) -> Samples:
     for collector in collectors:
         registry.register(collector)
     return parse_exposition(generate_latest(registry).decode())
+
+
+def metric_value(name: str, **labels: str) -> float:
+    """A sample of the process's own metrics (:data:`picobot.metrics.METRICS`); 0 if none."""
+    return scrape(METRICS).get((name, frozenset(labels.items())), 0.0)

@@ -88,7 +88,9 @@ async def test_one_reader_thread_serves_every_read_of_a_turn(tmp_path: Path) -> 
         replies = await asyncio.gather(*(say(rt, ALICE, "which kayak?") for _ in range(3)))
         prompt = provider.prompts[-1]
     assert all(r[-1].kind == OutboundKind.DONE for r in replies)
-    assert "red Prijon" in prompt[1].content and "Slowpoke" in prompt[1].content
+    assert "Slowpoke" in prompt[1].content  # the memories' context message
+    recalled = [m.content for m in prompt if "recalled_conversations" in m.content]
+    assert recalled and "red Prijon" in recalled[0]
 
 
 async def test_commands_of_every_feature_are_wired(tmp_path: Path) -> None:

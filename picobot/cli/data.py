@@ -196,6 +196,7 @@ def _describe(stats: ExportStats) -> str:
             if webhook
             else ""
         )
+        + (f", {stats.facts} learned facts" if stats.facts else "")
     )
 
 

@@ -31,6 +31,7 @@ from picobot.cli.common import (
 )
 from picobot.cli.data import add_export_command
 from picobot.cli.database import add_database_commands
+from picobot.cli.facts import add_facts_command
 from picobot.cli.memories import add_memories_command
 from picobot.cli.ops import add_ops_commands
 from picobot.cli.purge import add_purge_command
@@ -219,6 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_export_command(sub, parents=[common])
     add_ops_commands(sub, parents=[common])
     add_memories_command(sub, parents=[common])
+    add_facts_command(sub, parents=[common])
     parser.epilog = sub.help_section()
     return parser
 

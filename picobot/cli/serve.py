@@ -213,11 +213,10 @@ def startup_objects_frozen() -> Iterator[None]:
     """Leave what exists at start-up out of the garbage collector's full passes.
 
     Modules, classes, settings and the runtime are made before the first message and
-    live until the end, yet every full (generation 2) collection walked them all: under
-    load one ran every two or three seconds and, holding the GIL, stopped every thread
-    for 40-60 ms (docs/performance.md). Frozen, they are skipped; what serving creates
-    is still collected as before. Unfrozen on the way out, so an in-process caller
-    (tests) gets them back.
+    live until the end, yet every full (generation 2) collection would walk them all,
+    holding the GIL for tens of milliseconds under load. Frozen, they are skipped; what
+    serving creates is still collected as before. Unfrozen on the way out, so an
+    in-process caller (tests) gets them back.
     """
     gc.freeze()
     try:

@@ -22,6 +22,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from picobot.config.channels import ChannelsSettings, ServerSettings
 from picobot.config.environment import EnvInput, deep_merge, env_input
+from picobot.config.learning import MemoryRootSettings
 from picobot.config.location import DataLocation, locate_data_dir
 from picobot.config.sections import EnvName, HttpUrl, RegexPattern, Section
 from picobot.config.sources import CONFIG_ENV as CONFIG_ENV
@@ -94,9 +95,9 @@ class DataSettings(Section):
     busy_timeout_ms: int = Field(default=5000, ge=0, le=3_600_000)
     """How long a write waits for a database lock held by another process (at most an hour)."""
     reader_threads: int = Field(default=2, ge=1, le=8)
-    """Database reader connections of the server, each with its own thread. 1 gave
-    about 10% more turns/s on the 2-core bench machine (docs/performance.md), but then
-    one long read (an export, a big count) holds up the reads of every chat behind it."""
+    """Database reader connections of the server, each with its own thread. 1 serves about
+    10% more turns/s on a 2-core machine, but then one long read (an export, a big count)
+    holds up the reads of every chat behind it."""
 
 
 class RetentionSettings(Section):
@@ -121,6 +122,10 @@ class MemorySettings(Section):
     """Token budget of the prompt context (memories, summary, recall, history)."""
     max_session_messages: int = Field(default=20, ge=1, le=MAX_ROWS)
     """Most recent messages of the session included in the prompt."""
+    window_drop_messages: int = Field(default=10, ge=0, le=MAX_ROWS)
+    """Messages the window drops at once when it is full (at most half of it; 0: it slides
+    by one message a turn). Dropping in blocks keeps consecutive prompts sharing a long
+    prefix, which model servers cache."""
     max_user_memories: int = Field(default=50, ge=0, le=MAX_ROWS)
     """Most memories a user may keep, and include in a prompt."""
     include_summary_on_truncation: bool = True
@@ -204,6 +209,8 @@ class Settings(BaseSettings):
     """Data directory and database."""
     session: SessionSettings = SessionSettings()
     """Sessions, memory and retention."""
+    memory: MemoryRootSettings = MemoryRootSettings()
+    """Learned memory (facts the bot learns by itself)."""
     privacy: PrivacySettings = PrivacySettings()
     """Privacy controls."""
     channels: ChannelsSettings = ChannelsSettings()

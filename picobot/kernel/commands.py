@@ -49,6 +49,10 @@ class CommandRouter:
         """Register a command; later channels and features add theirs the same way."""
         self._commands[name] = Command(name, usage, help_text, handler)
 
+    def get(self, name: str) -> Command | None:
+        """The command registered as ``name`` (a feature may wrap it), or None."""
+        return self._commands.get(name)
+
     @staticmethod
     def is_command(text: str) -> bool:
         """Whether a message is a command rather than chat."""

@@ -24,6 +24,7 @@ from picobot.kernel.prompt import ContextRetriever, PromptRequest
 from picobot.kernel.tokens import TokenEstimator
 from picobot.kernel.tool_budget import ToolBudget
 from picobot.llm.base import LLMProvider, TextDelta, ToolCall, ToolCalls
+from picobot.memory.reply_learning import ReplyLearner
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
 from picobot.privacy.redaction import redact_json
@@ -118,6 +119,8 @@ class Kernel:
         self.interceptors: list[Interceptor] = []
         # Answers carrying a confirmation token (TUI, WebSocket); set by privacy.
         self.confirmation: Confirmation | None = None
+        # Set when learning is on: [MEMORY:...] reply lines are hidden, then learned.
+        self.learner: ReplyLearner | None = None
         self.commands = CommandRouter()
         SessionCommands(self.sessions).register(self.commands)
         # One turn at a time per session, so replies land in the order asked.
@@ -292,18 +295,27 @@ class Kernel:
                 return
             ctx = self.context_for(identity, session_id)
             parts: list[str] = []
+            markers = self.learner.filter() if self.learner is not None else None
             try:
                 request = PromptRequest(ctx, session_id, self.system_prompt, current)
                 async for token in self._generate(ctx, request, parts):
-                    yield Outbound(OutboundKind.TOKEN, token, session_id=session_id)
-                reply = self.redact("".join(parts).strip() or "(no answer)")
-                await self.messages.append(
+                    if markers is not None:  # a marker line is held back, then dropped
+                        token = markers.feed(token)
+                    if token:
+                        yield Outbound(OutboundKind.TOKEN, token, session_id=session_id)
+                if markers is not None and (tail := markers.finish()):
+                    yield Outbound(OutboundKind.TOKEN, tail, session_id=session_id)
+                said = markers.text if markers is not None else "".join(parts)
+                reply = self.redact(said.strip() or "(no answer)")
+                stored = await self.messages.append(
                     session_id,
                     "assistant",
                     reply,
                     self.estimator.estimate(reply),
                     created_at=self.clock(),
                 )
+                if markers is not None and self.learner is not None:
+                    await self.learner.learn(ctx, markers.observations, stored.id)
             except UserError as exc:
                 yield error(str(exc), code="user", session_id=session_id)
                 return

@@ -34,6 +34,7 @@ from picobot.llm.base import (
 )
 from picobot.llm.http import HTTPTransport, RetryableError, url_host
 from picobot.llm.sse import SSEEvent
+from picobot.metrics import observe_prompt_tokens
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
 """Used when ``[llm] base_url`` is left at the OpenAI default."""
@@ -159,8 +160,13 @@ class AnthropicProvider:
             "temperature": min(self._settings.temperature, 1.0),
             "stream": stream,
         }
+        # Prompt caching: breakpoints after the system prompt and after the last message.
+        # The next turn's prompt extends this one (see kernel/memory_prompt.py), so it
+        # reads everything up to here from Anthropic's cache.
         if system:
-            body["system"] = system
+            body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]
+        if wire:
+            wire[-1]["content"][-1]["cache_control"] = _EPHEMERAL
         if tools:
             body["tools"] = [
                 {
@@ -188,6 +194,10 @@ def anthropic_base_url(base_url: str) -> str:
         return f"{base}/v1"
     return base
 
+
+_EPHEMERAL = {"type": "ephemeral"}
+_INPUT_KINDS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
+"""What Anthropic's usage splits the prompt into (uncached, read, written)."""
 
 EARLIER_OMITTED = "(earlier messages of this conversation are not shown)"
 """The user turn put before a history that would otherwise start with the assistant."""
@@ -250,8 +260,22 @@ def _input(call: ToolCall) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def observe_usage(message: Any) -> None:
+    """Record the prompt tokens a reply's ``usage`` reports, and how many came from the
+    prompt cache (``cache_read_input_tokens``)."""
+    usage = message.get("usage") if isinstance(message, dict) else None
+    if not isinstance(usage, dict):
+        return
+    parts = [usage.get(k) for k in _INPUT_KINDS]
+    counts = [n for n in parts if isinstance(n, int)]
+    cached = usage.get("cache_read_input_tokens")
+    if counts:
+        observe_prompt_tokens("anthropic", sum(counts), cached if isinstance(cached, int) else 0)
+
+
 def parse_message(data: Any) -> Completion:
     """Read a non-streamed Messages reply."""
+    observe_usage(data)
     if not isinstance(data, dict) or not isinstance(data.get("content"), list):
         raise LLMError("anthropic: the reply has no content")
     text: list[str] = []
@@ -315,8 +339,9 @@ async def _decode(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[StreamEvent
             break
         elif kind == "error":
             _raise_stream_error(data)
-        # ping, message_start, content_block_stop and future event types carry nothing
-        # the kernel needs.
+        elif kind == "message_start":
+            observe_usage(data.get("message"))
+        # ping, content_block_stop and future event types carry nothing the kernel needs.
     if not finished:
         raise RetryableError("anthropic: the stream ended before the reply was finished")
     calls = [ToolCall(t.id, t.name, t.json or t.initial) for _, t in sorted(tools.items())]

@@ -36,6 +36,7 @@ from picobot.llm.base import (
 )
 from picobot.llm.http import HTTPTransport, RetryableError, error_text, url_host
 from picobot.llm.sse import SSEEvent
+from picobot.metrics import observe_prompt_tokens
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,8 @@ class OpenAIProvider:
             "temperature": self._settings.temperature,
             "max_tokens": self._settings.max_tokens,
             "stream": stream,
+            # The last chunk then reports usage, cached prompt tokens included.
+            **({"stream_options": {"include_usage": True}} if stream else {}),
         }
         if tools:
             body["tools"] = [to_wire_tool(t) for t in tools]
@@ -204,6 +207,7 @@ def to_wire_tool(tool: ToolSpec) -> dict[str, Any]:
 
 def parse_completion(data: Any) -> Completion:
     """Read a non-streamed Chat Completions reply."""
+    observe_usage(data)
     choice = _first_choice(data)
     if choice is None:
         raise LLMError("openai: the reply has no choices")
@@ -285,6 +289,7 @@ async def _decode(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[StreamEvent
             done = True
             break
         chunk = _parse_chunk(event.data)
+        observe_usage(chunk)
         choice = _first_choice(chunk)
         if choice is None:  # e.g. the usage-only chunk of stream_options
             continue
@@ -300,6 +305,22 @@ async def _decode(events: AsyncIterator[SSEEvent]) -> AsyncGenerator[StreamEvent
     if partial:
         yield ToolCalls(partial.calls())
     yield Finish(reason or ("tool_calls" if partial else "stop"))
+
+
+def observe_usage(data: Any) -> None:
+    """Record the prompt and cached tokens a reply's ``usage`` reports (if it does).
+
+    ``usage.prompt_tokens_details.cached_tokens`` is OpenAI's (and vLLM's) count of the
+    prompt read from the server's prefix cache.
+    """
+    usage = data.get("usage") if isinstance(data, dict) else None
+    if not isinstance(usage, dict):
+        return
+    prompt = usage.get("prompt_tokens")
+    details = usage.get("prompt_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    if isinstance(prompt, int) and isinstance(cached, int | None):
+        observe_prompt_tokens("openai", prompt, cached or 0)
 
 
 def _parse_chunk(data: str) -> Any:

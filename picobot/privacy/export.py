@@ -5,7 +5,8 @@ both formats are renderings of it: :func:`iter_user_jsonl` (used by the admin HT
 API for streamed downloads) serializes each record as a line, and :func:`export_user`
 writes either that or the Markdown view to a text stream.
 
-Order: the header, the user's memories, then each session (oldest first) followed by
+Order: the header, the user's memories, their learned facts (each with its sources and
+change history), then each session (oldest first) followed by
 its summary, its messages in ``seq_order`` and its tool records, then the user's rows
 of the webhook inbox and of the outbound reply queue. Every table is read
 page by page with keyset pagination, so memory use does not grow with the export.
@@ -45,6 +46,7 @@ class ExportStats:
     tool_records: int = 0
     webhook_messages: int = 0
     outbound_replies: int = 0
+    facts: int = 0
 
     @property
     def empty(self) -> bool:
@@ -54,6 +56,7 @@ class ExportStats:
             and self.memories == 0
             and self.webhook_messages == 0
             and self.outbound_replies == 0
+            and self.facts == 0
         )
 
 
@@ -75,7 +78,8 @@ async def count_user_data(db: Database, user_id: str) -> ExportStats:
         " (SELECT COUNT(*) FROM tool_records t JOIN sessions s ON s.id = t.session_id"
         "  WHERE s.user_id = ?1),"
         " (SELECT COUNT(*) FROM webhook_inbox WHERE user_id = ?1),"
-        " (SELECT COUNT(*) FROM outbound_queue WHERE user_id = ?1)",
+        " (SELECT COUNT(*) FROM outbound_queue WHERE user_id = ?1),"
+        " (SELECT COUNT(*) FROM facts WHERE user_id = ?1)",
         (user_id,),
     )
     assert row is not None  # an aggregate query always returns one row
@@ -88,7 +92,7 @@ async def iter_user_records(
     """Every record stored about ``user_id``, in export order (see the module docstring).
 
     Each record is a plain JSON-ready dict whose ``type`` is one of ``export_header``,
-    ``memory``, ``session``, ``summary``, ``message``, ``tool_record``,
+    ``memory``, ``fact``, ``session``, ``summary``, ``message``, ``tool_record``,
     ``webhook_message``, ``outbound_reply``.
     """
     yield {
@@ -112,6 +116,8 @@ async def iter_user_records(
             "created_at": iso(row["created_at"]),
             "updated_at": iso(row["updated_at"]),
         }
+    async for record in fact_records(db, user_id):
+        yield record
     async for session in _pages(
         db,
         "SELECT id, parent_session_id, channel, chat_id, user_id, created_at, last_active,"
@@ -154,6 +160,53 @@ _WEBHOOK_TABLES = (
         ("created_at", "sent_at"),
     ),
 )
+
+
+async def fact_records(db: Database, user_id: str) -> AsyncIterator[Record]:
+    """The ``fact`` records of ``user_id``: each fact with its sources and history."""
+    async for row in _pages(
+        db,
+        "SELECT id, subject, category, text, confidence, active, pinned, created_at,"
+        " updated_at FROM facts WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
+        (user_id,),
+        key=lambda r: (r["id"],),
+        start=(0,),
+    ):
+        sources = await db.fetchall(
+            "SELECT session_id, message_id, created_at FROM fact_sources WHERE fact_id = ?"
+            " ORDER BY id",
+            (row["id"],),
+        )
+        history = await db.fetchall(
+            "SELECT at, reason, old_text, new_text, old_confidence, new_confidence,"
+            " old_active, new_active, session_id, actor FROM fact_history WHERE fact_id = ?"
+            " ORDER BY id",
+            (row["id"],),
+        )
+        yield {
+            "type": "fact",
+            "id": row["id"],
+            "subject": row["subject"],
+            "category": row["category"],
+            "text": row["text"],
+            "confidence": row["confidence"],
+            "active": bool(row["active"]),
+            "pinned": bool(row["pinned"]),
+            "created_at": iso(row["created_at"]),
+            "updated_at": iso(row["updated_at"]),
+            "sources": [
+                {
+                    "session_id": s["session_id"],
+                    "message_id": s["message_id"],
+                    "created_at": iso(s["created_at"]),
+                }
+                for s in sources
+            ],
+            "history": [
+                {**{k: h[k] for k in h.keys() if k != "at"}, "at": iso(h["at"])}  # noqa: SIM118
+                for h in history
+            ],
+        }
 
 
 def _iso_or_none(ts: float | None) -> str | None:
@@ -276,6 +329,7 @@ _COUNTED = (
     "tool_record",
     "webhook_message",
     "outbound_reply",
+    "fact",
 )
 """The record types :class:`ExportStats` counts, in the order of its fields."""
 

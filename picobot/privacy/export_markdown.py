@@ -53,6 +53,8 @@ class MarkdownRenderer:
         kind = record["type"]
         if kind != "memory":
             self._close_memories()
+        if kind == "fact" and self._kind != "fact":
+            self._emit("## Learned facts")
         if kind in _WEBHOOK_HEADINGS and kind != self._kind:
             self._emit(_WEBHOOK_HEADINGS[kind])
         self._kind = kind
@@ -67,6 +69,16 @@ class MarkdownRenderer:
             self._memories += 1
             head = f"**{record['key']}** (updated {_when(record['updated_at'])}):"
             self._entry(head, record["content"])
+        elif kind == "fact":
+            about = f" about {record['subject']}" if record["subject"] else ""
+            state = ("active" if record["active"] else "inactive") + (
+                ", pinned" if record["pinned"] else ""
+            )
+            head = (
+                f"**{record['category']}**{about} (confidence {record['confidence']:.2f},"
+                f" {state}, updated {_when(record['updated_at'])}):"
+            )
+            self._entry(head, record["text"])
         elif kind == "session":
             parent = record["parent_session_id"]
             self._emit(

@@ -80,5 +80,6 @@ async def _make_writer(conn: aiosqlite.Connection, path: Path) -> None:
         )
     await pragma(conn, "journal_mode=WAL")
     # Checkpoints run in the background (checkpoint_passive), not inside a commit:
-    # the automatic one made ~1% of writes take ~6 ms (docs/performance.md).
+    # an automatic one runs inside the commit that crosses its threshold (a copy of the
+    # WAL into the file and an fsync), a stall of a chat's write.
     await pragma(conn, "wal_autocheckpoint=0")

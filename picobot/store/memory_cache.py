@@ -1,7 +1,7 @@
 """Users' memories as last read, reused while their revision says nothing changed.
 
 Every turn's prompt lists the user's memories, which change rarely; reading and
-building them was about a tenth of the Python a turn runs (see docs/performance.md).
+building them costs about a tenth of the Python a turn runs.
 :class:`MemoryCache` keeps each user's list with the revision it was read at
 (``memory_revisions``, migration ``m008_memory_revisions``). A read looks the revision
 up (one primary-key row) in the caller's snapshot and reuses the list only when it is

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from picobot.store.db import Database
@@ -60,6 +62,15 @@ class NotCurrentSession(Exception):
 
 class SessionGone(NotCurrentSession):
     """The session no longer exists: it was purged (or expired) while a turn ran in it."""
+
+
+def existing_ids(conn: sqlite3.Connection, ids: Iterable[int]) -> set[int]:
+    """Which of these message ids are still stored (a purge may have removed some)."""
+    wanted = json.dumps(sorted(ids))
+    rows = conn.execute(
+        "SELECT id FROM messages WHERE id IN (SELECT value FROM json_each(?))", (wanted,)
+    )
+    return {int(row[0]) for row in rows}
 
 
 class MessageRepo:

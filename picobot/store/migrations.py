@@ -18,6 +18,7 @@ import aiosqlite
 
 from picobot.errors import StoreUnavailable, UserError
 from picobot.store.migration_script import run_script
+from picobot.store.migrations_facts import m012_learned_facts
 from picobot.store.migrations_search import (
     m002_search_index,
     m005_user_terms,
@@ -25,7 +26,7 @@ from picobot.store.migrations_search import (
     m009_search_tidy_steps,
     m011_split_unspaced_scripts,
 )
-from picobot.store.migrations_webhooks import m004_webhook_queues, m012_webhook_replay_guard
+from picobot.store.migrations_webhooks import m004_webhook_queues, m013_webhook_replay_guard
 
 if TYPE_CHECKING:
     from picobot.store.db import Database
@@ -211,7 +212,8 @@ MIGRATIONS: list[Migration] = [
     m008_memory_revisions,
     m009_search_tidy_steps,
     m011_split_unspaced_scripts,
-    m012_webhook_replay_guard,
+    m012_learned_facts,
+    m013_webhook_replay_guard,
 ]
 
 

@@ -185,10 +185,10 @@ async def m005_user_terms(conn: aiosqlite.Connection) -> None:
 async def m006_deferred_message_index(conn: aiosqlite.Connection) -> None:
     """Index messages in batches: a new message is queued in ``search_pending``.
 
-    Each transaction that wrote the index added an FTS5 segment and paid its merge
-    work; with a commit every few milliseconds the index held twice as many segments
-    as a batch-built one, and every recall query reads each query term in every
-    segment. :func:`picobot.store.search.index_pending` indexes the queue in one
+    Each transaction that writes the index adds an FTS5 segment and pays its merge
+    work, and every recall query reads each query term in every segment: one index
+    write per batch instead of one per commit keeps about half as many segments.
+    :func:`picobot.store.search_writes.index_pending` indexes the queue in one
     transaction (the runtime runs it every ``INDEX_INTERVAL_SECS``; explicit searches
     run it first). Deletes and memories stay immediate.
     """
@@ -221,13 +221,12 @@ async def m006_deferred_message_index(conn: aiosqlite.Connection) -> None:
 async def m009_search_tidy_steps(conn: aiosqlite.Connection) -> None:
     """Turn FTS5's automerge off: the runtime merges in steps of their own instead.
 
-    Automerge does merge work inside every transaction that adds an index segment,
-    in proportion to the pages written and the number of segment levels: under load
-    the indexer's write held the writer 40-130 ms, about half of it merging, and every
-    turn's write queued behind it. :meth:`picobot.store.search.SearchIndex.tidy` does
-    that work after each indexing run, in steps of a few milliseconds, each its own
-    write. Other processes' index writes (a CLI import) merge nothing meanwhile; FTS5's
-    crisis merge still caps a level at 16 segments, and the server's next run tidies.
+    Automerge does merge work inside every transaction that adds an index segment, so
+    under load the indexer's write holds the writer, and every turn's write behind it,
+    for tens of milliseconds. :meth:`picobot.store.search.SearchIndex.tidy` does that
+    work after each indexing run, in steps of a few milliseconds, each its own write.
+    Other processes' index writes (a CLI import) merge nothing meanwhile; FTS5's crisis
+    merge still caps a level at 16 segments, and the server's next run tidies.
     """
     await conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('automerge', 0)")
 

@@ -72,7 +72,7 @@ async def m004_webhook_queues(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def m012_webhook_replay_guard(conn: aiosqlite.Connection) -> None:
+async def m013_webhook_replay_guard(conn: aiosqlite.Connection) -> None:
     """Content-free de-duplication records, and replies linked to their session.
 
     ``webhook_seen`` keeps, for every accepted platform message, a keyed hash of its

@@ -25,6 +25,7 @@ from typing import Any
 import aiosqlite
 
 from picobot.store.db import Database
+from picobot.store.fact_purge import FactPurge
 from picobot.store.webhooks import WebhookStore
 
 DEFAULT_BATCH_SIZE = 500
@@ -38,6 +39,7 @@ _NAMES = {
     "index_entries": ("index entry", "index entries"),
     "tool_records": ("tool record", "tool records"),
     "webhook_rows": ("webhook queue entry", "webhook queue entries"),
+    "facts": ("learned fact", "learned facts"),
 }
 
 
@@ -55,6 +57,8 @@ class PurgeCounts:
     tool_records: int = 0
     webhook_rows: int = 0
     """Inbox and outbound-queue rows of the messaging channels (they hold text too)."""
+    facts: int = 0
+    """Learned facts (with their sources and history); see picobot.store.fact_purge."""
 
     @property
     def total(self) -> int:
@@ -154,7 +158,8 @@ class PurgeStore:
         """What :meth:`delete_session` would remove now."""
         counts = await self._count(_session_scope(session_id))
         queued = await WebhookStore(self._db).count_session(session_id)
-        return counts + PurgeCounts(webhook_rows=queued)
+        facts, entries = await FactPurge(self._db).count_session(session_id)
+        return counts + PurgeCounts(webhook_rows=queued, facts=facts, index_entries=entries)
 
     async def delete_session(
         self, session_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
@@ -163,21 +168,30 @@ class PurgeStore:
         the webhook rows of its messages (found through the messages, so first)."""
         queued = await WebhookStore(self._db).delete_session(session_id)
         counts = await self._delete(_session_scope(session_id), batch_size)
-        return counts + PurgeCounts(webhook_rows=queued)
+        # After the session: a fact learned meanwhile checks its session in its write.
+        facts, entries = await FactPurge(self._db).delete_session(session_id)
+        return counts + PurgeCounts(webhook_rows=queued, facts=facts, index_entries=entries)
 
     async def count_user(self, user_id: str) -> PurgeCounts:
         """What :meth:`delete_user` would remove now."""
         counts = await self._count(_user_scope(user_id))
-        return counts + PurgeCounts(webhook_rows=await WebhookStore(self._db).count_user(user_id))
+        facts, entries = await FactPurge(self._db).count_user(user_id)
+        return counts + PurgeCounts(
+            webhook_rows=await WebhookStore(self._db).count_user(user_id),
+            facts=facts,
+            index_entries=entries,
+        )
 
     async def delete_user(
         self, user_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
     ) -> PurgeCounts:
         """Delete everything of ``user_id``: sessions (with all they hold), memories,
-        tool records, current-session pointers, index entries and webhook queue rows."""
+        tool records, current-session pointers, index entries, webhook queue rows and
+        learned facts."""
         counts = await self._delete(_user_scope(user_id), batch_size)
         queued = await WebhookStore(self._db).delete_user(user_id)
-        return counts + PurgeCounts(webhook_rows=queued)
+        facts, entries = await FactPurge(self._db).delete_user(user_id)
+        return counts + PurgeCounts(webhook_rows=queued, facts=facts, index_entries=entries)
 
     async def count_older(self, cutoff_ts: float) -> PurgeCounts:
         """What :meth:`delete_older` would remove for the same cutoff."""

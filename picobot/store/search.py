@@ -1,50 +1,44 @@
 """Keyword recall over a user's own messages and memories (SQLite FTS5).
 
-The index is the ``search_index`` FTS5 table of migration ``m002_search_index``. It is
-a regular FTS5 table (it keeps its own copy of each text). Triggers on ``messages``
-and ``user_memories`` keep it in sync inside the transaction of the source row, so a
-committed delete leaves no hit, except that a new or edited *message* is only queued
-there (``search_pending``, migration ``m006_deferred_message_index``) and indexed in
-batches by :func:`picobot.store.search_writes.index_pending`: the runtime runs it
-every ``INDEX_INTERVAL_SECS``, and :meth:`SearchIndex.search` runs it before
-searching. Every transaction that writes the index adds an FTS5 segment, and a query
-reads each of its terms in every segment; one index write per batch keeps about half
-as many segments under a steady stream of commits as one per commit did (see
-docs/performance.md). The merge work that keeps the segment count down is not done
-inside those writes (FTS5's automerge is off, migration ``m009_search_tidy_steps``):
-:meth:`SearchIndex.tidy` does it afterwards in small steps, each its own write.
+The index is the ``search_index`` FTS5 table (migrations in
+:mod:`picobot.store.migrations_search`), a regular FTS5 table that keeps its own copy
+of each text. Triggers keep it in sync inside the transaction of the source row, so a
+committed delete leaves no hit and a memory is indexed as it is saved. A new or edited
+*message* is only queued (``search_pending``) and indexed in batches by
+:func:`picobot.store.search_writes.index_pending`: the runtime runs it every
+``INDEX_INTERVAL_SECS``, and :meth:`SearchIndex.read_fresh` runs it before an explicit
+search. Why: every index write adds an FTS5 segment, and a query reads each of its
+terms in every segment. The merge work that keeps the segment count down runs in small
+steps of its own (:meth:`SearchIndex.tidy`), not inside those writes.
 
 Layout (migration ``m005_user_terms``):
 
-- ``rowid`` is ``messages.id`` for a message and ``-user_memories.id`` for a memory:
-  the kind and source row follow from the sign, and a trigger deletes an entry with
+- ``rowid`` is ``messages.id`` for a message, ``-user_memories.id`` for a memory and
+  ``-(2**40 + facts.id)`` for an active learned fact (``m012_learned_facts``): the
+  kind and source row follow from the sign and size, and a trigger deletes an entry with
   one rowid lookup (no text needed, unlike an external-content table whose 'delete'
   command must be fed the exact old values or it silently keeps the old tokens).
 - ``owner`` holds the user token (:func:`user_token`).
-- ``body`` holds the text as *user terms* (:func:`index_text`): every word carries a
-  six-digit prefix derived from the owner (``"pizza"`` of one user is indexed as
-  ``"304172pizza"``), so each term's doclist holds one user's rows only. The original
-  text is read from ``messages`` / ``user_memories`` for the hits.
+- ``body`` holds the text as *user terms* (:func:`picobot.store.terms.index_text`):
+  every word carries a six-digit prefix derived from the owner (``"pizza"`` of one
+  user is indexed as ``"304172pizza"``), so each term's doclist holds one user's rows
+  and a query's work follows the asking user's history, not the whole database. The
+  original text is read from ``messages`` / ``user_memories`` for the hits.
 - ``session_id``, ``seq_order``, ``created_at`` are UNINDEXED copies, for the session
   exclusion of :class:`SearchQuery`. For a memory, ``created_at`` is its ``updated_at``.
 
 Scoping: every query is ``MATCH 'owner:"TOKEN" AND body:(prefixed terms)'``
-(:func:`fts_query`) in one statement. The prefixes make the work per query
-proportional to the user's own rows, not to the whole corpus: with a shared
-vocabulary, FTS5 read every user's occurrences of a word (and bm25 counted them) to
-keep one user's, and recall at 1M messages cost 4-5x what it did at 100k (see
-docs/performance.md). The prefix is a hash, so two users may share one; the ``owner``
-token (injective) is what keeps users apart, the prefix only keeps doclists short.
-The owner is matched, not compared (``owner = ?``): a comparison reads each match's
-stored row, a lookup per match that made a heavy user's recall at 1M messages about
-a third slower at p95; the owner's doclist, which the match walks instead, costs
-less. The window exclusion is by rowid (``exclude_ids``) for the same reason.
+(:func:`fts_query`) in one statement. The prefix is a hash, so two users may share
+one; the ``owner`` token (injective) is what keeps users apart. The owner is matched
+rather than compared (``owner = ?``), and the window is left out by rowid
+(``exclude_ids``): both are answered from the index, where a comparison would read
+each match's stored row.
 
 The triggers compute ``body`` with the SQL function ``picobot_index_text`` that
-:func:`register_functions` installs on every PicoBot connection. Deletes need no
-function (one rowid lookup), so a purge works from any SQLite client; a client without
-the function that inserts a message gets the error "no such function", never an
-unindexed row.
+:func:`picobot.store.terms.register_functions` installs on every PicoBot connection.
+Deletes need no function (one rowid lookup), so a purge works from any SQLite client;
+a client without the function that writes a memory gets the error "no such function",
+never an unindexed row.
 
 Erasing text for real (purge): deleting the source rows removes the entries from
 ``search_index_content`` in the same transaction, but FTS5 (before the
@@ -53,7 +47,7 @@ repeats the deleted row's tokens, and the old segments still hold them. After a 
 call :meth:`SearchIndex.optimize`: it merges all segments into one (FTS5 'merge' steps,
 each its own write) and drops deleted entries. Freed pages still hold old bytes until
 overwritten, so the purge must also run with ``PRAGMA secure_delete=ON`` (or VACUUM)
-and checkpoint the WAL.
+and checkpoint the WAL (:func:`picobot.store.erase.erase_residue` does all of it).
 
 Rows written with ``INSERT OR REPLACE`` bypass the delete triggers (SQLite fires them on
 REPLACE only with ``recursive_triggers`` on); the repositories use UPSERT and DELETE.
@@ -70,6 +64,7 @@ from typing import Any, TypeVar
 
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
+from picobot.store.migrations_facts import FACT_ROWID_BASE
 from picobot.store.search_writes import (
     INDEX_BATCH,
     MERGE_STEP_PAGES,
@@ -127,6 +122,8 @@ class SearchQuery:
     before_seq: int | None = None
     include_memories: bool = True
     exclude_ids: Sequence[int] = ()
+    include_facts: bool = False
+    """Learned facts (active ones) compete too, as hits of kind ``fact``."""
 
 
 def user_token(user_id: str) -> str:
@@ -183,14 +180,19 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     """
     where = "search_index MATCH ?"
     params: list[Any] = [fts_query(query.user_id, query.terms)]
-    if not query.include_memories:
+    # rowid > 0: a message; below -FACT_ROWID_BASE: a fact; in between: a memory.
+    if not query.include_memories and not query.include_facts:
         where += " AND rowid > 0"
+    elif not query.include_memories:
+        where += f" AND (rowid > 0 OR rowid < -{FACT_ROWID_BASE})"
+    elif not query.include_facts:
+        where += f" AND rowid >= -{FACT_ROWID_BASE}"
     ids = [int(i) for i in query.exclude_ids]
     if len(ids) > EXCLUDED_AS_PARAMETERS:
         # Any number of ids in one parameter (SQLite caps the parameters of a statement).
         where += " AND rowid NOT IN (SELECT value FROM json_each(?))"
         params.append(json.dumps(ids))
-    elif ids:  # cheaper than json_each by about 15 us a query (a window of 20 needs 21)
+    elif ids:  # cheaper than json_each for a window's worth of ids
         where += f" AND rowid NOT IN ({', '.join('?' * len(ids))})"
         params += ids
     if query.session_id is not None and query.before_seq is not None:
@@ -202,16 +204,33 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per
     # query). The inner SELECT names no stored column: the sorter would read each one
     # for every match (a row lookup each), not just for the hits.
+    # Facts are joined only when asked for (the table exists from m012 on).
+    fact_text, fact_time, fact_join = "", "", ""
+    if query.include_facts:
+        fact_text = ", COALESCE(f.subject || ': ', '') || f.text"
+        fact_time = ", f.updated_at"
+        fact_join = (
+            f" LEFT JOIN facts f ON h.id < -{FACT_ROWID_BASE} AND f.id = -h.id - {FACT_ROWID_BASE}"
+        )
     sql = (
-        "SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content), m.session_id,"  # noqa: S608
-        " m.seq_order, COALESCE(m.created_at, u.updated_at), h.score, m.role FROM (SELECT rowid"
-        " AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
+        f"SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content{fact_text}),"  # noqa: S608
+        f" m.session_id, m.seq_order, COALESCE(m.created_at, u.updated_at{fact_time}), h.score,"
+        " m.role FROM (SELECT rowid AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
         f" WHERE {where} ORDER BY score LIMIT ?) AS h"
         " LEFT JOIN messages m ON h.id > 0 AND m.id = h.id"
-        " LEFT JOIN user_memories u ON h.id < 0 AND u.id = -h.id"
-        " ORDER BY h.score"
+        f" LEFT JOIN user_memories u ON h.id < 0 AND h.id >= -{FACT_ROWID_BASE} AND u.id = -h.id"
+        f"{fact_join} ORDER BY h.score"
     )
     return sql, params
+
+
+def _kind(rowid: int) -> tuple[str, int]:
+    """The kind and source row id of an index rowid."""
+    if rowid > 0:
+        return "message", rowid
+    if rowid < -FACT_ROWID_BASE:
+        return "fact", -rowid - FACT_ROWID_BASE
+    return "memory", -rowid
 
 
 def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchHit]:
@@ -226,13 +245,14 @@ def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchH
     seen: set[tuple[str, float]] = set()
     for row in conn.execute(sql, params).fetchall():
         rowid, text, created_at = int(row[0]), str(row[1]), float(row[4])
+        kind, row_id = _kind(rowid)
         if (text, created_at) in seen:
             continue
         seen.add((text, created_at))
         hits.append(
             SearchHit(
-                kind="message" if rowid > 0 else "memory",
-                row_id=abs(rowid),
+                kind=kind,
+                row_id=row_id,
                 session_id=row[2],
                 seq_order=None if row[3] is None else int(row[3]),
                 text=text,
@@ -321,11 +341,11 @@ class SearchIndex:
     async def tidy(self, *, max_steps: int = TIDY_MAX_STEPS) -> int:
         """Do the index's pending merge work in small steps, each its own write.
 
-        FTS5's automerge did it inside the write that added a segment: under load the
-        indexer's write held the writer 40-130 ms, about half of it merging. Steps of
-        ``TIDY_STEP_PAGES`` let other writes in between (see docs/performance.md).
-        Stops when a step finds nothing to merge, after ``max_steps``, or when
-        :meth:`optimize` starts. Returns the number of writes it took.
+        FTS5's automerge would do it inside the write that adds a segment, holding the
+        writer (and every turn's write behind it) for tens of milliseconds under load;
+        steps of ``TIDY_STEP_PAGES`` let other writes in between. Stops when a step finds
+        nothing to merge, after ``max_steps``, or when :meth:`optimize` starts. Returns
+        the number of writes it took.
         """
         steps = 0
         while steps < max_steps and not self._db.search_compaction.locked():
@@ -338,8 +358,8 @@ class SearchIndex:
         """Merge all index segments into one, dropping deleted entries (after purges).
 
         Runs as small 'merge' steps of ``step_pages`` pages, each its own group-commit
-        write, so other writes go on between them: one 'optimize' held the writer for
-        0.5 s at 100k messages and 3.4 s at 1M. A segment added meanwhile (a memory, a
+        write, so other writes go on between them (one 'optimize' holds the writer for
+        seconds on a large index). A segment added meanwhile (a memory, a
         delete, another process's indexer) restarts FTS5's merge; if the steps have not
         converged after twice the expected number, one 'optimize' finishes the job.
         Returns the number of writes it took.

@@ -10,12 +10,10 @@ from __future__ import annotations
 import sqlite3
 
 INDEX_BATCH = 2500
-"""Most queued messages one indexing write takes: about 0.14 s of the writer at 100k
-messages, 0.28 s at 1M (54 and 113 us a message on the bench corpora). A run every
-half second at 800 turns/s finds about 800; a backlog (after a pause, a restart) goes
-in several writes, other writes between them. With 1,000, some runs under that load
-took two writes (two index segments), and capacity fell by 7% on average over six
-alternating runs (a spread of 100 turns/s on either side)."""
+"""Most queued messages one indexing write takes. Large enough that one run every
+``INDEX_INTERVAL_SECS`` keeps up with a busy server in one write (one index segment);
+small enough that a backlog (after a pause, a restart) goes in several writes of a
+fraction of a second each, with other writes between them."""
 
 
 def index_pending(conn: sqlite3.Connection, limit: int | None = INDEX_BATCH) -> int:
@@ -51,11 +49,11 @@ def index_range(conn: sqlite3.Connection, first: int, last: int) -> int:
 
 
 MERGE_STEP_PAGES = 64
-"""Index pages one step of :meth:`SearchIndex.optimize` merges (about 5 ms at 100k)."""
+"""Index pages one step of :meth:`SearchIndex.optimize` merges: a few milliseconds each."""
 
 
 TIDY_STEP_PAGES = 32
-"""Index pages one step of :meth:`SearchIndex.tidy` merges (about 2 ms at 100k)."""
+"""Index pages one step of :meth:`SearchIndex.tidy` merges: about 2 ms each."""
 
 TIDY_MAX_STEPS = 64
 """Most steps one :meth:`SearchIndex.tidy` takes (bounds it if others add segments)."""

@@ -3,7 +3,7 @@
 The inbox's ``UNIQUE(platform, message_id)`` de-duplicates only while its row exists,
 and a purge deletes the row with the user's data. Without more, a captured signed
 request replayed after ``/purge user`` would be accepted as new: stored, answered and
-exported again. ``webhook_seen`` (migration m012) closes that gap. Each row holds a
+exported again. ``webhook_seen`` (migration m013) closes that gap. Each row holds a
 32-byte key and the time it was seen, nothing else:
 
 - The key is an HMAC-SHA256 of ``<platform>:<message id>`` under a key derived from

@@ -72,10 +72,10 @@ _SESSION_INBOX_IDS = """
     WHERE m.session_id = ? AND m.source_id IS NOT NULL
 """
 _SESSION_IDS = _SESSION_INBOX_IDS.replace("?", "?1")
-# A message processed in the session (m012; a command is no message of it), or one
+# A message processed in the session (m013; a command is no message of it), or one
 # stored as a message of it.
 _SESSION_INBOX = f"session_id = ?1 OR id IN ({_SESSION_IDS})"
-# A reply produced in the session (m012), or one answering a message of it.
+# A reply produced in the session (m013), or one answering a message of it.
 _OF_SESSION = f"session_id = ?1 OR inbox_id IN ({_SESSION_IDS})"
 
 

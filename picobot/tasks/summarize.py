@@ -165,6 +165,8 @@ class Summarizer:
         self._scheduled: dict[str, asyncio.Task[None]] = {}
         self._again: set[str] = set()
         self._failures = FailureBackoff()
+        # Called with a session id after a summary of it was stored (learning listens).
+        self.on_summarized: list[Callable[[str], object]] = []
 
     @property
     def enabled(self) -> bool:
@@ -318,6 +320,11 @@ class Summarizer:
             replaces=previous.covered_seq if previous else 0,
         )
         if saved:
+            for listener in self.on_summarized:
+                try:
+                    listener(session_id)
+                except Exception:
+                    log.exception("summary listener failed")
             log.info(
                 "session %s summarized through message %d (%d messages folded)",
                 session_id,

@@ -29,6 +29,7 @@ COUNT_KEYS = {
     "index_entries",
     "tool_records",
     "webhook_rows",
+    "facts",
     "total",
 }
 

@@ -8,8 +8,9 @@ import pytest
 
 from picobot.config.settings import MemorySettings
 from picobot.kernel.context import Action, Grant, Scope, ToolContext, own_data_grants
-from picobot.kernel.memory_prompt import DATA_PREAMBLE, MemoryRetriever
+from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.kernel.prompt import PromptRequest
+from picobot.kernel.prompt_parts import DATA_PREAMBLE, RECALL_PREAMBLE
 from picobot.kernel.tokens import CharTokenEstimator, message_cost
 from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
@@ -195,12 +196,17 @@ async def test_huge_current_message_is_truncated_not_dropped(db: Database) -> No
     assert prompt[-1].content.startswith("qqq") and prompt[-1].content.endswith("[... truncated]")
 
 
+def history_of(prompt: list[ChatMessage]) -> list[str]:
+    """The history messages of a prompt (no system, data or current message)."""
+    data = (DATA_PREAMBLE, RECALL_PREAMBLE)
+    return [m.content for m in prompt[1:-1] if not m.content.startswith(data)]
+
+
 async def test_window_is_last_twenty_messages(db: Database) -> None:
-    w = World(db)
+    w = World(db, window_drop_messages=0)
     sid = await w.session()
     await w.say(sid, *[f"msg {i}" for i in range(30)])
-    prompt = await w.build(sid, "now")
-    history = [m.content for m in prompt[1:-1] if DATA_PREAMBLE not in m.content]
+    history = history_of(await w.build(sid, "now"))
     assert history == [f"msg {i}" for i in range(10, 30)]
 
 
@@ -235,8 +241,8 @@ async def test_recall_finds_older_session_of_same_user_only(db: Database) -> Non
     new = await w.sessions.current("tui", "tui:alice", "tui:alice")
     assert new is not None and new != old
     prompt = await w.build(new, "which volcano do I like?")
-    data = context_text(prompt)
-    assert '<data source="recalled_conversations">' in data
+    data = recalled_block(prompt)
+    assert prompt[-2].content.startswith(RECALL_PREAMBLE)  # just before the message
     assert "Eyjafjallajokull" in data
     assert "Vesuvius" not in str(prompt)
 
@@ -251,16 +257,15 @@ async def test_recall_leaves_out_the_window_and_the_current_message(db: Database
     await SearchIndex(db).index_pending()
     context = ToolContext(user_id="tui:alice", session_id=sid)
     prompt = await w.retriever.build(PromptRequest(context, sid, SYSTEM, current))
-    recalled = context_text(prompt).split('<data source="recalled_conversations">')[1]
+    recalled = recalled_block(prompt)
     assert "first flew in 1900" in recalled  # older than the window: recalled
     assert "zeppelin again" not in recalled and "in the window" not in recalled
 
 
 def recalled_block(prompt: list[ChatMessage]) -> str:
-    data = context_text(prompt)
-    if '<data source="recalled_conversations">' not in data:
-        return ""
-    return data.split('<data source="recalled_conversations">')[1].split("</data>")[0]
+    """The bodies of the prompt's recalled-records blocks, in order."""
+    tag = '<data source="recalled_conversations">'
+    return "".join(m.content.split(tag)[1].split("</data>")[0] for m in prompt if tag in m.content)
 
 
 async def kayak_world(db: Database, **settings: object) -> tuple[World, str]:

@@ -27,6 +27,7 @@ from picobot.llm.base import (
     ToolCalls,
     ToolSpec,
 )
+from tests.scrape import metric_value
 
 from .conftest import HELLO, WEATHER, FakeLLMServer
 
@@ -41,6 +42,7 @@ def ev(kind: str, **fields: Any) -> Event:
     return (kind, {"type": kind, **fields})
 
 
+EPHEMERAL = {"type": "ephemeral"}
 MESSAGE_START = ev(
     "message_start",
     message={
@@ -153,8 +155,14 @@ async def test_streams_text_and_sends_the_right_request(
     assert request.body == {
         "model": "claude-test",
         "max_tokens": 100,
-        "system": "Be brief.",
-        "messages": [{"role": "user", "content": [{"type": "text", "text": "Hi there"}]}],
+        # Cache breakpoints after the system prompt and after the last message.
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": EPHEMERAL}],
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Hi there", "cache_control": EPHEMERAL}],
+            }
+        ],
         "temperature": 0.3,
         "stream": True,
     }
@@ -235,7 +243,7 @@ async def test_tool_round_trip_is_translated_to_blocks(
     await events_of(make_provider(), messages, [WEATHER])
 
     body = llm_server.requests[0].body
-    assert body["system"] == "Be brief.\n\nAnswer in one line."
+    assert body["system"][0]["text"] == "Be brief.\n\nAnswer in one line."
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Hi there"}]},
         {
@@ -260,7 +268,12 @@ async def test_tool_round_trip_is_translated_to_blocks(
             "role": "user",
             "content": [
                 {"type": "tool_result", "tool_use_id": "toolu_a", "content": "sunny"},
-                {"type": "tool_result", "tool_use_id": "toolu_b", "content": "snow"},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_b",
+                    "content": "snow",
+                    "cache_control": EPHEMERAL,
+                },
             ],
         },
     ]
@@ -467,3 +480,32 @@ def test_a_history_that_starts_with_the_assistant_gets_a_user_turn_first() -> No
     assert wire[1]["content"] == [{"type": "text", "text": "Paris is sunny."}]
     # A prompt that already starts with the user is sent as it is.
     assert to_wire_messages(HELLO)[1][0]["content"] == [{"type": "text", "text": "Hi there"}]
+
+
+async def test_cache_usage_is_counted(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    before = metric_value("picobot_llm_cached_prompt_tokens_total", provider="anthropic")
+    prompt_before = metric_value("picobot_llm_prompt_tokens_total", provider="anthropic")
+    start = ev(
+        "message_start",
+        message={
+            "id": "msg_9",
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "usage": {
+                "input_tokens": 20,
+                "cache_read_input_tokens": 1800,
+                "cache_creation_input_tokens": 100,
+            },
+        },
+    )
+    llm_server.reply(llm_server.sse([start, *text_reply("ok")[1:]]))
+    await events_of(make_provider(), HELLO)
+    assert metric_value("picobot_llm_cached_prompt_tokens_total", provider="anthropic") == (
+        before + 1800
+    )
+    assert metric_value("picobot_llm_prompt_tokens_total", provider="anthropic") == (
+        prompt_before + 1920
+    )

@@ -29,6 +29,7 @@ from picobot.llm.base import (
 from picobot.llm.openai import DEFAULT_OPENAI_MODEL, OpenAIProvider
 from picobot.llm.retry import RetryPolicy
 from picobot.llm.sse import SSEEvent, SSEParser
+from tests.scrape import metric_value
 
 from .conftest import HELLO, WEATHER, FakeLLMServer
 
@@ -127,6 +128,7 @@ async def test_streams_text_and_sends_the_right_request(
     assert request.headers["Content-Type"].startswith("application/json")
     assert request.body == {
         "model": "test-model",
+        "stream_options": {"include_usage": True},
         "messages": [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Hi there"},
@@ -546,3 +548,18 @@ def test_retry_after_parsing_and_backoff_bounds() -> None:
     assert 4.0 <= policy.delay(2) <= 4.4
     assert policy.delay(9) == 5.0
     assert policy.delay(0, retry_after=60) == 5.0
+
+
+async def test_cache_usage_is_counted(
+    llm_server: FakeLLMServer, make_provider: MakeProvider
+) -> None:
+    before = metric_value("picobot_llm_cached_prompt_tokens_total", provider="openai")
+    usage = {
+        "choices": [],
+        "usage": {"prompt_tokens": 2048, "prompt_tokens_details": {"cached_tokens": 1920}},
+    }
+    llm_server.reply(llm_server.sse([*text_stream("ok")[:-1], usage, "[DONE]"]))
+    await events_of(make_provider(), HELLO)
+    assert metric_value("picobot_llm_cached_prompt_tokens_total", provider="openai") == (
+        before + 1920
+    )

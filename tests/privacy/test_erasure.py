@@ -36,9 +36,11 @@ from picobot.config.channels import GenericWebhookSettings
 from picobot.config.settings import DataSettings, Settings
 from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
+from picobot.memory.facts import Observation
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
+from picobot.store.fact_writes import FactStore
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
 from picobot.store.purge import PurgeStore
@@ -111,6 +113,14 @@ class Person:
         await add_tool(db, sid, self.user_id, f"{self.mark(sid)} {self.mark(sid)}", at=at)
         await SearchIndex(db).index_pending()  # as the runtime's indexer does
 
+    async def learn(self, db: Database, sid: str, at: float = T0) -> None:
+        """Learned facts of ``sid``: created, replaced (history), in the recall index."""
+        store = FactStore(db)
+        subject = self.mark(sid)
+        for replaces in (False, True):
+            found = Observation(subject, "preference", f"likes {self.mark(sid)}", replaces)
+            await store.observe(self.user_id, [found], session_id=sid, message_id=1, now=at)
+
     async def remember(self, db: Database, count: int = 3, at: float = T0) -> None:
         for _ in range(count):
             await add_memory(db, self.user_id, self.mark(), f"note {self.mark()}", at=at)
@@ -136,6 +146,8 @@ async def test_purged_user_leaves_no_byte_in_any_file(db: Database, rng: random.
     for i in range(4):
         await alice.fill(db, f"a{i}")
         await bob.fill(db, f"b{i}")
+        await alice.learn(db, f"a{i}")
+        await bob.learn(db, f"b{i}")
     await alice.remember(db)
     await bob.remember(db)
     await add_tool(db, "b0", alice.user_id, f"alice in bob's session {alice.mark()}")
@@ -144,7 +156,7 @@ async def test_purged_user_leaves_no_byte_in_any_file(db: Database, rng: random.
     assert set(scan(data_dir, alice.markers + bob.markers)) == set(alice.markers + bob.markers)
 
     counts = await PurgeStore(db).delete_user(alice.user_id, batch_size=5)
-    assert counts.sessions == 4 and counts.memories == 3
+    assert counts.sessions == 4 and counts.memories == 3 and counts.facts == 8
     await erase_residue(db)
 
     await assert_erased(db, alice.markers, bob.markers)
@@ -158,9 +170,11 @@ async def test_purged_session_leaves_no_byte_in_any_file(db: Database, rng: rand
     for i in range(3):
         await alice.fill(db, f"a{i}")
         await bob.fill(db, f"b{i}")
+        await alice.learn(db, f"a{i}")
     await alice.remember(db)
 
-    await PurgeStore(db).delete_session("a1", batch_size=3)
+    counts = await PurgeStore(db).delete_session("a1", batch_size=3)
+    assert counts.facts == 2  # learned only in a1
     await erase_residue(db)
 
     gone = alice.sessions["a1"]

@@ -127,8 +127,8 @@ class WebSocketChannel:
                 close_timeout=CLOSE_TIMEOUT_SECS,
                 max_size=hard_frame_limit(s.max_message_bytes),
                 server_header="PicoBot",
-                # Chat frames are small; permessage-deflate cost CPU for little gain
-                # (measured ~3% of the event loop under 100 clients).
+                # Chat frames are small; permessage-deflate costs CPU for little gain
+                # (about 3% of the event loop under 100 clients).
                 compression=None,
                 logger=wire_log,
                 open_timeout=s.handshake_timeout_secs,

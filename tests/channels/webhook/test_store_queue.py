@@ -21,7 +21,7 @@ from picobot.runtime import Runtime
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.migrations_webhooks import m012_webhook_replay_guard
+from picobot.store.migrations_webhooks import m013_webhook_replay_guard
 from picobot.store.purge import PurgeStore
 from picobot.store.sessions import SessionRepo
 from picobot.store.webhooks import InboundMessage, WebhookStore
@@ -206,7 +206,7 @@ async def test_the_migration_links_existing_rows_to_their_session(tmp_path: Path
     # Rows queued by an older version: linked through the message their inbox row became.
     db = await Database.open(tmp_path / "old.db", migrate=False)
     try:
-        guard = MIGRATIONS.index(m012_webhook_replay_guard)
+        guard = MIGRATIONS.index(m013_webhook_replay_guard)
         await apply_migrations(db, MIGRATIONS[:guard])
         sid = await SessionRepo(db).create("generic", "c1", "generic:alice")
         await MessageRepo(db).append(sid, "user", "hi", 1, source_id="generic:m1")
@@ -223,7 +223,7 @@ async def test_the_migration_links_existing_rows_to_their_session(tmp_path: Path
             " ('generic', 'generic:alice', 'c1', '{}', 'b', 0, 0, ?)",
             (linked, command),
         )
-        assert await apply_migrations(db) == ["m012_webhook_replay_guard"]
+        assert await apply_migrations(db) == ["m013_webhook_replay_guard"]
         found = await db.fetchall("SELECT id, session_id FROM webhook_inbox ORDER BY id")
         assert [tuple(r) for r in found] == [(linked, sid), (command, None)]
         queue = await db.fetchall("SELECT text, session_id FROM outbound_queue ORDER BY id")

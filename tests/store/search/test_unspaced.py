@@ -67,8 +67,8 @@ async def test_the_migration_indexes_old_runs_again(tmp_path: Path) -> None:
             )
         assert not await SearchIndex(db).search(ALICE, ["爬山"], include_memories=False)
 
-        upto = MIGRATIONS[: before + 1]
-        assert await apply_migrations(db, upto) == ["m011_split_unspaced_scripts"]
+        # Later migrations may follow it; it runs first.
+        assert (await apply_migrations(db))[0] == "m011_split_unspaced_scripts"
         hits = await SearchIndex(db).search(ALICE, ["爬山"])
         assert sorted(h.text for h in hits) == ["hobby: 周末爬山", "我们去爬山了"]
         await integrity_check(db)

@@ -1,0 +1,1 @@
+"""Learned memory: facts the bot learns from conversations, their lifecycle and rendering."""

@@ -1,0 +1,91 @@
+"""What purges remove of learned facts: derived data follows its sources.
+
+A session purge removes the facts whose provenance lies only in that session (no
+source in another session and none made by an operator), with their sources, history
+and recall-index entries; facts that were also learned elsewhere stay, losing only the
+purged session's source rows (their history keeps the change, without the session id).
+A user purge removes all the user's facts. Retention (``older``) leaves facts alone:
+they are derived data that outlive the messages they came from, and fade by decay.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import aiosqlite
+
+from picobot.store.db import Database
+from picobot.store.migrations_facts import FACT_ROWID_BASE
+
+_ONLY_IN_SESSION = (
+    "SELECT f.id FROM facts f WHERE EXISTS (SELECT 1 FROM fact_sources s"
+    " WHERE s.fact_id = f.id AND s.session_id = ?1) AND NOT EXISTS (SELECT 1 FROM"
+    " fact_sources s WHERE s.fact_id = f.id AND (s.session_id IS NULL OR s.session_id <> ?1))"
+)
+_OF_USER = "SELECT id FROM facts WHERE user_id = ?1"
+
+
+def _count(conn: sqlite3.Connection, doomed: str, key: str) -> tuple[int, int]:
+    row = conn.execute(
+        f"SELECT (SELECT COUNT(*) FROM ({doomed})), (SELECT COUNT(*) FROM search_index"  # noqa: S608
+        f" WHERE rowid IN (SELECT -({FACT_ROWID_BASE} + id) FROM ({doomed})))",
+        (key,),
+    ).fetchone()
+    return (int(row[0]), int(row[1])) if row else (0, 0)
+
+
+async def _delete(conn: aiosqlite.Connection, doomed: str, key: str) -> tuple[int, int]:
+    async with conn.execute(doomed, (key,)) as cur:
+        ids = _json([int(r[0]) for r in await cur.fetchall()])
+    async with conn.execute(
+        "SELECT COUNT(*) FROM search_index WHERE rowid IN"  # noqa: S608
+        f" (SELECT -({FACT_ROWID_BASE} + value) FROM json_each(?))",
+        (ids,),
+    ) as cur:
+        row = await cur.fetchone()
+    entries = int(row[0]) if row else 0
+    for table, column in (
+        ("fact_sources", "fact_id"),
+        ("fact_history", "fact_id"),
+        ("facts", "id"),
+    ):
+        # Dependent rows first and explicitly, so nothing goes uncounted by cascade.
+        sql = f"DELETE FROM {table} WHERE {column} IN (SELECT value FROM json_each(?))"  # noqa: S608
+        async with conn.execute(sql, (ids,)) as cur:
+            deleted = int(cur.rowcount)
+    return deleted, entries
+
+
+def _json(ids: list[int]) -> str:
+    return "[" + ",".join(str(i) for i in ids) + "]"
+
+
+class FactPurge:
+    """Count and delete the learned facts a session or user purge takes."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def count_session(self, session_id: str) -> tuple[int, int]:
+        """(facts, index entries) :meth:`delete_session` would remove now."""
+        return await self._db.read(lambda c: _count(c, _ONLY_IN_SESSION, session_id))
+
+    async def delete_session(self, session_id: str) -> tuple[int, int]:
+        """Delete the facts learned only in ``session_id``; unlink the session elsewhere."""
+
+        async with self._db.transaction() as conn:
+            done = await _delete(conn, _ONLY_IN_SESSION, session_id)
+            await conn.execute("DELETE FROM fact_sources WHERE session_id = ?", (session_id,))
+            await conn.execute(
+                "UPDATE fact_history SET session_id = NULL WHERE session_id = ?", (session_id,)
+            )
+        return done
+
+    async def count_user(self, user_id: str) -> tuple[int, int]:
+        """(facts, index entries) :meth:`delete_user` would remove now."""
+        return await self._db.read(lambda c: _count(c, _OF_USER, user_id))
+
+    async def delete_user(self, user_id: str) -> tuple[int, int]:
+        """Delete every fact of ``user_id`` with its sources, history and index entries."""
+        async with self._db.transaction() as conn:
+            return await _delete(conn, _OF_USER, user_id)

@@ -1,0 +1,218 @@
+"""Learned facts: the rows, their reads and the filters the CLI and chat use.
+
+Reads take a plain ``sqlite3`` connection so they run inside one read snapshot
+(:meth:`Database.read`), e.g. the turn's prompt read. Writes that follow the lifecycle
+rules live in :mod:`picobot.store.fact_writes`; purges in :mod:`picobot.store.fact_purge`.
+Every per-user read takes the owner's id explicitly and touches only that owner's rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from picobot.store.db import Row
+
+_COLUMNS = (
+    "id, user_id, subject, category, text, confidence, active, pinned, created_at, updated_at"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Fact:
+    """One learned fact."""
+
+    id: int
+    user_id: str
+    subject: str | None
+    category: str
+    text: str
+    confidence: float
+    active: bool
+    pinned: bool
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class FactChange:
+    """One row of a fact's history: what changed, from what, why, and who did it."""
+
+    at: float
+    reason: str
+    old_text: str | None
+    new_text: str | None
+    old_confidence: float | None
+    new_confidence: float | None
+    old_active: bool | None
+    new_active: bool | None
+    session_id: str | None
+    actor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class FactSource:
+    """Where a fact was learned or reinforced (no session: made by an operator)."""
+
+    session_id: str | None
+    message_id: int | None
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class FactFilter:
+    """Which facts an operator means; every field that is set must match.
+
+    ``text`` matches a substring of the text or subject, case-insensitively.
+    """
+
+    user_id: str | None = None
+    subject: str | None = None
+    category: str | None = None
+    active: bool | None = None
+    min_confidence: float | None = None
+    max_confidence: float | None = None
+    text: str | None = None
+    ids: tuple[int, ...] = ()
+    pinned: bool | None = None
+
+    def where(self) -> tuple[str, list[Any]]:
+        """The WHERE expression and its parameters (``1`` when nothing is set)."""
+        parts: list[str] = []
+        params: list[Any] = []
+        if self.user_id is not None:
+            parts.append("user_id = ?")
+            params.append(self.user_id)
+        if self.subject is not None:
+            parts.append("subject IS ?")
+            params.append(self.subject.strip().lower() or None)
+        if self.category is not None:
+            parts.append("category = ?")
+            params.append(self.category)
+        if self.active is not None:
+            parts.append("active = ?")
+            params.append(int(self.active))
+        if self.min_confidence is not None:
+            parts.append("confidence >= ?")
+            params.append(self.min_confidence)
+        if self.max_confidence is not None:
+            parts.append("confidence <= ?")
+            params.append(self.max_confidence)
+        if self.text:
+            # instr on lower(): LIKE would treat % and _ in the operator's text as wildcards.
+            parts.append(
+                "(instr(lower(text), ?) > 0 OR instr(lower(COALESCE(subject, '')), ?) > 0)"
+            )
+            params += [self.text.lower(), self.text.lower()]
+        if self.pinned is not None:
+            parts.append("pinned = ?")
+            params.append(int(self.pinned))
+        if self.ids:
+            parts.append(f"id IN ({', '.join('?' * len(self.ids))})")
+            params += list(self.ids)
+        return " AND ".join(parts) or "1", params
+
+
+def fact_from_row(row: Row) -> Fact:
+    """A :class:`Fact` from a row selected with this module's columns."""
+    return Fact(
+        id=int(row["id"]),
+        user_id=str(row["user_id"]),
+        subject=row["subject"],
+        category=str(row["category"]),
+        text=str(row["text"]),
+        confidence=float(row["confidence"]),
+        active=bool(row["active"]),
+        pinned=bool(row["pinned"]),
+        created_at=float(row["created_at"]),
+        updated_at=float(row["updated_at"]),
+    )
+
+
+def _rows(conn: sqlite3.Connection, sql: str, params: Any) -> list[Row]:
+    # PicoBot's connections yield sqlite3.Row (picobot.store.connect).
+    rows: list[Row] = conn.execute(sql, params).fetchall()
+    return rows
+
+
+def active_facts(
+    conn: sqlite3.Connection, user_id: str, min_confidence: float, limit: int
+) -> list[Fact]:
+    """``user_id``'s active facts with at least ``min_confidence``, most confident first.
+
+    Ties go to the most recently updated, then the newest id, so the order (and a
+    prompt rendered from it) is the same for the same rows. Usable in any read
+    transaction, e.g. a turn's one read snapshot.
+    """
+    rows = _rows(
+        conn,
+        f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND active = 1"  # noqa: S608
+        " AND confidence >= ? ORDER BY confidence DESC, updated_at DESC, id DESC LIMIT ?",
+        (user_id, min_confidence - 1e-9, max(0, limit)),
+    )
+    return [fact_from_row(r) for r in rows]
+
+
+def count_facts(conn: sqlite3.Connection, user_id: str) -> int:
+    """How many facts ``user_id`` has, active or not."""
+    row = conn.execute("SELECT COUNT(*) FROM facts WHERE user_id = ?", (user_id,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def find_facts(conn: sqlite3.Connection, where: FactFilter, limit: int | None) -> list[Fact]:
+    """Facts matching ``where``, grouped by user, most confident first."""
+    sql, params = where.where()
+    rows = _rows(
+        conn,
+        f"SELECT {_COLUMNS} FROM facts WHERE {sql}"  # noqa: S608
+        " ORDER BY user_id, confidence DESC, updated_at DESC, id DESC LIMIT ?",
+        (*params, -1 if limit is None else max(0, limit)),
+    )
+    return [fact_from_row(r) for r in rows]
+
+
+def get_fact(conn: sqlite3.Connection, fact_id: int, user_id: str | None = None) -> Fact | None:
+    """The fact ``fact_id``; with ``user_id``, only if it is that user's."""
+    rows = _rows(
+        conn,
+        f"SELECT {_COLUMNS} FROM facts WHERE id = ?"  # noqa: S608
+        " AND (?2 IS NULL OR user_id = ?2)",
+        (fact_id, user_id),
+    )
+    return fact_from_row(rows[0]) if rows else None
+
+
+def fact_history(conn: sqlite3.Connection, fact_id: int) -> list[FactChange]:
+    """Every recorded change of a fact, oldest first."""
+    rows = _rows(
+        conn,
+        "SELECT at, reason, old_text, new_text, old_confidence, new_confidence, old_active,"
+        " new_active, session_id, actor FROM fact_history WHERE fact_id = ? ORDER BY id",
+        (fact_id,),
+    )
+    return [
+        FactChange(
+            at=float(r["at"]),
+            reason=str(r["reason"]),
+            old_text=r["old_text"],
+            new_text=r["new_text"],
+            old_confidence=r["old_confidence"],
+            new_confidence=r["new_confidence"],
+            old_active=None if r["old_active"] is None else bool(r["old_active"]),
+            new_active=None if r["new_active"] is None else bool(r["new_active"]),
+            session_id=r["session_id"],
+            actor=r["actor"],
+        )
+        for r in rows
+    ]
+
+
+def fact_sources(conn: sqlite3.Connection, fact_id: int) -> list[FactSource]:
+    """Where a fact was learned and reinforced, oldest first."""
+    rows = _rows(
+        conn,
+        "SELECT session_id, message_id, created_at FROM fact_sources WHERE fact_id = ? ORDER BY id",
+        (fact_id,),
+    )
+    return [FactSource(r["session_id"], r["message_id"], float(r["created_at"])) for r in rows]

@@ -1,0 +1,218 @@
+"""Background learning: extract facts from idle sessions, and decay stale facts.
+
+Owned by the task supervisor, never run inside a chat turn (a turn makes exactly one
+model call, plus its tool rounds). Extraction reads a session's messages that it has
+not read yet (``fact_progress``), in chunks of at most
+:data:`picobot.memory.extraction.MAX_INPUT_TOKENS`, one model call each, and stores
+what the answers hold through the fact lifecycle with the session and the last user
+message of the chunk as provenance. It runs for sessions idle for ``idle_secs``
+(periodic check), after a session was summarized, on ``/reflect`` and on
+``picobot facts extract``. Decay runs periodically.
+
+Wiring (done by the runtime)::
+
+    supervisor.every("learn", learning.check_interval_secs, task.check_idle)
+    supervisor.every("fact-decay", learning.decay_interval_secs, task.decay)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from picobot.backoff import FailureBackoff
+from picobot.config.learning import LearningSettings
+from picobot.config.settings import LLMSettings
+from picobot.kernel.tokens import TokenEstimator
+from picobot.llm.base import LLMProvider
+from picobot.memory.extraction import MAX_INPUT_TOKENS, build_prompt, chunk_messages, parse_reply
+from picobot.memory.facts import LifecycleRules
+from picobot.store.db import Database
+from picobot.store.fact_writes import FactStore
+from picobot.store.messages import SessionGone, StoredMessage
+
+log = logging.getLogger(__name__)
+
+MAX_SESSIONS_PER_CHECK = 20
+"""Idle sessions one periodic check learns from (the rest wait for the next)."""
+MAX_MESSAGES_PER_RUN = 400
+"""Messages one extraction run reads from a session (a long backlog takes several runs)."""
+
+
+PROMPT_OVERHEAD_TOKENS = 400
+"""What an extraction prompt costs beyond its quoted messages (instructions, framing,
+a chat template's markers), rounded up."""
+
+
+def extraction_input_tokens(llm: LLMSettings) -> int:
+    """Most tokens of quoted messages per extraction call for the configured model.
+
+    :data:`MAX_INPUT_TOKENS`, or less for the local model, whose context window is
+    known: the prompt and the reply (``max_tokens``) must fit in it.
+    """
+    if llm.provider != "local":
+        return MAX_INPUT_TOKENS
+    room = llm.context_tokens - llm.max_tokens - PROMPT_OVERHEAD_TOKENS
+    return max(1, min(MAX_INPUT_TOKENS, room))
+
+
+def lifecycle_rules(settings: LearningSettings) -> LifecycleRules:
+    """The lifecycle numbers as configured."""
+    return LifecycleRules(
+        initial_confidence=settings.initial_confidence,
+        reinforce_step=settings.reinforce_step,
+        contradict_step=settings.contradict_step,
+        min_confidence=settings.min_confidence,
+        decay_step=settings.decay_step,
+        decay_after_days=settings.decay_after_days,
+        decay_every_days=settings.decay_every_days,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    """What one extraction run of a session did."""
+
+    messages: int = 0
+    calls: int = 0
+    created: int = 0
+    reinforced: int = 0
+    failed: bool = False
+    """The model or the store failed (or another run of the session was under way)."""
+
+
+class LearningTask:
+    """Extraction and decay of learned facts; see the module docstring."""
+
+    def __init__(
+        self,
+        db: Database,
+        provider: LLMProvider,
+        estimator: TokenEstimator,
+        settings: LearningSettings,
+        *,
+        redact: Callable[[str], str] | None = None,
+        clock: Callable[[], float] = time.time,
+        max_input_tokens: int = MAX_INPUT_TOKENS,
+    ) -> None:
+        self._db = db
+        self._provider = provider
+        self._estimator = estimator
+        self.settings = settings
+        self._redact: Callable[[str], str] = redact or str
+        self.clock = clock
+        """The time source (the runtime shares the kernel's, so tests can move it)."""
+        self._chunk = max(1, max_input_tokens)
+        self.store = FactStore(db, rules=lifecycle_rules(settings), redact=self._redact)
+        self._busy: set[str] = set()
+        self._failures = FailureBackoff()
+
+    @property
+    def enabled(self) -> bool:
+        """Whether learning is switched on."""
+        return self.settings.enabled
+
+    async def check_idle(self) -> str:
+        """Learn from sessions idle for ``idle_secs`` with unread messages (periodic job)."""
+        if not self.enabled:
+            return "disabled"
+        now = self.clock()
+        held = self._failures.all_held(now)
+        rows = await self._db.fetchall(
+            "SELECT s.id FROM sessions s LEFT JOIN fact_progress p ON p.session_id = s.id"
+            " WHERE s.last_active <= ? AND EXISTS (SELECT 1 FROM messages m"
+            " WHERE m.session_id = s.id AND m.role = 'user'"
+            " AND m.seq_order > COALESCE(p.covered_seq, 0))"
+            " ORDER BY s.last_active LIMIT ?",
+            (now - self.settings.idle_secs, MAX_SESSIONS_PER_CHECK + len(held)),
+        )
+        due = [str(r[0]) for r in rows if str(r[0]) not in held][:MAX_SESSIONS_PER_CHECK]
+        learned = 0
+        for sid in due:
+            learned += (await self.extract_session(sid)).created
+        return f"{learned} facts learned from {len(due)} idle sessions"
+
+    async def decay(self) -> str:
+        """Apply the staleness decay (periodic job)."""
+        if not self.enabled:
+            return "disabled"
+        changed = await self.store.decay(self.clock())
+        if changed:
+            log.info("fact decay lowered %d facts", changed)
+        return f"{changed} facts decayed"
+
+    async def extract_session(self, session_id: str) -> Extracted:
+        """Learn from the messages of ``session_id`` not read yet; never raises.
+
+        A failed model call leaves the progress where it was (the chunk is read again
+        next time, after a backoff); a session being extracted already is skipped.
+        """
+        if not self.enabled:
+            return Extracted()
+        if session_id in self._busy:
+            return Extracted(failed=True)
+        self._busy.add(session_id)
+        try:
+            done = await self._extract(session_id)
+        except SessionGone:
+            return Extracted()
+        except Exception:
+            delay = self._failures.failed(session_id, self.clock())
+            log.exception(
+                "fact extraction of session %s failed; next try in %.0fs", session_id, delay
+            )
+            return Extracted(failed=True)
+        else:
+            self._failures.succeeded(session_id)
+            return done
+        finally:
+            self._busy.discard(session_id)
+
+    async def _extract(self, session_id: str) -> Extracted:
+        owner = await self._db.fetchone("SELECT user_id FROM sessions WHERE id = ?", (session_id,))
+        if owner is None:
+            return Extracted()
+        user_id = str(owner[0])
+        covered = await self.store.progress(session_id)
+        rows = await self._db.fetchall(
+            "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
+            " FROM messages WHERE session_id = ? AND seq_order > ?"
+            " AND role IN ('user', 'assistant') ORDER BY seq_order LIMIT ?",
+            (session_id, covered, MAX_MESSAGES_PER_RUN),
+        )
+        messages = [StoredMessage(*tuple(r)) for r in rows]
+        result = Extracted(messages=len(messages))
+        for chunk in chunk_messages(messages, self._estimator, self._chunk):
+            result = await self._chunk_run(user_id, session_id, chunk, result)
+        return result
+
+    async def _chunk_run(
+        self, user_id: str, session_id: str, chunk: list[StoredMessage], so_far: Extracted
+    ) -> Extracted:
+        created = reinforced = 0
+        users = [m for m in chunk if m.role == "user"]
+        if users:  # a run of assistant messages alone says nothing about the user
+            prompt = build_prompt(
+                chunk, self._estimator, max_input_tokens=self._chunk, redact=self._redact
+            )
+            answer = await self._provider.complete(prompt)
+            found = parse_reply(answer.text)
+            if found:
+                applied = await self.store.observe(
+                    user_id,
+                    found,
+                    session_id=session_id,
+                    message_id=users[-1].id,
+                    now=self.clock(),
+                )
+                created = sum(a.outcome == "created" for a in applied)
+                reinforced = len(applied) - created
+        await self.store.set_progress(session_id, chunk[-1].seq_order, self.clock())
+        return Extracted(
+            so_far.messages,
+            so_far.calls + bool(users),
+            so_far.created + created,
+            so_far.reinforced + reinforced,
+        )

@@ -1,0 +1,99 @@
+"""Prompts that stay cached: consecutive turns share the previous prompt as a prefix."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+from picobot.kernel.prompt_parts import RECALL_PREAMBLE
+from picobot.llm.base import ChatMessage
+from picobot.store.db import Database
+from picobot.store.search import SearchIndex
+from tests.kernel.test_memory_prompt import World, cost, db, history_of, recalled_block
+
+__all__ = ["db"]  # the fixture
+
+
+async def chat(w: World, sid: str, texts: list[str]) -> list[list[ChatMessage]]:
+    """Each text as a turn (the prompt, then a stored reply); every turn's prompt."""
+    prompts = []
+    for text in texts:
+        prompts.append(await w.build(sid, text))
+        await w.messages.append(sid, "assistant", f"reply to {text[:20]}", 6)
+        await SearchIndex(w.db).index_pending()
+    return prompts
+
+
+def is_prefix(before: list[ChatMessage], after: list[ChatMessage]) -> bool:
+    return after[: len(before)] == before
+
+
+async def test_each_turn_extends_the_previous_prompt(db: Database) -> None:
+    w = World(db)
+    old = await w.session()
+    await w.say(old, "the harbour crane broke", "ok", "the harbour ferry was late", "ok")
+    sid = await w.sessions.create("tui", "tui:alice", "tui:alice")
+    await w.memory("tui:alice", "home", "Lisbon")
+    prompts = await chat(w, sid, [f"turn {i} about the harbour" for i in range(5)])
+    for before, after in itertools.pairwise(prompts):
+        assert is_prefix(before, after)
+    # The records recalled for the first message stay in place before it.
+    assert prompts[0][-2].content.startswith(RECALL_PREAMBLE)
+    assert prompts[4][prompts[0].index(prompts[0][-2])] == prompts[0][-2]
+
+
+async def test_the_window_drops_a_block_at_a_time(db: Database) -> None:
+    w = World(db, max_session_messages=20, window_drop_messages=10)
+    sid = await w.session()
+    prompts = await chat(w, sid, [f"message {i}" for i in range(16)])
+    lengths = [len(history_of(p)) for p in prompts]
+    # The window grows by a turn up to 20 messages, then drops to the last 10 at once.
+    assert lengths == [*range(0, 22, 2), 10, 12, 14, 16, 18]
+    starts = [i for i in range(1, len(prompts)) if not is_prefix(prompts[i - 1], prompts[i])]
+    assert starts == [11]  # a fresh start only when the window was full
+
+
+async def test_a_deleted_recalled_record_never_comes_back(db: Database) -> None:
+    w = World(db)
+    old = await w.session()
+    await w.say(old, "the secret zeppelin hangar is in Friedrichshafen", "ok")
+    sid = await w.sessions.create("tui", "tui:alice", "tui:alice")
+    first = await w.build(sid, "where is the zeppelin hangar?")
+    assert "Friedrichshafen" in recalled_block(first)
+    await w.say(sid, "it is there")
+    async with db.transaction() as conn:  # as a purge of the old session does
+        await conn.execute("DELETE FROM messages WHERE session_id = ?", (old,))
+    second = await w.build(sid, "and the zeppelin?")
+    assert "Friedrichshafen" not in str(second)
+
+
+async def test_a_record_already_in_the_prompt_is_not_recalled_again(db: Database) -> None:
+    w = World(db)
+    old = await w.session()
+    await w.say(old, "the kayak is red", "ok", "the kayak paddle is blue", "ok")
+    sid = await w.sessions.create("tui", "tui:alice", "tui:alice")
+    prompts = await chat(w, sid, ["tell me about the kayak", "the kayak again?"])
+    assert is_prefix(prompts[0], prompts[1])
+    assert str(prompts[1]).count("the kayak is red") == 1
+
+
+async def test_every_turn_of_a_long_chat_fits_the_budget(db: Database) -> None:
+    w = World(db, context_budget_tokens=1500, recall_budget_tokens=300)
+    rng = random.Random(5)
+    old = await w.session()
+    for i in range(30):
+        await w.say(old, f"log {i} lighthouse " + "x" * rng.randrange(10, 900), "ok")
+    sid = await w.sessions.create("tui", "tui:alice", "tui:alice")
+    await w.memory("tui:alice", "note", "n" * 2000)
+    texts = [f"lighthouse {i} " + "y" * rng.randrange(0, 3000) for i in range(40)]
+    for prompt in await chat(w, sid, texts):
+        assert cost(prompt) <= 1500
+
+
+async def test_the_index_can_lag_without_breaking_the_epoch(db: Database) -> None:
+    w = World(db)
+    sid = await w.session()
+    prompts = await chat(w, sid, ["alpha beta", "gamma delta"])
+    await SearchIndex(db).index_pending(None)
+    third = await w.build(sid, "alpha again")
+    assert is_prefix(prompts[1], third)
