@@ -1,6 +1,7 @@
 """What a model writes is redacted before it is stored, wherever it is stored.
 
-A scripted model writes secrets into a reply, a tool call and a session summary; the
+A scripted model writes secrets into a reply, a tool call and a session summary (and a
+learned fact is stored with one); the
 raw bytes of the database files must not hold them. The store redacts in its write
 path (``Database.redact``), so a repository added later gets it by construction.
 """
@@ -14,8 +15,10 @@ from picobot.config.settings import DataSettings, MemorySettings, Settings
 from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
+from picobot.memory.facts import Observation
 from picobot.messages import Identity, Inbound
 from picobot.runtime import open_database, open_runtime
+from picobot.store.fact_writes import FactStore
 from picobot.store.messages import MessageRepo
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
@@ -83,5 +86,7 @@ async def test_the_store_redacts_what_a_repository_writes_whoever_calls_it(
         msg = await MessageRepo(db).append(sid, "assistant", f"key {AWS_KEY}", 5)
         assert AWS_KEY not in msg.content
         assert await SummaryRepo(db).save(sid, f"password: {PASSWORD}", msg.seq_order, 5, 0.0)
+        learned = Observation("login", "fact", f"uses the key {AWS_KEY}")
+        await FactStore(db).observe(ME.user_id, [learned], session_id=sid, message_id=None, now=1.0)
         await db.checkpoint()
     assert await files_hold(tmp_path, PASSWORD, AWS_KEY) == {}
