@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -25,7 +26,13 @@ import aiohttp
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench.common import BenchContext
-from bench.server import KEYED_USERS, SIGNATURE_HEADER, WEBHOOK_SECRET, api_key
+from bench.server import (
+    KEYED_USERS,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WEBHOOK_SECRET,
+    api_key,
+)
 from bench.stats import dist_ms, now_ns, ratio
 from picobot.channels.webhook.platforms.generic import sign
 
@@ -191,7 +198,12 @@ async def webhook_rtts(
                     "message_id": f"m{i}",
                 }
             ).encode()
-            headers = {"Content-Type": "application/json", SIGNATURE_HEADER: sign(secret, body)}
+            stamp = str(int(time.time()))
+            headers = {
+                "Content-Type": "application/json",
+                TIMESTAMP_HEADER: stamp,
+                SIGNATURE_HEADER: sign(secret, body, stamp),
+            }
             for side in ("pico", "raw") if i % 2 == 0 else ("raw", "pico"):
                 url = (pico_url if side == "pico" else raw_url) + "/webhooks/generic"
                 start = now_ns()

@@ -40,6 +40,7 @@ KEYED_USERS = 300
 """Corpus users with a WebSocket key: three runs of 100 clients, each on users of its own."""
 WEBHOOK_SECRET = "bench-webhook-secret-0123456789"  # noqa: S105 - a loopback-only test secret
 SIGNATURE_HEADER = "X-PicoBot-Signature"
+TIMESTAMP_HEADER = "X-PicoBot-Timestamp"
 
 
 def api_key(index: int) -> str:

@@ -88,6 +88,8 @@ async def open_database(
         readers=settings.data.reader_threads,
     )
     try:
+        # What the repositories store is redacted as the kernel's input is (see Database).
+        db.redact = Redactor.from_settings(settings.privacy).redact
         if schema == "current":
             await require_current_schema(db)
         yield db

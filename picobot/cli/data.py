@@ -5,6 +5,10 @@ growing with them; ``cli.build_parser`` registers them with :func:`add_export_co
 With ``-o FILE`` the export is written to a temporary file in the same directory and
 renamed over ``FILE`` only when complete, so a failed or interrupted export never
 leaves a half-written file (and never damages an earlier export of the same name).
+The temporary file holds personal data, so it is removed on every way out: an error,
+Ctrl+C, SIGTERM or SIGHUP (the process then exits with 128 + the signal number). Only
+SIGKILL or a crash of the machine can leave one (``.FILE.<pid>.<random>.tmp``), and
+the next export to the same file removes those whose process is gone.
 """
 
 from __future__ import annotations
@@ -12,11 +16,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from types import FrameType
 from typing import IO, TYPE_CHECKING, TextIO
 
 from picobot.cli.common import EXIT_ERROR, EXIT_OK, Subcommands, fail
@@ -58,15 +65,35 @@ class ProgressBar:
             self._shown = None
 
 
+TERMINATING_SIGNALS = tuple(
+    s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None
+)
+"""Signals that end an export; SIGINT is Python's KeyboardInterrupt already."""
+_unfinished: set[Path] = set()
+"""Temporary export files being written by this process (removed on a signal)."""
+# What mkstemp puts between prefix and suffix: "<pid>.<random>", or "<random>" alone
+# in files of versions that did not record the pid.
+_TEMP_MIDDLE = re.compile(r"(?:(?P<pid>[0-9]+)\.)?[a-z0-9_]{8}")
+
+
+def _temp_prefix(target: Path) -> str:
+    return f".{target.name}."
+
+
 @contextmanager
 def atomic_output(target: Path) -> Iterator[IO[str]]:
     """A text file that replaces ``target`` only if the block completes.
 
     The temporary file is created next to ``target`` (a rename within one file system
     is atomic) with mode 0600, which the finished export keeps: it holds personal data.
+    Its name carries our pid, so a later export can tell a leftover (see
+    :func:`sweep_stale_temps`); until the block ends, :func:`removed_on_signals`
+    removes it when the process is told to terminate.
     """
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    prefix = f"{_temp_prefix(target)}{os.getpid()}."
+    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=prefix, suffix=".tmp")
     tmp = Path(tmp_name)
+    _unfinished.add(tmp)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             yield fh
@@ -77,6 +104,64 @@ def atomic_output(target: Path) -> Iterator[IO[str]]:
         with suppress(OSError):
             tmp.unlink()
         raise
+    finally:
+        _unfinished.discard(tmp)
+
+
+def sweep_stale_temps(target: Path) -> int:
+    """Remove temporary files that exports to ``target`` left behind; return how many.
+
+    One is stale when the process named in it is gone (or, in a name without a pid,
+    always): only SIGKILL or a power cut leaves one, and it holds personal data.
+    A file of an export still running elsewhere is left alone.
+    """
+    prefix = _temp_prefix(target)
+    removed = 0
+    with suppress(OSError):
+        for path in target.parent.iterdir():
+            name = path.name
+            if not (name.startswith(prefix) and name.endswith(".tmp")):
+                continue
+            match = _TEMP_MIDDLE.fullmatch(name[len(prefix) : -len(".tmp")])
+            if match is None or (match["pid"] and _alive(int(match["pid"]))):
+                continue
+            with suppress(FileNotFoundError):
+                path.unlink()
+                removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # it exists, owned by someone else
+    return True
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    # Removed here rather than left to the unwinding: whatever runs when the signal
+    # comes (a blocked write, the event loop), the file is gone before anything else.
+    for path in list(_unfinished):
+        with suppress(OSError):
+            path.unlink()
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def removed_on_signals() -> Iterator[None]:
+    """While the block runs, SIGTERM and SIGHUP remove unfinished export files first,
+    then end the process with status 128 + the signal number (as a shell reports it)."""
+    previous = {s: signal.signal(s, _terminate) for s in TERMINATING_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 async def _export(
@@ -127,8 +212,11 @@ def run_export(args: argparse.Namespace, settings: Settings) -> int:
     # same terminal.
     auto = sys.stderr.isatty() and (target is not None or not sys.stdout.isatty())
     bar = ProgressBar(sys.stderr) if args.progress or auto else None
+    if target is not None:
+        sweep_stale_temps(target)
     try:
-        stats = asyncio.run(_export(settings, user_id, args.format, target, bar))
+        with removed_on_signals():
+            stats = asyncio.run(_export(settings, user_id, args.format, target, bar))
     except OSError as exc:
         if target is None and isinstance(exc, BrokenPipeError):
             raise  # the reader of stdout went away: main() ends quietly

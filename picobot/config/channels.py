@@ -137,7 +137,17 @@ class GenericWebhookSettings(Section):
     secret_env: EnvName = "PICOBOT_GENERIC_WEBHOOK_SECRET"
     """Env var with the HMAC-SHA256 secret."""
     signature_header: str = "X-PicoBot-Signature"
-    """Header carrying `sha256=<hex HMAC of the raw body>`."""
+    """Header carrying `sha256=<hex HMAC-SHA256>` of `<timestamp>.<raw body>` (of the raw
+    body alone for a request without a timestamp, accepted only if require_timestamp is
+    false); callbacks are signed the same way."""
+    timestamp_header: str = "X-PicoBot-Timestamp"
+    """Header carrying the signing time in Unix seconds; it is covered by the signature."""
+    require_timestamp: bool = True
+    """Refuse requests without a signed timestamp. Turn off only for a client that cannot
+    send one yet: its captured requests can then be replayed once their de-duplication
+    record is pruned (8 days); its callbacks are then signed over the body alone."""
+    timestamp_tolerance_secs: int = Field(default=300, ge=1, le=3600)
+    """How far a request's timestamp may be from our clock, either way (401 beyond)."""
     callback_url: str = ""
     """Where replies are POSTed as JSON {chat, user, text, in_reply_to}: an absolute http(s)
     URL, required when enabled (start-up fails without it)."""
@@ -150,6 +160,10 @@ class WebhookSettings(Section):
 
     max_body_bytes: int = Field(default=262144, ge=1024)
     """Largest webhook body accepted (413 above)."""
+    max_message_age_secs: int = Field(default=604800, ge=60, le=604800)
+    """WhatsApp and Telegram messages sent longer ago than this (by the time in their
+    authenticated body) are acknowledged but dropped as replays; at most 7 days, the
+    longest a platform redelivers."""
     whatsapp: WhatsAppSettings = WhatsAppSettings()
     """WhatsApp Cloud API."""
     telegram: TelegramSettings = TelegramSettings()

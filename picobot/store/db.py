@@ -72,6 +72,8 @@ class Database:
         self._busy_timeout_ms = 5000
         self._pending: list[tuple[WriteFn, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        # Repositories pass the free text they store (model output above all) through it.
+        self.redact: Callable[[str], str] = str
 
     @classmethod
     async def open(

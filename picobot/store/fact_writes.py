@@ -49,7 +49,8 @@ class FactStore:
     ) -> None:
         self._db = db
         self.rules = rules or LifecycleRules()
-        self._redact: Callable[[str], str] = redact or str
+        # Without an explicit one, the store's own (Database.redact): model output.
+        self._redact: Callable[[str], str] = redact or db.redact
 
     async def observe(
         self,

@@ -143,11 +143,12 @@ class MemoryRepo:
         A new key is refused with a UserError when the owner already has ``max_count``
         memories; updating an existing key always works. The count and the write share
         one ``BEGIN IMMEDIATE`` transaction, so concurrent saves (even from another
-        process) cannot push an owner past the cap. ``key`` and ``content`` are stored
-        as given: validate them first with :func:`validate_key` and
-        :func:`validate_content`.
+        process) cannot push an owner past the cap. ``key`` is stored as given and
+        ``content`` redacted (:attr:`Database.redact`): validate them first with
+        :func:`validate_key` and :func:`validate_content`.
         """
         ts = time.time() if now is None else now
+        content = self._db.redact(content)  # a model's tool call may write it
         async with self._db.transaction() as conn:
             if session_id is not None:
                 async with conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) as c:

@@ -106,8 +106,11 @@ class MessageRepo:
         or deleted meanwhile (a command, another process, a purge) is never written to,
         which lets the kernel skip the read that looks the session up when it remembers
         it.
+
+        ``content`` is redacted (:attr:`Database.redact`) before it is compared or stored.
         """
         now = time.time() if created_at is None else created_at
+        content = self._db.redact(content)
 
         def insert(conn: sqlite3.Connection) -> StoredMessage:
             if if_current_of is not None:

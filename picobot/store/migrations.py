@@ -25,6 +25,7 @@ from picobot.store.migrations_search import (
     m009_search_tidy_steps,
     m011_split_unspaced_scripts,
 )
+from picobot.store.migrations_webhooks import m004_webhook_queues, m013_webhook_replay_guard
 
 if TYPE_CHECKING:
     from picobot.store.db import Database
@@ -129,67 +130,6 @@ async def m003_task_runs(conn: AsyncConnection) -> None:
     )
 
 
-async def m004_webhook_queues(conn: AsyncConnection) -> None:
-    """The durable webhook inbox and the outbound reply queue.
-
-    ``webhook_inbox`` records every accepted platform message before the webhook is
-    acknowledged; ``UNIQUE(platform, message_id)`` turns a platform's redelivery into a
-    no-op, across restarts. ``outbound_queue`` holds replies until the platform API
-    took them, with attempts and the time of the next try; ``seq`` orders the replies
-    of one inbox message. Both carry ``user_id`` so a user purge can delete them; their
-    text is blanked once it is no longer needed (processed, sent). See
-    picobot.store.webhooks.
-    """
-    await run_script(
-        conn,
-        """
-        CREATE TABLE webhook_inbox (
-            id INTEGER PRIMARY KEY,
-            platform TEXT NOT NULL,
-            message_id TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            chat_id TEXT NOT NULL,
-            text TEXT NOT NULL,
-            reply_to_json TEXT NOT NULL,
-            status TEXT NOT NULL DEFAULT 'pending'
-                CHECK (status IN ('pending', 'done', 'failed')),
-            attempts INTEGER NOT NULL DEFAULT 0,
-            received_at REAL NOT NULL,
-            processed_at REAL,
-            UNIQUE (platform, message_id)
-        );
-        CREATE INDEX webhook_inbox_pending ON webhook_inbox(id) WHERE status = 'pending';
-        CREATE INDEX webhook_inbox_by_user ON webhook_inbox(user_id);
-        CREATE INDEX webhook_inbox_by_age ON webhook_inbox(received_at);
-
-        CREATE TABLE outbound_queue (
-            id INTEGER PRIMARY KEY,
-            platform TEXT NOT NULL,
-            user_id TEXT NOT NULL,
-            chat_id TEXT NOT NULL,
-            reply_to_json TEXT NOT NULL,
-            text TEXT NOT NULL,
-            status TEXT NOT NULL DEFAULT 'pending'
-                CHECK (status IN ('pending', 'sent', 'failed')),
-            attempts INTEGER NOT NULL DEFAULT 0,
-            next_attempt_at REAL NOT NULL,
-            last_error TEXT,
-            created_at REAL NOT NULL,
-            sent_at REAL,
-            inbox_id INTEGER REFERENCES webhook_inbox(id) ON DELETE SET NULL,
-            seq INTEGER NOT NULL DEFAULT 0
-        );
-        -- Due items, and the head of each chat's pending replies (sent in id order).
-        CREATE INDEX outbound_due ON outbound_queue(next_attempt_at) WHERE status = 'pending';
-        CREATE INDEX outbound_by_chat ON outbound_queue(platform, chat_id, id)
-            WHERE status = 'pending';
-        CREATE INDEX outbound_by_user ON outbound_queue(user_id);
-        CREATE INDEX outbound_by_inbox ON outbound_queue(inbox_id);
-        CREATE INDEX outbound_by_age ON outbound_queue(created_at);
-        """,
-    )
-
-
 async def m007_message_sources(conn: AsyncConnection) -> None:
     """Where a message came from, for channels that may hand it over twice.
 
@@ -272,6 +212,7 @@ MIGRATIONS: list[Migration] = [
     m009_search_tidy_steps,
     m011_split_unspaced_scripts,
     m012_learned_facts,
+    m013_webhook_replay_guard,
 ]
 
 

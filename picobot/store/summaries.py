@@ -85,7 +85,10 @@ class SummaryRepo:
         the summary this one was built on (0: none), nothing is written either if the
         stored summary is another by now: another process folded further meanwhile,
         and writing would roll its summary back.
+
+        The summary is model output: it is redacted (:attr:`Database.redact`) first.
         """
+        summary = self._db.redact(summary)
         check = -1 if replaces is None else replaces
         async with self._db.transaction() as conn:
             cur = await conn.execute(

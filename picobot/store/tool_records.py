@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from picobot.privacy.redaction import redact_json
 from picobot.store.db import Database
 from picobot.store.messages import SessionGone
 
@@ -24,8 +25,11 @@ class ToolRecordRepo:
     ) -> None:
         """Store one invocation; ``arguments`` is the raw JSON text the model sent.
 
+        Both texts are redacted (:attr:`Database.redact`) before they are stored.
         Raises :class:`SessionGone` if the session no longer exists.
         """
+        arguments = redact_json(arguments, self._db.redact)
+        result = self._db.redact(result)
         async with self._db.transaction() as conn:
             cur = await conn.execute(
                 "INSERT INTO tool_records (session_id, user_id, name, arguments, result, ok,"

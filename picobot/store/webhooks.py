@@ -22,86 +22,21 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from picobot.store.db import Database, Row
+from picobot.store.db import Database
+from picobot.store.webhook_rows import (
+    InboundMessage,
+    InboxItem,
+    OutboundItem,
+    inbox_item,
+    outbound_item,
+)
+from picobot.store.webhook_seen import mark_seen, plain_key
+
+__all__ = ["InboundMessage", "InboxItem", "OutboundItem", "WebhookStore"]
 
 _MAX_ERROR = 300
-
-
-class InboundMessage(Protocol):
-    """What the inbox needs of a platform message (``PlatformMessage`` fits)."""
-
-    @property
-    def message_id(self) -> str: ...
-    @property
-    def user_id(self) -> str: ...
-    @property
-    def chat_id(self) -> str: ...
-    @property
-    def text(self) -> str: ...
-    @property
-    def reply_to(self) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class InboxItem:
-    """An accepted platform message waiting to be processed."""
-
-    id: int
-    platform: str
-    message_id: str
-    user_id: str
-    chat_id: str
-    text: str
-    reply_to: dict[str, Any]
-    attempts: int
-    """How often processing was started (a message that keeps crashing us is dropped)."""
-
-
-@dataclass(frozen=True, slots=True)
-class OutboundItem:
-    """A reply waiting to be delivered."""
-
-    id: int
-    platform: str
-    user_id: str
-    chat_id: str
-    reply_to: dict[str, Any]
-    text: str
-    attempts: int
-    next_attempt_at: float
-    inbox_id: int | None
-    seq: int
-
-
-def _inbox(row: Row) -> InboxItem:
-    return InboxItem(
-        id=int(row["id"]),
-        platform=str(row["platform"]),
-        message_id=str(row["message_id"]),
-        user_id=str(row["user_id"]),
-        chat_id=str(row["chat_id"]),
-        text=str(row["text"]),
-        reply_to=json.loads(row["reply_to_json"]),
-        attempts=int(row["attempts"]),
-    )
-
-
-def _outbound(row: Row) -> OutboundItem:
-    return OutboundItem(
-        id=int(row["id"]),
-        platform=str(row["platform"]),
-        user_id=str(row["user_id"]),
-        chat_id=str(row["chat_id"]),
-        reply_to=json.loads(row["reply_to_json"]),
-        text=str(row["text"]),
-        attempts=int(row["attempts"]),
-        next_attempt_at=float(row["next_attempt_at"]),
-        inbox_id=None if row["inbox_id"] is None else int(row["inbox_id"]),
-        seq=int(row["seq"]),
-    )
 
 
 # The oldest pending reply of each chat; later replies of a chat wait behind it.
@@ -136,8 +71,12 @@ _SESSION_INBOX_IDS = """
      AND i.message_id = substr(m.source_id, instr(m.source_id, ':') + 1)
     WHERE m.session_id = ? AND m.source_id IS NOT NULL
 """
-_SESSION_INBOX = f"id IN ({_SESSION_INBOX_IDS})"
-_OF_SESSION_INBOX = f"inbox_id IN ({_SESSION_INBOX_IDS})"
+_SESSION_IDS = _SESSION_INBOX_IDS.replace("?", "?1")
+# A message processed in the session (m013; a command is no message of it), or one
+# stored as a message of it.
+_SESSION_INBOX = f"session_id = ?1 OR id IN ({_SESSION_IDS})"
+# A reply produced in the session (m013), or one answering a message of it.
+_OF_SESSION = f"session_id = ?1 OR inbox_id IN ({_SESSION_IDS})"
 
 
 def _names(platforms: Collection[str]) -> tuple[list[str], str]:
@@ -153,19 +92,30 @@ class WebhookStore:
         self._db = db
         self._clock = clock
 
-    async def accept(self, platform: str, msg: InboundMessage) -> int | None:
-        """Record an inbound message; its inbox id, or None if it was seen before."""
+    async def accept(
+        self, platform: str, msg: InboundMessage, *, seen_key: bytes | None = None
+    ) -> int | None:
+        """Record an inbound message; its inbox id, or None if it was seen before.
+
+        ``seen_key`` is the message's replay-guard key (:mod:`picobot.store.webhook_seen`;
+        unkeyed when not given): a message whose key was ever recorded is a duplicate,
+        also after its inbox row was purged. The text is redacted before it is stored.
+        """
+        key = seen_key if seen_key is not None else plain_key(platform, msg.message_id)
+        now = self._clock()
         params = (
             platform,
             msg.message_id,
             msg.user_id,
             msg.chat_id,
-            msg.text,
+            self._db.redact(msg.text),
             json.dumps(msg.reply_to, separators=(",", ":")),
-            self._clock(),
+            now,
         )
 
         def insert(conn: sqlite3.Connection) -> int | None:
+            if not mark_seen(conn, key, now):
+                return None
             cur = conn.execute(
                 "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
                 " reply_to_json, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -191,7 +141,7 @@ class WebhookStore:
         rows = await self._db.fetchall(
             _PENDING_INBOX.format(marks=marks), (after_id, *names, limit)
         )
-        return [_inbox(r) for r in rows]
+        return [inbox_item(r) for r in rows]
 
     async def start_processing(self, inbox_id: int) -> int | None:
         """Count a processing attempt before the turn runs (the count survives a crash).
@@ -220,6 +170,7 @@ class WebhookStore:
         reply_to: dict[str, Any],
         user_id: str,
         chat_id: str,
+        session_id: str | None = None,
         failed: bool = False,
     ) -> int:
         """Mark the message done (or failed) and enqueue its replies, atomically.
@@ -227,9 +178,13 @@ class WebhookStore:
         Returns how many replies were enqueued: none if the message was processed
         already (a second run must not answer twice). A message purged while its turn
         ran still gets its replies (the answer to "/purge user" is one of them).
+        ``session_id`` is the session the replies were produced in: purging it deletes
+        them (a command's reply quotes the session without being a message of it).
+        Replies are redacted before they are stored.
         """
         now = self._clock()
         target = json.dumps(reply_to, separators=(",", ":"))
+        texts = [self._db.redact(text) for text in replies]
 
         def finish(conn: sqlite3.Connection) -> int:
             row = conn.execute(
@@ -239,13 +194,14 @@ class WebhookStore:
                 return 0
             if row is not None:
                 conn.execute(
-                    "UPDATE webhook_inbox SET status = ?, processed_at = ?, text = '' WHERE id = ?",
-                    ("failed" if failed else "done", now, inbox_id),
+                    "UPDATE webhook_inbox SET status = ?, processed_at = ?, text = '',"
+                    " session_id = ? WHERE id = ?",
+                    ("failed" if failed else "done", now, session_id, inbox_id),
                 )
             conn.executemany(
                 "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json,"
-                " text, next_attempt_at, created_at, inbox_id, seq)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " text, next_attempt_at, created_at, inbox_id, seq, session_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         platform,
@@ -257,11 +213,12 @@ class WebhookStore:
                         now,
                         inbox_id if row is not None else None,
                         seq,
+                        session_id,
                     )
-                    for seq, text in enumerate(replies)
+                    for seq, text in enumerate(texts)
                 ],
             )
-            return len(replies)
+            return len(texts)
 
         return await self._db.write(finish)
 
@@ -270,7 +227,7 @@ class WebhookStore:
         rows = await self._db.fetchall(
             _HEADS.format(extra="AND o.next_attempt_at <= ?"), (now, limit)
         )
-        return [_outbound(r) for r in rows]
+        return [outbound_item(r) for r in rows]
 
     async def outbound_heads(self, limit: int, platforms: Collection[str]) -> list[OutboundItem]:
         """The head of each chat's pending replies of ``platforms``, soonest first (due or not).
@@ -284,7 +241,7 @@ class WebhookStore:
         rows = await self._db.fetchall(
             _HEADS.format(extra=f"AND o.platform IN ({marks})"), (*names, limit)
         )
-        return [_outbound(r) for r in rows]
+        return [outbound_item(r) for r in rows]
 
     async def pending_replies_by_platform(self) -> dict[str, int]:
         """How many replies wait to be delivered, per platform."""
@@ -305,7 +262,7 @@ class WebhookStore:
             " AND next_attempt_at <= ?",
             (outbound_id, now),
         )
-        return None if row is None else _outbound(row)
+        return None if row is None else outbound_item(row)
 
     async def mark_sent(self, outbound_id: int, now: float) -> None:
         """The platform took the reply; its text is no longer needed."""
@@ -350,27 +307,28 @@ class WebhookStore:
 
     async def count_user(self, user_id: str) -> int:
         """Inbox and queue rows of one user (what :meth:`delete_user` removes)."""
-        return await self._count_where("user_id = ?", "user_id = ?", user_id)
+        return await self._count_where("user_id = ?1", "user_id = ?1", user_id)
 
     async def delete_user(self, user_id: str) -> int:
         """Delete every inbox and queue row of one user; return how many."""
-        return await self._delete_where("user_id = ?", "user_id = ?", user_id)
+        return await self._delete_where("user_id = ?1", "user_id = ?1", user_id)
 
     async def count_session(self, session_id: str) -> int:
-        """Rows of one session's messages (what :meth:`delete_session` removes)."""
-        return await self._count_where(_OF_SESSION_INBOX, _SESSION_INBOX, session_id)
+        """Rows of one session (what :meth:`delete_session` removes)."""
+        return await self._count_where(_OF_SESSION, _SESSION_INBOX, session_id)
 
     async def delete_session(self, session_id: str) -> int:
-        """Delete the inbox rows of a session's messages and their replies, sent, pending
-        or given up on (a reply's text is the session's); return how many.
+        """Delete the inbox rows of a session's messages and every reply produced in the
+        session or answering one of its messages, sent, pending or given up on (a
+        reply's text is the session's, a command's reply quotes it); return how many.
 
         Run before the session's messages are deleted: their ``source_id`` finds the rows.
         """
-        return await self._delete_where(_OF_SESSION_INBOX, _SESSION_INBOX, session_id)
+        return await self._delete_where(_OF_SESSION, _SESSION_INBOX, session_id)
 
     async def count_before(self, cutoff: float) -> int:
         """Rows :meth:`delete_before` would remove for the same cutoff."""
-        return await self._count_where("created_at < ?", "received_at < ?", cutoff)
+        return await self._count_where("created_at < ?1", "received_at < ?1", cutoff)
 
     async def delete_before(self, cutoff: float) -> int:
         """Delete rows older than ``cutoff``, finished or not.
@@ -382,14 +340,15 @@ class WebhookStore:
         :meth:`mark_processed`). Removing old inbox rows also ends their
         de-duplication, which platforms only need for hours.
         """
-        return await self._delete_where("created_at < ?", "received_at < ?", cutoff)
+        return await self._delete_where("created_at < ?1", "received_at < ?1", cutoff)
 
-    # The clauses are constants of this module; only the parameter comes from callers.
+    # The clauses are constants of this module, their one parameter named ?1; only its
+    # value comes from callers.
     async def _count_where(self, outbound: str, inbox: str, param: object) -> int:
         row = await self._db.fetchone(
             f"SELECT (SELECT COUNT(*) FROM outbound_queue WHERE {outbound})"  # noqa: S608
             f" + (SELECT COUNT(*) FROM webhook_inbox WHERE {inbox}) AS n",
-            (param, param),
+            (param,),
         )
         return int(row["n"]) if row else 0
 

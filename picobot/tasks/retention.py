@@ -5,7 +5,9 @@
 ``picobot retention run`` runs once. A run deletes expired messages, tool records,
 summaries and empty sessions in small transactions (:mod:`picobot.store.purge`), then
 makes the deleted text unrecoverable (:func:`~picobot.store.erase.erase_residue`).
-Explicit user memories are never touched.
+Explicit user memories are never touched. A run also prunes the webhook replay guard's
+content-free records older than :data:`~picobot.store.webhook_seen.SEEN_KEEP_SECS`
+(on their own clock: no platform can deliver their messages any more).
 
 The erasure rewrites the whole index and file and stalls every writer meanwhile
 (seconds per GB), so a sweep runs it at most once per ``erase_interval_secs``: the
@@ -34,6 +36,7 @@ from picobot.metrics import observe_retention
 from picobot.store.db import Database, Row
 from picobot.store.erase import erase_residue
 from picobot.store.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeStore
+from picobot.store.webhook_seen import SEEN_KEEP_SECS, SeenRecords
 
 log = logging.getLogger(__name__)
 
@@ -265,6 +268,7 @@ class RetentionTask:
             previous = await last_run(self._db, TASK_NAME)
             await record_start(self._db, TASK_NAME, started)
             counts = await self._purge.delete_older(cutoff, batch_size=self._batch_size)
+            await SeenRecords(self._db).prune(started - SEEN_KEEP_SECS)
             erased, due = await self._erase(previous, counts, started)
         except Exception as exc:
             log.exception("retention failed after %.2fs", time.monotonic() - t0)

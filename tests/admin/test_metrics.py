@@ -21,7 +21,6 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from picobot.admin.api import AdminAPI
 from picobot.admin.metrics import webhook_metrics_middleware
 from picobot.channels.webhook.base import PlatformMessage
-from picobot.channels.webhook.platforms.generic import sign
 from picobot.cli.serve import ServeInfo, serve
 from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
@@ -31,6 +30,7 @@ from picobot.runtime import Runtime, open_runtime
 from picobot.store.search import SearchIndex
 from picobot.store.webhooks import WebhookStore
 from picobot.tasks.retention import RetentionTask, record_run
+from tests.channels.webhook.generic_client import signed_headers
 from tests.scrape import Samples, parse_exposition, sample, scrape
 
 KEY = "metrics-key-0123456789"
@@ -312,7 +312,7 @@ async def test_serve_exports_the_webhook_counters(
 
     async def post_and_scrape(base: str) -> None:
         body = json.dumps({"user": "bob", "chat": "c", "text": "hi", "message_id": "1"})
-        headers = {"X-PicoBot-Signature": sign(secret.encode(), body.encode())}
+        headers = signed_headers(body.encode(), secret=secret)
         async with aiohttp.ClientSession() as http:
             async with http.post(f"{base}/webhooks/generic", data=body, headers=headers) as r:
                 assert r.status == 200

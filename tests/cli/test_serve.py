@@ -25,12 +25,12 @@ from aiohttp import web
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidHandshake
 
-from picobot.channels.webhook.platforms.generic import sign
 from picobot.cli.serve import ServeInfo, serve
 from picobot.config.settings import DataSettings, Settings
 from picobot.llm.base import LLMProvider
 from picobot.llm.scripted import ScriptedProvider
 from tests.channels.gated import GatedProvider
+from tests.channels.webhook.generic_client import signed_headers
 
 WS_KEY = "ws-key-0123456789abcdef"
 ADMIN_KEY = "admin-key-0123456789abcdef"
@@ -142,7 +142,7 @@ async def test_serve_subprocess_end_to_end(
             {"user": "bob", "chat": "c1", "text": "hello over webhook", "message_id": "m-1"}
         ).encode()
         async with aiohttp.ClientSession() as http:
-            headers = {"X-PicoBot-Signature": sign(SECRET.encode(), body)}
+            headers = signed_headers(body, secret=SECRET)
             async with http.post(f"{base}/webhooks/generic", data=body, headers=headers) as r:
                 assert r.status == 200
             async with http.post(f"{base}/webhooks/generic", data=body) as r:
@@ -312,7 +312,7 @@ async def test_on_stop_every_channel_stops_accepting_before_turns_drain(
         assert info.http_url is not None and info.websocket_url is not None
         try:
             body = json.dumps({"user": "bob", "chat": "c", "text": "hi", "message_id": "1"})
-            headers = {"X-PicoBot-Signature": sign(SECRET.encode(), body.encode())}
+            headers = signed_headers(body.encode(), secret=SECRET)
             async with aiohttp.ClientSession() as http:
                 url = f"{info.http_url}/webhooks/generic"
                 async with http.post(url, data=body, headers=headers) as r:

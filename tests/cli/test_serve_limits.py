@@ -17,9 +17,9 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from picobot.channels.webhook.platforms.generic import sign
 from picobot.cli.serve import ServeInfo
 from tests.channels.raw_clients import Stream, open_from, read_until_closed, status_of, trickling
+from tests.channels.webhook.generic_client import signed_headers
 from tests.cli.test_serve import ADMIN_KEY, SECRET, serve_while
 
 SLOW_PEER = "127.0.0.2"
@@ -32,16 +32,13 @@ HTTP_ENV = {
 }
 
 
-def signed_webhook(body: bytes) -> dict[str, str]:
-    """The headers that make ``body`` a valid generic webhook request."""
-    return {"X-PicoBot-Signature": sign(SECRET.encode(), body), "Content-Type": "application/json"}
-
-
 async def post_signed_webhook(http: aiohttp.ClientSession, base: str, message_id: str) -> int:
     """POST one signed generic webhook message; its status."""
     body = json.dumps({"user": "bob", "chat": "c", "text": "hi", "message_id": message_id})
     url = f"{base}/webhooks/generic"
-    async with http.post(url, data=body.encode(), headers=signed_webhook(body.encode())) as r:
+    async with http.post(
+        url, data=body.encode(), headers=signed_headers(body.encode(), secret=SECRET)
+    ) as r:
         return r.status
 
 

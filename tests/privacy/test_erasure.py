@@ -5,6 +5,10 @@ long messages on overflow pages, memory keys and contents, summaries, tool recor
 arguments and results, the user id itself), checks they reached the files, purges,
 erases, then scans the raw bytes of every file under the data directory.
 
+The webhook test posts real signed requests to a real server: replies that wait for a
+retry or were given up on (a command's reply among them) go with their session, and a
+replayed request brings nothing back (the replay guard keeps no content).
+
 Markers are lowercase alphanumeric and end in 'x' (no Porter suffix does), so the FTS
 term equals the marker. FTS5 prefix-compresses the terms of a leaf page (each term is
 stored as its suffix after the prefix shared with the previous term), so the scan
@@ -14,15 +18,26 @@ it survives. Everything is seeded and timestamped explicitly, so a run is repeat
 
 from __future__ import annotations
 
+import contextlib
+import json
 import random
 import sqlite3
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
+import aiohttp
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
+from picobot.channels.webhook.platforms.generic import GenericPlatform
+from picobot.config.channels import GenericWebhookSettings
+from picobot.config.settings import DataSettings, Settings
 from picobot.errors import StoreUnavailable
+from picobot.llm.scripted import ScriptedProvider
 from picobot.memory.facts import Observation
+from picobot.runtime import open_runtime
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
 from picobot.store.fact_writes import FactStore
@@ -30,6 +45,9 @@ from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
 from picobot.store.purge import PurgeStore
 from picobot.store.search import SearchIndex, user_token
+from picobot.store.summaries import SummaryRepo
+from tests.channels.webhook.conftest import Webhooks, message, post_generic, rows
+from tests.channels.webhook.generic_client import SECRET, signed_headers
 from tests.privacy.test_purge_store import (
     DAY,
     T0,
@@ -256,3 +274,59 @@ async def test_own_reader_never_blocks_the_checkpoint(db: Database) -> None:
     await PurgeStore(db).delete_session("d1")
     await erase_residue(db)
     assert wal_size(db) == 0
+
+
+@pytest.mark.parametrize("attempts", [1, 5], ids=["given up", "waiting for a retry"])
+async def test_purged_session_leaves_no_queued_reply_and_no_replay_behind(
+    tmp_path: Path, rng: random.Random, attempts: int
+) -> None:
+    # Webhook replies that could not be delivered keep their text; a command's reply
+    # (/summary here) quotes the session without being one of its messages.
+    said, summed, msg_id = new_marker(rng), new_marker(rng), new_marker(rng)
+
+    async def refuse(_: web.Request) -> web.Response:
+        return web.json_response({}, status=500)
+
+    refusing = web.Application()
+    refusing.router.add_post("/callback", refuse)
+    receiver = TestServer(refusing, host="127.0.0.1", port=0)
+    await receiver.start_server()
+    settings = Settings(data=DataSettings(dir=str(tmp_path / "data")))
+    generic = GenericPlatform(
+        GenericWebhookSettings(enabled=True, callback_url=str(receiver.make_url("/callback"))),
+        SECRET,
+    )
+    first = json.dumps(message(f"i said {said}", msg_id, user="ann"))
+    captured = signed_headers(first.encode())
+    try:
+        async with open_runtime(settings, provider=ScriptedProvider()) as rt:
+            hooks = Webhooks(rt)
+            bot = await hooks.start(generic, max_attempts=attempts, backoff_base_secs=3600)
+            async with aiohttp.ClientSession() as http, contextlib.AsyncExitStack() as stack:
+                stack.push_async_callback(hooks.stop_all)
+                url = bot.url("generic")
+                async with http.post(url, data=first, headers=captured) as resp:
+                    assert resp.status == 200
+                await bot.server.wait_for(lambda s: s.processed == 1)
+                ((sid,),) = await rows(rt, "SELECT id FROM sessions")
+                assert await SummaryRepo(rt.db).save(sid, f"sum {summed}", 1, 5, time.time())
+                status, _ = await post_generic(http, url, message("/summary", "m2", user="ann"))
+                assert status == 200
+                await bot.server.wait_for(lambda s: s.processed == 2)
+                queued = await rows(rt, "SELECT text FROM outbound_queue WHERE text != ''")
+                assert any(summed in str(text) for (text,) in queued)
+
+                counts = await PurgeStore(rt.db).delete_session(sid)
+                assert counts.webhook_rows == 4  # two messages, two replies
+                await erase_residue(rt.db)
+                assert scan(rt.db.path.parent, [said, summed, msg_id]) == {}
+
+                # The captured request replayed: acknowledged, not stored again.
+                async with http.post(url, data=first, headers=captured) as resp:
+                    assert resp.status == 200
+                assert bot.server.stats.duplicates == 1
+                await rt.db.checkpoint()
+                assert scan(rt.db.path.parent, [said, summed, msg_id]) == {}
+                assert await rows(rt, "SELECT * FROM messages") == []
+    finally:
+        await receiver.close()

@@ -25,7 +25,7 @@ from aiohttp import web
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from picobot.channels.webhook.platforms.generic import sign
+from tests.channels.webhook.generic_client import callback_ok, signed_headers
 
 from .conftest import SAFETY, free_port, integrity, query, user_texts
 
@@ -74,7 +74,7 @@ class Callback:
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
-        if request.headers.get("X-PicoBot-Signature") != sign(SECRET.encode(), body):
+        if not callback_ok(request.headers, body, secret=SECRET):
             self.bad_signatures += 1
             return web.json_response({"error": "bad signature"}, status=401)
         if self.holding:
@@ -235,10 +235,7 @@ async def hook_poster(serve: Serve, http: aiohttp.ClientSession, chat: int, load
         text = f"webhook run {load.cycle} chat {chat} message {n}"
         payload = {"user": f"user{chat}", "chat": f"chat{chat}", "text": text, "message_id": mid}
         body = json.dumps(payload).encode()
-        headers = {
-            "Content-Type": "application/json",
-            "X-PicoBot-Signature": sign(SECRET.encode(), body),
-        }
+        headers = signed_headers(body, secret=SECRET)
         load.hook_sent[mid] = text
         try:
             async with http.post(serve.hook_url, data=body, headers=headers) as resp:

@@ -25,7 +25,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 from websockets.asyncio.client import ClientConnection, connect
 
-from picobot.channels.webhook.platforms.generic import GenericPlatform, sign
+from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.server import WebhookServer
 from picobot.channels.websocket.server import WebSocketChannel
 from picobot.config.channels import GenericWebhookSettings, WebhookSettings, WebSocketSettings
@@ -37,6 +37,7 @@ from picobot.runtime import Runtime, open_runtime
 from picobot.store import connect as connect_module
 from picobot.store import db as db_module
 from picobot.store.webhooks import WebhookStore
+from tests.channels.webhook.generic_client import signed_headers
 
 from .conftest import SAFETY, Tmpfs, integrity, mounted_tmpfs, user_texts
 
@@ -177,7 +178,7 @@ async def test_webhook_under_a_foreign_lock_is_refused_then_accepted(tmp_path: P
     await receiver.start_server()
     data = tmp_path / "data"
     body = json.dumps({"user": "u", "chat": "c", "text": "hello", "message_id": "m1"}).encode()
-    headers = {"X-PicoBot-Signature": sign(SECRET.encode(), body)}
+    headers = signed_headers(body, secret=SECRET)
     try:
         async with runtime_at(data, busy_timeout_ms=300) as rt:
             platform = GenericPlatform(

@@ -25,7 +25,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from picobot.channels.webhook.base import Platform, PlatformMessage, WebhookError
-from picobot.channels.webhook.platforms.generic import GenericPlatform, sign
+from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.server import WebhookServer
 from picobot.config.channels import (
     GenericWebhookSettings,
@@ -38,6 +38,7 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import open_runtime
 from picobot.store.webhooks import WebhookStore
+from tests.channels.webhook.generic_client import signed_headers
 
 from .strategies import FUZZ, FUZZ_SHARED_FIXTURE, SURROGATES_FIXED, bodies, weighted
 
@@ -73,7 +74,7 @@ def build(name: str) -> tuple[Platform, Callable[[bytes], dict[str, str]]]:
         generic = GenericPlatform(
             GenericWebhookSettings(enabled=True, callback_url=NOWHERE), GENERIC_SECRET
         )
-        return generic, lambda body: {"X-PicoBot-Signature": sign(GENERIC_SECRET.encode(), body)}
+        return generic, lambda body: signed_headers(body, secret=GENERIC_SECRET)
     if name == "whatsapp":
         wa = pytest.importorskip("picobot.channels.webhook.platforms.whatsapp")
         platform = wa.WhatsAppPlatform(

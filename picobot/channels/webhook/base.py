@@ -11,7 +11,10 @@ outbound queue with retries. A platform module only knows its own wire format:
   (WhatsApp's GET verification, Slack's url_verification challenge);
 - :meth:`Platform.parse` turns a verified body into :class:`PlatformMessage` items,
   with the user id built from the authenticated payload in the channel's documented
-  form (never from a field the sender can choose freely);
+  form (never from a field the sender can choose freely), and the time the platform
+  vouches the message was sent, where it does (the core drops stale ones);
+- :meth:`Platform.seen_key` gives a message's replay-guard key, keyed with the
+  platform's secret (see :mod:`picobot.store.webhook_seen`);
 - :meth:`Platform.send` delivers one reply through the platform's API and raises
   :class:`DeliveryError` (``retry`` True for 429/5xx/network errors); a reply longer
   than :attr:`Platform.max_text_chars` is cut into several before it is queued.
@@ -52,6 +55,8 @@ class PlatformMessage:
     ``user_id`` is the full PicoBot user id (e.g. ``telegram:42``); ``sender`` is the
     platform-native sender id checked against ``allowed_senders``; ``reply_to`` holds
     what :meth:`Platform.send` needs to answer (JSON-serializable, stored in the queue).
+    ``sent_at`` is when the message was sent (epoch seconds) as the authenticated
+    body says, or None where the request's signed timestamp was checked instead.
     """
 
     message_id: str
@@ -60,6 +65,7 @@ class PlatformMessage:
     sender: str
     text: str
     reply_to: dict[str, Any] = field(default_factory=dict)
+    sent_at: float | None = None
 
 
 class Platform(Protocol):
@@ -90,6 +96,10 @@ class Platform(Protocol):
 
     def verify(self, request: web.Request, body: bytes) -> None:
         """Raise WebhookError unless the request is authentically from the platform."""
+        ...
+
+    def seen_key(self, message_id: str) -> bytes:
+        """The content-free replay-guard key of a message id (HMAC under our secret)."""
         ...
 
     def parse(self, body: bytes) -> list[PlatformMessage]:

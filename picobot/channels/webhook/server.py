@@ -1,9 +1,12 @@
 """The webhook core: one route per platform, a durable inbox, a durable reply queue.
 
 A request is checked and acknowledged fast: size limit, raw body, the platform's
-handshake, signature and parse, the allow-list, then each message is committed to the
-inbox (a redelivered message id is skipped) and the platform gets 200 before any
-model runs, so it never times out and redelivers. The workers of
+handshake, signature and parse, the allow-list, the message's age, then each message is
+committed to the inbox (a message id seen before is skipped, also after a purge: see
+:mod:`picobot.store.webhook_seen`) and the platform gets 200 before any model runs, so
+it never times out and redelivers. A message older than ``max_message_age_secs`` by
+the time the platform signed or vouched for is acknowledged but dropped: it is a
+replay, or a redelivery so late that its answer would only confuse. The workers of
 :mod:`picobot.channels.webhook.workers` then run the turns and deliver the replies.
 
 Guarantees: an acknowledged message is answered even across a crash (pending inbox
@@ -21,7 +24,6 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from dataclasses import replace
 from types import TracebackType
 from typing import Any
 
@@ -48,6 +50,9 @@ from picobot.tasks.supervisor import TaskSupervisor
 __all__ = ["WebhookServer", "WebhookStats"]
 
 log = logging.getLogger(__name__)
+
+MAX_FUTURE_SECS = 3600
+"""How far ahead of our clock a message's send time may be (clocks disagree)."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -85,9 +90,8 @@ class WebhookServer:
                 raise ValueError(f"two webhook platforms are named {platform.name!r}")
             self._platforms[platform.name] = platform
         self._max_body = settings.max_body_bytes
-        # The inbox keeps a message until its turn has run (indefinitely for a platform
-        # switched off meanwhile), so its text is redacted before it is stored there.
-        self._redact = kernel.redact
+        self._max_age = settings.max_message_age_secs
+        self._clock = clock
         self.store = store
         self._supervisor = supervisor
         self._session = session
@@ -280,7 +284,19 @@ class WebhookServer:
                 "%s webhook: ignored a sender not allowed: %s", platform.name, loggable(msg.sender)
             )
             self.stats.ignored_senders += 1
-        elif await self.store.accept(platform.name, self._redacted(msg)) is None:
+        elif self._stale(msg):
+            # Still 200, for the same reason; the log names no id and no text.
+            log.warning(
+                "%s webhook: dropped a message sent more than %ds ago (a replay or a very"
+                " late redelivery)",
+                platform.name,
+                self._max_age,
+            )
+            self.stats.stale += 1
+        elif (
+            await self.store.accept(platform.name, msg, seen_key=platform.seen_key(msg.message_id))
+            is None
+        ):
             log.info(
                 "%s webhook: message %s already received", platform.name, loggable(msg.message_id)
             )
@@ -289,9 +305,16 @@ class WebhookServer:
             self.stats.accepted += 1
         self._notify()
 
-    def _redacted(self, msg: PlatformMessage) -> PlatformMessage:
-        text = self._redact(msg.text)
-        return msg if text == msg.text else replace(msg, text=text)
+    def _stale(self, msg: PlatformMessage) -> bool:
+        """Whether the message's vouched-for send time is outside the accepted window.
+
+        A time far in the future is refused too: its record would be pruned while the
+        message still counted as fresh.
+        """
+        if msg.sent_at is None:
+            return False
+        age = self._clock() - msg.sent_at
+        return age > self._max_age or age < -MAX_FUTURE_SECS
 
 
 async def _read(request: web.Request, limit: int) -> bytes | None:

@@ -10,16 +10,51 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+from picobot.channels.webhook.base import WebhookError
 from picobot.config.sources import read_secret
 from picobot.errors import ConfigError
 
-__all__ = ["hmac_sha256_hex", "require_secret", "same", "secret_from_env"]
+__all__ = [
+    "check_timestamp",
+    "hmac_sha256_hex",
+    "require_secret",
+    "same",
+    "secret_from_env",
+    "seen_key",
+]
+
+MAX_TIMESTAMP_DIGITS = 12
+
+_SEEN_LABEL = b"picobot webhook seen\x00"
+"""Sets the replay-guard keys apart from every signature made with the same secret."""
 
 
 def hmac_sha256_hex(secret: str | bytes, message: bytes) -> str:
     """The lowercase hex HMAC-SHA256 of ``message`` under ``secret`` (UTF-8 if str)."""
     key = secret.encode() if isinstance(secret, str) else secret
     return hmac.new(key, message, hashlib.sha256).hexdigest()
+
+
+def seen_key(secret: str | bytes, platform: str, message_id: str) -> bytes:
+    """The replay-guard key of a message: HMAC-SHA256 of ``<platform>:<message id>``.
+
+    Keyed with the platform's verification secret, which stays in the environment: the
+    stored key tells nothing about the id to whoever has only the database (a message
+    id may spell a phone number). Rotating the secret forgets the keys, which is safe:
+    a request captured before the rotation no longer passes the signature check.
+    """
+    key = secret.encode() if isinstance(secret, str) else secret
+    return hmac.new(key, _SEEN_LABEL + f"{platform}:{message_id}".encode(), hashlib.sha256).digest()
+
+
+def check_timestamp(stamp: str, now: float, tolerance_secs: float) -> None:
+    """Raise :class:`WebhookError` (401) unless ``stamp`` is Unix seconds within
+    ``tolerance_secs`` of ``now``, either way: a signed request is fresh only that long,
+    so a captured one cannot be replayed later."""
+    if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= MAX_TIMESTAMP_DIGITS):
+        raise WebhookError(401, "invalid timestamp")
+    if abs(now - int(stamp)) > tolerance_secs:
+        raise WebhookError(401, "stale timestamp")
 
 
 def same(given: str | None, expected: str) -> bool:

@@ -59,6 +59,7 @@ class WebhookStats:
     duplicates: int = 0
     rejected_signature: int = 0
     ignored_senders: int = 0
+    stale: int = 0
     processed: int = 0
     delivered: int = 0
     delivery_retries: int = 0
@@ -221,11 +222,12 @@ class InboxWorker(_Worker):
         attempt = await self.ctx.store.start_processing(item.id)
         if attempt is None:
             return
+        session_id: str | None = None
         if attempt > MAX_TURN_ATTEMPTS:
             log.error("webhook message %d given up after %d attempts", item.id, attempt - 1)
             replies, failed = [SORRY], True
         else:
-            replies, failed = await self._turn(platform, item)
+            replies, failed, session_id = await self._turn(platform, item)
         enqueued = await self.ctx.store.mark_processed(
             item.id,
             as_messages(replies, platform.max_text_chars),
@@ -233,6 +235,7 @@ class InboxWorker(_Worker):
             reply_to=item.reply_to,
             user_id=item.user_id,
             chat_id=item.chat_id,
+            session_id=session_id,
             failed=failed,
         )
         self.ctx.stats.processed += 1
@@ -240,20 +243,25 @@ class InboxWorker(_Worker):
         if enqueued:
             self.on_enqueued()
 
-    async def _turn(self, platform: Platform, item: InboxItem) -> tuple[list[str], bool]:
-        """The texts to send back for one message, and whether the turn failed."""
+    async def _turn(
+        self, platform: Platform, item: InboxItem
+    ) -> tuple[list[str], bool, str | None]:
+        """The texts to send back for one message, whether the turn failed, and the
+        session it ran in (the last one its events named), which the replies belong to."""
         identity = Identity(platform.name, item.user_id, item.chat_id)
         inbound = Inbound(identity, item.text, message_id=item.message_id)
         replies: list[str] = []
+        session_id: str | None = None
         try:
             async for event in self.kernel.handle(inbound):
+                session_id = event.session_id or session_id
                 if event.kind in REPLY_KINDS and event.text:
                     replies.append(event.text)
         except Exception:
             # The kernel handles its own failures, so this is a bug; never send str(exc).
             log.exception("webhook turn failed for message %d", item.id)
-            return [*replies, SORRY], True
-        return replies, False
+            return [*replies, SORRY], True, session_id
+        return replies, False, session_id
 
 
 def as_messages(replies: list[str], limit: int | None) -> list[str]:

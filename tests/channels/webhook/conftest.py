@@ -29,13 +29,14 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from picobot.channels.webhook.base import Platform
-from picobot.channels.webhook.platforms.generic import GenericPlatform, sign
+from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.server import WebhookServer
 from picobot.config.channels import GenericWebhookSettings, WebhookSettings
 from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.webhooks import WebhookStore
+from tests.channels.webhook.generic_client import SECRET, SIGNATURE_HEADER, signed_headers
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,6 @@ async def webhooks(runtime: Runtime) -> AsyncIterator[Webhooks]:
         await hooks.stop_all()
 
 
-SECRET = "test-secret"
 VALID = "valid"
 """``signature=VALID`` (the default) signs the body correctly with SECRET."""
 
@@ -266,14 +266,20 @@ async def post_generic(
     *,
     signature: str | None = VALID,
     secret: str = SECRET,
+    timestamp: float | str | None = None,
+    legacy: bool = False,
 ) -> tuple[int, Any]:
-    """POST a generic webhook body; return the status and the JSON answer."""
+    """POST a generic webhook body; return the status and the JSON answer.
+
+    Signed as :func:`signed_headers` does (``timestamp`` defaults to now); a given
+    ``signature`` replaces the valid one, None sends none.
+    """
     body = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-    headers = {"Content-Type": "application/json"}
-    if signature == VALID:
-        headers["X-PicoBot-Signature"] = sign(secret.encode(), body)
-    elif signature is not None:
-        headers["X-PicoBot-Signature"] = signature
+    headers = signed_headers(body, secret=secret, timestamp=timestamp, legacy=legacy)
+    if signature is None:
+        del headers[SIGNATURE_HEADER]
+    elif signature != VALID:
+        headers[SIGNATURE_HEADER] = signature
     async with client.post(url, data=body, headers=headers) as resp:
         return resp.status, await resp.json()
 

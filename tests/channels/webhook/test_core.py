@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 
 from picobot.channels.webhook.base import PlatformMessage
-from picobot.channels.webhook.platforms.generic import GenericPlatform, sign
+from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.workers import SORRY
 from picobot.config.channels import GenericWebhookSettings, WebhookSettings
 from picobot.config.settings import Settings
@@ -33,6 +33,7 @@ from tests.channels.webhook.conftest import (
     rows,
     texts,
 )
+from tests.channels.webhook.generic_client import signed_headers
 
 
 async def test_body_over_the_limit_is_413_with_or_without_content_length(
@@ -53,7 +54,7 @@ async def test_body_over_the_limit_is_413_with_or_without_content_length(
             yield b" " * 512
 
     # Chunked: no Content-Length up front, so the cap applies while reading.
-    headers = {"X-PicoBot-Signature": sign(SECRET.encode(), b" " * 5120)}
+    headers = signed_headers(b" " * 5120)
     async with client.post(url, data=chunks(), headers=headers) as resp:
         assert resp.status == 413
     assert bot.server.stats.accepted == 1

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import aiohttp
@@ -30,6 +31,7 @@ from tests.channels.webhook.conftest import (
     post_generic,
     rows,
 )
+from tests.channels.webhook.generic_client import SIGNATURE_HEADER, callback_ok, signed_headers
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -61,7 +63,7 @@ async def test_signed_message_is_acknowledged_before_the_turn_and_answered_signe
         "text": "You said: hello",
         "in_reply_to": "m1",
     }
-    assert request.headers["X-PicoBot-Signature"] == sign(SECRET.encode(), request.body)
+    assert callback_ok(request.headers, request.body)
     await bot.server.wait_for(lambda s: s.delivered == 1)
     assert await bot.server.queue_depth() == 0
     # Processed and sent rows keep no text; the conversation lives in messages.
@@ -114,16 +116,24 @@ async def test_unsigned_or_badly_signed_message_is_refused_and_not_stored(
     assert await rows(bot.runtime, "SELECT * FROM sessions") == []
 
 
-async def test_signature_covers_the_exact_body(
-    webhooks: Webhooks, generic: GenericPlatform, client: aiohttp.ClientSession
+@pytest.mark.parametrize("tampered", ["body", "timestamp"])
+async def test_the_signature_covers_the_exact_body_and_timestamp(
+    webhooks: Webhooks, generic: GenericPlatform, client: aiohttp.ClientSession, tampered: str
 ) -> None:
+    # An altered request, or a captured one made fresh again with a new timestamp.
     bot = await webhooks.start(generic)
     signed = json.dumps(message("pay 10", "m1")).encode()
-    tampered = signed.replace(b"pay 10", b"pay 99")
-    status, _ = await post_generic(
-        client, bot.url("generic"), tampered, signature=sign(SECRET.encode(), signed)
+    then = int(time.time()) - 60
+    signature = signed_headers(signed, timestamp=then)[SIGNATURE_HEADER]
+    body, stamp = signed, then
+    if tampered == "body":
+        body = signed.replace(b"pay 10", b"pay 99")
+    else:
+        stamp = int(time.time())
+    status, answer = await post_generic(
+        client, bot.url("generic"), body, timestamp=stamp, signature=signature
     )
-    assert status == 401
+    assert (status, answer) == (401, {"error": "invalid signature"})
 
 
 @pytest.mark.parametrize(
@@ -340,3 +350,69 @@ def test_verify_errors_are_webhook_errors() -> None:
     with pytest.raises(WebhookError) as info:
         platform.parse(b"null")
     assert info.value.status == 400
+
+
+# Signed timestamps ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("stamp", "reason"),
+    [
+        ("", "missing timestamp"),
+        *((bad, "invalid timestamp") for bad in ["12.5", "1e9", "-1", "9" * 13]),
+        (-400, "stale timestamp"),  # an offset from now: too old
+        (400, "stale timestamp"),  # too far ahead
+    ],
+)
+async def test_a_missing_malformed_or_stale_timestamp_is_refused(
+    webhooks: Webhooks,
+    generic: GenericPlatform,
+    client: aiohttp.ClientSession,
+    stamp: str | int,
+    reason: str,
+) -> None:
+    bot = await webhooks.start(generic)
+    sent = int(time.time()) + stamp if isinstance(stamp, int) else stamp
+    status, answer = await post_generic(
+        client, bot.url("generic"), message("hi", "m1"), timestamp=sent
+    )
+    assert (status, answer) == (401, {"error": reason})
+    assert await rows(bot.runtime, "SELECT * FROM webhook_inbox") == []
+
+
+async def test_a_body_only_signature_is_refused_by_default(
+    webhooks: Webhooks, generic: GenericPlatform, client: aiohttp.ClientSession
+) -> None:
+    bot = await webhooks.start(generic)
+    status, answer = await post_generic(
+        client, bot.url("generic"), message("hi", "m1"), legacy=True
+    )
+    assert (status, answer) == (401, {"error": "missing timestamp"})
+
+
+async def test_a_body_only_signature_passes_when_timestamps_are_optional(
+    webhooks: Webhooks,
+    platform_api: PlatformAPI,
+    client: aiohttp.ClientSession,
+    provider: GatedProvider,
+) -> None:
+    lenient = GenericPlatform(
+        GenericWebhookSettings(
+            enabled=True, callback_url=platform_api.url("/callback"), require_timestamp=False
+        ),
+        SECRET,
+    )
+    bot = await webhooks.start(lenient)
+    status, _ = await post_generic(client, bot.url("generic"), message("hi", "m1"), legacy=True)
+    assert status == 200
+    provider.gate.set()
+    # Its callbacks are signed the old way too, so the same client can check them.
+    (request,) = await platform_api.wait_requests(1)
+    assert "X-PicoBot-Timestamp" not in request.headers
+    assert request.headers["X-PicoBot-Signature"] == sign(SECRET.encode(), request.body)
+    # A timestamp, when sent, is still checked.
+    stale = int(time.time()) - 600
+    status, answer = await post_generic(
+        client, bot.url("generic"), message("hi", "m2"), timestamp=stale
+    )
+    assert (status, answer) == (401, {"error": "stale timestamp"})

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from picobot.channels.webhook.base import DeliveryError, Platform, WebhookError
-from picobot.channels.webhook.platforms.generic import GenericPlatform, sign
+from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.platforms.slack import SlackPlatform
 from picobot.channels.webhook.platforms.telegram import TelegramPlatform
 from picobot.channels.webhook.platforms.whatsapp import WhatsAppPlatform
@@ -26,6 +26,7 @@ from picobot.config.channels import (
     WhatsAppSettings,
 )
 from tests.channels.webhook.conftest import SECRET, PlatformAPI, Webhooks
+from tests.channels.webhook.generic_client import signed_headers
 
 DEEP = b"[" * 100_000
 DEEP_OBJECT = b'{"a":' * 100_000
@@ -88,7 +89,7 @@ async def test_deep_nesting_is_refused_without_an_error_in_the_log(
     assert await post("generic", {}) == 401
     # Signed, so parsed: a malformed body.
     assert await post("slack", slack_headers(DEEP)) == 400
-    assert await post("generic", {"X-PicoBot-Signature": sign(SECRET.encode(), DEEP)}) == 400
+    assert await post("generic", signed_headers(DEEP)) == 400
     assert bot.server.stats.rejected_signature == 2
     assert await bot.store.inbox_depth() == 0
     assert [r.levelname for r in caplog.records if r.levelno >= logging.ERROR] == []

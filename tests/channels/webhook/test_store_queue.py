@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -17,7 +18,12 @@ from picobot.channels.webhook.base import PlatformMessage
 from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.errors import StoreUnavailable
 from picobot.runtime import Runtime
+from picobot.store.db import Database
+from picobot.store.messages import MessageRepo
+from picobot.store.migrations import MIGRATIONS, apply_migrations
+from picobot.store.migrations_webhooks import m013_webhook_replay_guard
 from picobot.store.purge import PurgeStore
+from picobot.store.sessions import SessionRepo
 from picobot.store.webhooks import InboundMessage, WebhookStore
 from tests.channels.webhook.conftest import (
     FakeClock,
@@ -122,9 +128,9 @@ class FlakyStore(WebhookStore):
             self.failures_left -= 1
             raise StoreUnavailable("database is locked")
 
-    async def accept(self, platform: str, msg: InboundMessage) -> int | None:
+    async def accept(self, platform: str, msg: InboundMessage, **kw: Any) -> int | None:
         self._maybe_fail("accept")
-        return await super().accept(platform, msg)
+        return await super().accept(platform, msg, **kw)
 
     async def mark_processed(self, inbox_id: int, replies: Sequence[str], **kw: Any) -> int:
         self._maybe_fail("mark_processed")
@@ -194,3 +200,33 @@ async def test_a_session_purge_takes_its_webhook_rows_and_no_others(
     queue = await rows(bot.runtime, "SELECT status, text FROM outbound_queue ORDER BY id")
     assert len(queue) == 2 and ("failed", "You said: first TOPSECRET") not in queue
     assert all(status == "sent" for status, _ in queue)
+
+
+async def test_the_migration_links_existing_rows_to_their_session(tmp_path: Path) -> None:
+    # Rows queued by an older version: linked through the message their inbox row became.
+    db = await Database.open(tmp_path / "old.db", migrate=False)
+    try:
+        guard = MIGRATIONS.index(m013_webhook_replay_guard)
+        await apply_migrations(db, MIGRATIONS[:guard])
+        sid = await SessionRepo(db).create("generic", "c1", "generic:alice")
+        await MessageRepo(db).append(sid, "user", "hi", 1, source_id="generic:m1")
+        inbox = (
+            "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
+            " reply_to_json, received_at) VALUES ('generic', ?, 'generic:alice', 'c1', '', '{}', 0)"
+        )
+        linked = await db.execute_write(inbox, ("m1",))
+        command = await db.execute_write(inbox, ("m2",))  # no message of it was stored
+        await db.execute_write(
+            "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json, text,"
+            " next_attempt_at, created_at, inbox_id) VALUES"
+            " ('generic', 'generic:alice', 'c1', '{}', 'a', 0, 0, ?),"
+            " ('generic', 'generic:alice', 'c1', '{}', 'b', 0, 0, ?)",
+            (linked, command),
+        )
+        assert await apply_migrations(db) == ["m013_webhook_replay_guard"]
+        found = await db.fetchall("SELECT id, session_id FROM webhook_inbox ORDER BY id")
+        assert [tuple(r) for r in found] == [(linked, sid), (command, None)]
+        queue = await db.fetchall("SELECT text, session_id FROM outbound_queue ORDER BY id")
+        assert [tuple(r) for r in queue] == [("a", sid), ("b", None)]
+    finally:
+        await db.close()

@@ -6,6 +6,7 @@ End to end through the webhook server: ``test_whatsapp_server.py``.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import aiohttp
@@ -33,11 +34,14 @@ def platform(base_url: str = "http://127.0.0.1:1", **overrides: Any) -> WhatsApp
     )
 
 
-def text_message(text: str, msg_id: str = "wamid.1", wa_id: str = "15551234567") -> dict[str, Any]:
+def text_message(
+    text: str, msg_id: str = "wamid.1", wa_id: str = "15551234567", *, sent: float | None = None
+) -> dict[str, Any]:
+    """A text message as the Cloud API sends it, sent now unless ``sent`` says when."""
     return {
         "from": wa_id,
         "id": msg_id,
-        "timestamp": "1700000000",
+        "timestamp": str(int(time.time() if sent is None else sent)),
         "type": "text",
         "text": {"body": text},
     }

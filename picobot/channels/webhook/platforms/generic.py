@@ -1,13 +1,18 @@
 """A generic signed JSON webhook (``/webhooks/generic``) for your own integrations.
 
 Inbound: ``POST`` a JSON object ``{"user", "chat", "text", "message_id"}`` (all
-non-empty strings) with the header ``X-PicoBot-Signature: sha256=<hex>``, the
-HMAC-SHA256 of the raw body under the shared secret. A message with the same
-``message_id``, ``user`` and ``chat`` as an earlier one is a redelivery and is not
-answered again (:func:`inbox_key`). Outbound: each reply is POSTed to ``callback_url``
-as ``{"chat", "user", "text", "in_reply_to"}`` (``in_reply_to`` is the message_id as
-sent), signed the same way in the same header, so the receiver can check that it came
-from PicoBot.
+non-empty strings) with the headers ``X-PicoBot-Timestamp: <Unix seconds>`` and
+``X-PicoBot-Signature: sha256=<hex>``, the HMAC-SHA256 of ``<timestamp>.<raw body>``
+under the shared secret (Slack's scheme). A timestamp more than
+``timestamp_tolerance_secs`` from our clock is refused, so a captured request cannot
+be replayed later; within the window, a message with the same ``message_id``,
+``user`` and ``chat`` as an earlier one is a redelivery and is not answered again
+(:func:`inbox_key`), also after a purge. With ``require_timestamp = false``, a request
+without the timestamp header may sign the raw body alone (for clients that cannot be
+updated yet). Outbound: each reply is POSTed to ``callback_url`` as ``{"chat",
+"user", "text", "in_reply_to"}`` (``in_reply_to`` is the message_id as sent), signed
+the same way in the same headers, so the receiver can check that it came from PicoBot
+and is fresh.
 
 Trust model: this webhook trusts its signer. Whoever holds the secret (your
 integration) vouches for ``user``, and may speak as any user of this channel; without
@@ -20,6 +25,8 @@ from __future__ import annotations
 
 import json
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import aiohttp
@@ -27,7 +34,13 @@ from aiohttp import web
 
 from picobot.channels.webhook.base import PlatformMessage, WebhookError
 from picobot.channels.webhook.common import ReplyApi, http_url, load_object
-from picobot.channels.webhook.signing import hmac_sha256_hex, same, secret_from_env
+from picobot.channels.webhook.signing import (
+    check_timestamp,
+    hmac_sha256_hex,
+    same,
+    secret_from_env,
+    seen_key,
+)
 from picobot.config.channels import GenericWebhookSettings
 from picobot.errors import ConfigError
 
@@ -40,9 +53,11 @@ MAX_TEXT_CHARS = 32_000
 CALLBACK_URL_KEY = "channels.webhook.generic.callback_url"
 
 
-def sign(secret: bytes, body: bytes) -> str:
-    """The signature header value for ``body``: ``sha256=<hex HMAC-SHA256>``."""
-    return "sha256=" + hmac_sha256_hex(secret, body)
+def sign(secret: bytes, body: bytes, timestamp: str | None = None) -> str:
+    """The signature header value: ``sha256=<hex HMAC-SHA256>`` of ``<timestamp>.<body>``,
+    or of ``body`` alone when there is no timestamp (the legacy form)."""
+    signed = body if timestamp is None else timestamp.encode() + b"." + body
+    return "sha256=" + hmac_sha256_hex(secret, signed)
 
 
 def _field(data: dict[str, Any], name: str, limit: int) -> str:
@@ -76,7 +91,13 @@ def inbox_key(user: str, chat: str, message_id: str) -> str:
 class GenericPlatform:
     """The generic webhook: HMAC-signed JSON in, HMAC-signed JSON callbacks out."""
 
-    def __init__(self, settings: GenericWebhookSettings, secret: str) -> None:
+    def __init__(
+        self,
+        settings: GenericWebhookSettings,
+        secret: str,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         if not secret:
             raise ConfigError(f"the generic webhook secret ({settings.secret_env}) is empty")
         # Checked now: without a usable URL every reply would fail after its retries.
@@ -85,6 +106,7 @@ class GenericPlatform:
         self._secret = secret.encode()
         self._allowed = frozenset(settings.allowed_senders)
         self._api = ReplyApi("callback")
+        self._clock = clock
 
     @classmethod
     def from_settings(cls, settings: GenericWebhookSettings) -> GenericPlatform:
@@ -112,12 +134,26 @@ class GenericPlatform:
         return None
 
     def verify(self, request: web.Request, body: bytes) -> None:
-        """Check the HMAC-SHA256 signature of the raw body in constant time."""
+        """Check the timestamp window, then the HMAC-SHA256 signature, in constant time.
+
+        A request with a timestamp header is always checked the timestamped way; one
+        without is refused unless ``require_timestamp`` is off.
+        """
         given = request.headers.get(self._settings.signature_header, "")
+        stamp = request.headers.get(self._settings.timestamp_header, "").strip()
         if not given:
             raise WebhookError(401, "missing signature")
-        if not same(given.strip(), sign(self._secret, body)):
+        if not stamp and self._settings.require_timestamp:
+            raise WebhookError(401, "missing timestamp")
+        if stamp:
+            check_timestamp(stamp, self._clock(), self._settings.timestamp_tolerance_secs)
+        # The header string as sent is what was signed, so it is used as it is.
+        if not same(given.strip(), sign(self._secret, body, stamp or None)):
             raise WebhookError(401, "invalid signature")
+
+    def seen_key(self, message_id: str) -> bytes:
+        """The replay-guard key of a message id, keyed with the shared secret."""
+        return seen_key(self._secret, self.name, message_id)
 
     def parse(self, body: bytes) -> list[PlatformMessage]:
         """The one message of a verified body."""
@@ -150,7 +186,12 @@ class GenericPlatform:
             },
             ensure_ascii=False,
         ).encode()
-        signature = {self._settings.signature_header: sign(self._secret, body)}
-        answer = await self._api.post_body(session, self._callback_url, body, signature)
+        headers: dict[str, str] = {}
+        stamp = None
+        if self._settings.require_timestamp:
+            stamp = str(int(self._clock()))
+            headers[self._settings.timestamp_header] = stamp
+        headers[self._settings.signature_header] = sign(self._secret, body, stamp)
+        answer = await self._api.post_body(session, self._callback_url, body, headers)
         if not answer.ok:
             raise self._api.failure(answer)

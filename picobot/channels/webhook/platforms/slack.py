@@ -39,10 +39,12 @@ from picobot.channels.webhook.common import (
     split_text,
 )
 from picobot.channels.webhook.signing import (
+    check_timestamp,
     hmac_sha256_hex,
     require_secret,
     same,
     secret_from_env,
+    seen_key,
 )
 from picobot.config.channels import SlackSettings
 
@@ -140,14 +142,15 @@ class SlackPlatform:
         given = request.headers.get(SIGNATURE_HEADER)
         if not stamp or not given:
             raise WebhookError(401, "missing signature or timestamp")
-        if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12):
-            raise WebhookError(401, "invalid timestamp")
-        if abs(self._clock() - int(stamp)) > MAX_SKEW_SECS:
-            raise WebhookError(401, "stale timestamp")
+        check_timestamp(stamp, self._clock(), MAX_SKEW_SECS)
         # The exact header string is signed, so it is used as sent, not re-rendered.
         base = b"v0:" + stamp.encode() + b":" + body
         if not same(given.strip(), "v0=" + hmac_sha256_hex(self._signing_secret, base)):
             raise WebhookError(401, "invalid signature")
+
+    def seen_key(self, message_id: str) -> bytes:
+        """The replay-guard key of an event id, keyed with the signing secret."""
+        return seen_key(self._signing_secret, self.name, message_id)
 
     def parse(self, body: bytes) -> list[PlatformMessage]:
         """The one chat message of a verified event callback, or nothing."""

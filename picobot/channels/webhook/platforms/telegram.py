@@ -4,7 +4,10 @@ Set the webhook with ``setWebhook(url=.../webhooks/telegram, secret_token=<yours
 Telegram then sends every Update as a JSON ``POST`` with the header
 ``X-Telegram-Bot-Api-Secret-Token: <yours>``, which is all there is to check: Telegram
 does not sign bodies, so whoever holds the secret token can speak as any Telegram
-user to this bot. Keep it secret and long.
+user to this bot. Keep it secret and long. The message's ``date`` comes with the same
+token: the core drops a message older than ``max_message_age_secs`` (Telegram keeps
+an unacknowledged update for 24 hours), so a captured request cannot be replayed for
+ever. (``update_id`` is no replay guard: after a quiet week it restarts at random.)
 
 Only new ``message`` updates with ``text`` from a person are chat messages; edits,
 channel posts, callbacks, media without text and messages from bots are skipped.
@@ -36,7 +39,7 @@ from picobot.channels.webhook.common import (
     required,
     split_text,
 )
-from picobot.channels.webhook.signing import require_secret, same, secret_from_env
+from picobot.channels.webhook.signing import require_secret, same, secret_from_env, seen_key
 from picobot.config.channels import TelegramSettings
 from picobot.errors import ConfigError
 
@@ -107,6 +110,10 @@ class TelegramPlatform:
         if not same(given, self._secret_token):
             raise WebhookError(401, "invalid secret token")
 
+    def seen_key(self, message_id: str) -> bytes:
+        """The replay-guard key of a message id, keyed with the secret token."""
+        return seen_key(self._secret_token, self.name, message_id)
+
     def parse(self, body: bytes) -> list[PlatformMessage]:
         """The one text message of an Update, or nothing."""
         update = load_object(body)
@@ -122,6 +129,7 @@ class TelegramPlatform:
         user = required(sender, "id", int, "message.from")
         chat = required(required(msg, "chat", dict, "message"), "id", int, "message.chat")
         number = required(msg, "message_id", int, "message")
+        sent = required(msg, "date", int, "message")
         text = self._as_command(text)
         if text is None:
             return []  # a command for another bot in the same group
@@ -137,6 +145,7 @@ class TelegramPlatform:
                 sender=str(user),
                 text=text,
                 reply_to=reply_to,
+                sent_at=float(sent),
             )
         ]
 

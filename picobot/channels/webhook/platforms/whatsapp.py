@@ -10,7 +10,9 @@ token matches. Notifications: ``POST`` bodies signed with the app secret in
 Only ``type: "text"`` messages are chat messages; other types (media, reactions,
 locations, ...) and ``statuses`` updates (sent/delivered/read of our replies) are
 skipped. The user id is ``whatsapp:<wa_id>@s.whatsapp.net`` from the message's
-``from``, which the app secret's signature covers. Replies go to
+``from``, which the app secret's signature covers, and so does the message's
+``timestamp`` (Unix seconds, as a string): the core drops a message older than
+``max_message_age_secs``, so a captured request cannot be replayed for ever. Replies go to
 ``POST {graph_base_url}/{phone_number_id}/messages``, 4096 characters per message
 (longer replies are sent as several messages, in order).
 """
@@ -40,6 +42,7 @@ from picobot.channels.webhook.signing import (
     require_secret,
     same,
     secret_from_env,
+    seen_key,
 )
 from picobot.config.channels import WhatsAppSettings
 
@@ -50,6 +53,7 @@ MAX_TEXT_CHARS = 4096
 """Longest text body the Cloud API accepts in one message."""
 MAX_CHALLENGE_CHARS = 256
 _NUMBER_ID = re.compile(r"[0-9]{1,32}")
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")
 RATE_LIMIT_CODES = frozenset({4, 80007, 130429, 131048, 131056})
 """Graph error codes of throttling (app, account, throughput, spam, per-pair): these
 come as HTTP 400 but are worth retrying later."""
@@ -129,6 +133,10 @@ class WhatsAppPlatform:
         if not same(given.strip(), "sha256=" + hmac_sha256_hex(self._app_secret, body)):
             raise WebhookError(401, "invalid signature")
 
+    def seen_key(self, message_id: str) -> bytes:
+        """The replay-guard key of a message id, keyed with the app secret."""
+        return seen_key(self._app_secret, self.name, message_id)
+
     def parse(self, body: bytes) -> list[PlatformMessage]:
         """The text messages of a verified notification, in order."""
         data = load_object(body)
@@ -159,6 +167,9 @@ class WhatsAppPlatform:
                 continue
             wa_id = safe_name(required(msg, "from", str, "message"), "message.from")
             msg_id = message_id(required(msg, "id", str, "message"), "message.id")
+            sent = required(msg, "timestamp", str, "message")
+            if not _TIMESTAMP.fullmatch(sent):
+                raise WebhookError(400, "message.timestamp is not a Unix time")
             text = required(required(msg, "text", dict, "message"), "body", str, "message.text")
             if not text.strip():
                 continue
@@ -174,6 +185,7 @@ class WhatsAppPlatform:
                         "phone_number_id": reply_from,
                         "reply_to_message_id": msg_id,
                     },
+                    sent_at=float(sent),
                 )
             )
         return found

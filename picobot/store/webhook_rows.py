@@ -1,0 +1,85 @@
+"""The row types of the webhook inbox and the reply queue, and their row mappers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from picobot.store.db import Row
+
+
+class InboundMessage(Protocol):
+    """What the inbox needs of a platform message (``PlatformMessage`` fits)."""
+
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def user_id(self) -> str: ...
+    @property
+    def chat_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def reply_to(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class InboxItem:
+    """An accepted platform message waiting to be processed."""
+
+    id: int
+    platform: str
+    message_id: str
+    user_id: str
+    chat_id: str
+    text: str
+    reply_to: dict[str, Any]
+    attempts: int
+    """How often processing was started (a message that keeps crashing us is dropped)."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutboundItem:
+    """A reply waiting to be delivered."""
+
+    id: int
+    platform: str
+    user_id: str
+    chat_id: str
+    reply_to: dict[str, Any]
+    text: str
+    attempts: int
+    next_attempt_at: float
+    inbox_id: int | None
+    seq: int
+
+
+def inbox_item(row: Row) -> InboxItem:
+    """An inbox row as an :class:`InboxItem`."""
+    return InboxItem(
+        id=int(row["id"]),
+        platform=str(row["platform"]),
+        message_id=str(row["message_id"]),
+        user_id=str(row["user_id"]),
+        chat_id=str(row["chat_id"]),
+        text=str(row["text"]),
+        reply_to=json.loads(row["reply_to_json"]),
+        attempts=int(row["attempts"]),
+    )
+
+
+def outbound_item(row: Row) -> OutboundItem:
+    """A queue row as an :class:`OutboundItem`."""
+    return OutboundItem(
+        id=int(row["id"]),
+        platform=str(row["platform"]),
+        user_id=str(row["user_id"]),
+        chat_id=str(row["chat_id"]),
+        reply_to=json.loads(row["reply_to_json"]),
+        text=str(row["text"]),
+        attempts=int(row["attempts"]),
+        next_attempt_at=float(row["next_attempt_at"]),
+        inbox_id=None if row["inbox_id"] is None else int(row["inbox_id"]),
+        seq=int(row["seq"]),
+    )
