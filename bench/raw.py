@@ -3,7 +3,7 @@
 One synchronous connection with the pragmas of ``picobot.store.connect.connect``
 (WAL, ``synchronous=NORMAL``, ``secure_delete=ON``, ``foreign_keys=ON``, busy timeout),
 issuing PicoBot's own statements (copied from the repositories, or built by the same
-``search_sql``). What PicoBot adds on top (asyncio and the aiosqlite thread hop, row
+``search_sql``). What PicoBot adds on top (asyncio and the hop to a connection's thread, row
 objects, locks, keyword extraction, the prompt budget) is what the ratios measure.
 """
 

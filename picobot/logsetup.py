@@ -3,9 +3,9 @@
 Every record passes a :class:`RedactingFilter` on the handler, so an API key pasted into
 a chat or an exception message never reaches a log file or the terminal. aiohttp's
 report of a malformed request (:class:`MalformedRequestFilter`) is cut to one line.
-Libraries that log what users wrote at DEBUG (aiosqlite every statement with its
-parameters, websockets every frame) stay at INFO even when ``[logging] level`` is
-DEBUG: chat text has no place in a log file, which no purge reaches.
+Libraries that log what users wrote at DEBUG (websockets every frame) stay at INFO
+even when ``[logging] level`` is DEBUG: chat text has no place in a log file, which no
+purge reaches.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ class MalformedRequestFilter(logging.Filter):
 
 
 _AIOHTTP_SERVER = logging.getLogger("aiohttp.server")
-CONTENT_LOGGERS = ("aiosqlite", "websockets")
-"""Loggers whose DEBUG records carry message text (SQL parameters, frames)."""
+CONTENT_LOGGERS = ("websockets",)
+"""Loggers whose DEBUG records carry message text (frames). The store logs no SQL."""
 
 
 @contextmanager

@@ -41,9 +41,8 @@ from picobot.tasks.learning import LearningTask, extraction_input_tokens
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
-from picobot.tools.base import ToolRegistry
-from picobot.tools.memory import MemoryTool
-from picobot.tools.memory_search import MemorySearchTool
+from picobot.tools.catalog import ToolDeps, build_tools
+from picobot.tools.memory import MemoryService
 
 WAL_CHECKPOINT_SECS = 1.0
 INDEX_INTERVAL_SECS = 0.5
@@ -123,7 +122,11 @@ def build_kernel(
         learning=settings.memory.learning,
     )
     redact = Redactor.from_settings(settings.privacy).redact
-    tools = ToolRegistry([MemorySearchTool(index, max_terms=memory.recall_max_terms)])
+    mcount, mchars = memory.max_user_memories, memory.max_memory_chars
+    service = None
+    if memory.enable_user_memories:
+        service = MemoryService(memories, max_count=mcount, max_chars=mchars, redact=redact)
+    tools = build_tools(ToolDeps(settings, index, service))
     kernel = Kernel(
         db=db,
         provider=provider,
@@ -136,12 +139,8 @@ def build_kernel(
         redact=redact,
         budget_tokens=memory.context_budget_tokens,
     )
-    mcount, mchars = memory.max_user_memories, memory.max_memory_chars
-    if memory.enable_user_memories:
-        tools.register(MemoryTool(memories, max_count=mcount, max_chars=mchars, redact=redact))
-        MemoryCommands(memories, max_count=mcount, max_chars=mchars, redact=redact).register(
-            kernel.commands
-        )
+    if service is not None:
+        MemoryCommands(service).register(kernel.commands)
     SearchCommands(index, max_terms=memory.recall_max_terms).register(kernel.commands)
     SummaryCommands(SummaryRepo(db)).register(kernel.commands)
     privacy = PrivacyController(

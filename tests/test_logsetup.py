@@ -10,6 +10,7 @@ from aiohttp import web
 
 from picobot.config.settings import Settings
 from picobot.logsetup import logging_to
+from picobot.store.db import Database
 
 
 def test_log_file_gets_redacted_records(tmp_path: Path) -> None:
@@ -47,7 +48,6 @@ async def test_a_malformed_request_is_one_line_without_its_content(tmp_path: Pat
 
 
 async def test_debug_logs_no_chat_text_from_sqlite_or_websockets(tmp_path: Path) -> None:
-    import aiosqlite
     from websockets.asyncio.client import connect
     from websockets.asyncio.server import ServerConnection, serve
 
@@ -60,10 +60,14 @@ async def test_debug_logs_no_chat_text_from_sqlite_or_websockets(tmp_path: Path)
 
     with logging_to(path, Settings(logging={"level": "DEBUG"})):
         logging.getLogger("picobot.test").debug("picobot's own debug line")
-        async with aiosqlite.connect(tmp_path / "t.db") as db:
-            await db.execute("CREATE TABLE t (x TEXT)")
-            await db.execute("INSERT INTO t VALUES (?)", (marker,))
-            await db.commit()
+        db = await Database.open(tmp_path / "t.db", migrate=False)
+        try:
+            async with db.transaction() as conn:
+                await conn.execute("CREATE TABLE t (x TEXT)")
+            await db.execute_write("INSERT INTO t VALUES (?)", (marker,))
+            assert (await db.fetchall("SELECT x FROM t"))[0][0] == marker
+        finally:
+            await db.close()
         async with serve(echo, "127.0.0.1", 0) as server:
             port = server.sockets[0].getsockname()[1]
             async with connect(f"ws://127.0.0.1:{port}") as ws:
@@ -74,4 +78,4 @@ async def test_debug_logs_no_chat_text_from_sqlite_or_websockets(tmp_path: Path)
     assert "picobot's own debug line" in text
     assert marker not in text
     # And the levels are restored afterwards.
-    assert logging.getLogger("aiosqlite").level == logging.NOTSET
+    assert logging.getLogger("websockets").level == logging.NOTSET

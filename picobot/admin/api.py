@@ -17,7 +17,6 @@ confirmation token bound to that key; ``POST /api/v1/purge/{token}/confirm`` wit
 
 from __future__ import annotations
 
-import hmac
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
@@ -38,6 +37,7 @@ from picobot.admin.openapi import OPENAPI
 from picobot.admin.readiness import ReadinessProbe
 from picobot.admin.routes_data import DataRoutes
 from picobot.admin.routes_ops import OpsRoutes
+from picobot.auth import KEY_PREFIX_LENGTH, KeyRing, key_prefix, parse_key_list, presented_key
 from picobot.config.channels import ServerSettings
 from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, StoreUnavailable, UserError
@@ -49,10 +49,6 @@ from picobot.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
-MIN_KEY_LENGTH = 16
-"""Shorter keys are refused: the 8-character prefix in the actor id must not give them away."""
-KEY_PREFIX_LENGTH = 8
-
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 ActorHandler = Callable[[web.Request, Actor], Awaitable[web.StreamResponse]]
 
@@ -60,22 +56,17 @@ ActorHandler = Callable[[web.Request, Actor], Awaitable[web.StreamResponse]]
 def parse_admin_keys(raw: str, env_name: str) -> list[str]:
     """Comma-separated operator keys; ConfigError naming ``env_name`` (never a key)."""
     keys: list[str] = []
-    for position, entry in enumerate(raw.split(","), start=1):
-        key = entry.strip()
-        if not key:
-            continue
-        where = f"{env_name}: entry {position}"
-        if len(key) < MIN_KEY_LENGTH:
-            raise ConfigError(
-                f"{where}: admin API keys must be at least {MIN_KEY_LENGTH} characters"
-            )
+    for entry in parse_key_list(raw, env_name, what="admin API keys", labels=False):
+        key = entry.key
         if not key.isascii() or not key.isprintable() or " " in key:
-            raise ConfigError(f"{where}: admin API keys must be printable ASCII without spaces")
-        if key in keys:
-            raise ConfigError(f"{where}: duplicate key")
+            raise ConfigError(
+                f"{entry.where}: admin API keys must be printable ASCII without spaces"
+            )
         # The actor id is the prefix; two keys sharing it would share pending purges.
-        if any(k[:KEY_PREFIX_LENGTH] == key[:KEY_PREFIX_LENGTH] for k in keys):
-            raise ConfigError(f"{where}: two keys share their first {KEY_PREFIX_LENGTH} characters")
+        if any(key_prefix(k) == key_prefix(key) for k in keys):
+            raise ConfigError(
+                f"{entry.where}: two keys share their first {KEY_PREFIX_LENGTH} characters"
+            )
         keys.append(key)
     return keys
 
@@ -90,14 +81,7 @@ def load_admin_keys(
 
 def operator_actor(key: str) -> Actor:
     """The operator a key acts as: ``api:<first 8 characters of the key>``."""
-    return Actor(f"api:{key[:KEY_PREFIX_LENGTH]}", operator=True)
-
-
-def _presented_key(request: web.Request) -> str | None:
-    scheme, _, value = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() == "bearer" and value.strip():
-        return value.strip()
-    return request.headers.get("X-API-Key", "").strip() or None
+    return Actor(f"api:{key_prefix(key)}", operator=True)
 
 
 class AdminAPI:
@@ -124,7 +108,7 @@ class AdminAPI:
         if not checked:
             # Deny by default: an admin API that nobody can open must not be mounted.
             raise ConfigError("the admin API needs at least one operator key")
-        self._keys = [(k.encode("ascii"), operator_actor(k)) for k in checked]
+        self._keys = KeyRing((k, operator_actor(k)) for k in checked)
         self._db = runtime.db
         self._clock = clock or runtime.kernel.clock
         settings = runtime.settings
@@ -180,16 +164,10 @@ class AdminAPI:
 
     def authenticate(self, request: web.Request) -> Actor | None:
         """The operator of the key the request presents, or None."""
-        presented = _presented_key(request)
-        if presented is None:
-            return None
-        candidate = presented.encode("utf-8", "surrogateescape")
-        found: Actor | None = None
-        for key, actor in self._keys:
-            # Every key is compared, without an early exit, so timing reveals nothing.
-            if hmac.compare_digest(candidate, key):
-                found = actor
-        return found
+        headers = request.headers
+        return self._keys.lookup(
+            presented_key(headers.get("Authorization"), headers.get("X-API-Key"))
+        )
 
     def _protected(self, handler: ActorHandler) -> Handler:
         """Authenticate, run ``handler``, and turn failures into JSON errors."""

@@ -32,6 +32,7 @@ from picobot.config.channels import ServerSettings
 from picobot.config.settings import Settings
 from picobot.errors import PicobotError
 from picobot.llm.base import LLMProvider
+from picobot.registry import Registry
 from picobot.runtime import Runtime, open_runtime
 
 log = logging.getLogger(__name__)
@@ -62,6 +63,12 @@ class ServeInfo:
 
 Stop = Callable[[], Awaitable[None]]
 """Stops one channel: it stops accepting at once, then lets its turns finish."""
+
+ChannelStarter = Callable[[Runtime, list[Stop], ServeInfo], Awaitable[None]]
+"""Starts one channel if its settings enable it: appends its Stop, fills in ServeInfo."""
+
+CHANNELS: Registry[ChannelStarter] = Registry("channel")
+"""What ``serve`` starts, in order; adding a channel is its module plus one starter here."""
 
 
 async def _stop_together(stops: list[Stop]) -> None:
@@ -176,12 +183,19 @@ async def _start_websocket(rt: Runtime, stops: list[Stop], info: ServeInfo) -> N
     from picobot.channels.websocket.server import WebSocketChannel
 
     settings = rt.settings
+    if not settings.channels.websocket.enabled:
+        return
     channel = WebSocketChannel(
         rt.kernel, settings.channels.websocket, grace_secs=settings.server.shutdown_grace_secs
     )
     await channel.start()
     stops.append(functools.partial(channel.stop, settings.server.shutdown_grace_secs))
     info.websocket_url = channel.url
+
+
+# The channels serve starts, in this order (the HTTP one hosts the webhooks and admin).
+CHANNELS.add("websocket", _start_websocket)
+CHANNELS.add("http", _start_http)
 
 
 async def serve(
@@ -238,9 +252,8 @@ async def _serve(
     ):
         stops: list[Stop] = []
         stack.push_async_callback(_stop_together, stops)
-        if settings.channels.websocket.enabled:
-            await _start_websocket(rt, stops, info)
-        await _start_http(rt, stops, info)
+        for _, start in CHANNELS.items():
+            await start(rt, stops, info)
         _check_descriptors(settings, info)
         for line in info.lines():
             log.info("%s", line)

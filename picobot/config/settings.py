@@ -184,8 +184,8 @@ class LoggingSettings(Section):
     """Logging."""
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    """Log level. DEBUG adds PicoBot's own detail; aiosqlite and websockets stay at INFO, as
-    their DEBUG records quote message text."""
+    """Log level. DEBUG adds PicoBot's own detail; websockets stays at INFO, as its DEBUG
+    records quote message text (the store logs no SQL)."""
     file: str = ""
     """Log file; empty = stderr, or <data.dir>/picobot.log while the TUI owns the terminal."""
 

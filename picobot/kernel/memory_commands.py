@@ -7,13 +7,10 @@ memories of the authenticated caller (``call.identity.user_id``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter
 from picobot.kernel.context import ToolContext
 from picobot.messages import Outbound, notice
-from picobot.store.memories import MemoryRepo
 from picobot.tools.memory import MemoryService
 
 REMEMBER_USAGE = "Usage: /remember key: content (e.g. /remember pet: a cat named Tom)."
@@ -23,15 +20,9 @@ FORGET_USAGE = "Usage: /forget key (see /memories for your keys)."
 class MemoryCommands:
     """The memory slash commands, scoped to the caller's own memories."""
 
-    def __init__(
-        self,
-        repo: MemoryRepo,
-        *,
-        max_count: int,
-        max_chars: int,
-        redact: Callable[[str], str] | None = None,
-    ) -> None:
-        self.service = MemoryService(repo, max_count=max_count, max_chars=max_chars, redact=redact)
+    def __init__(self, service: MemoryService) -> None:
+        """Front end over ``service``, shared with the ``memory`` tool (one set of rules)."""
+        self.service = service
 
     def register(self, router: CommandRouter) -> None:
         """Add /remember, /memories and /forget to a router."""

@@ -21,7 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal
 
-import aiosqlite
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -32,6 +31,7 @@ from pydantic import (
 )
 
 from picobot.errors import PicobotError
+from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
 
 log = logging.getLogger(__name__)
@@ -271,13 +271,13 @@ async def _apply(
     return imported, messages, skipped
 
 
-async def _exists(conn: aiosqlite.Connection, sql: str, value: str) -> bool:
+async def _exists(conn: AsyncConnection, sql: str, value: str) -> bool:
     async with conn.execute(sql, (value,)) as cur:
         return await cur.fetchone() is not None
 
 
 async def _insert_session(
-    conn: aiosqlite.Connection,
+    conn: AsyncConnection,
     session: LegacySession,
     estimate: Callable[[str], int],
     redact: Callable[[str], str],

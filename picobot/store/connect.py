@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-
-import aiosqlite
+from typing import Any
 
 from picobot.errors import StoreUnavailable
+from picobot.store.connection import AsyncConnection
 from picobot.store.terms import INDEX_TEXT_FUNCTION, index_text
 
 
@@ -27,23 +27,32 @@ def explain(exc: sqlite3.Error, path: Path) -> str:
     return f"database {path} error: {exc}"
 
 
-async def pragma(conn: aiosqlite.Connection, pragma: str) -> list[sqlite3.Row]:
+async def pragma(conn: AsyncConnection, pragma: str) -> list[sqlite3.Row]:
     """Run a PRAGMA and finalize its statement (an open one would hold a lock)."""
     async with conn.execute(f"PRAGMA {pragma}") as cur:
         return list(await cur.fetchall())
 
 
-async def connect(
-    path: Path, busy_timeout_ms: int, *, writer: bool = False
-) -> aiosqlite.Connection:
+def open_sqlite(database: str, **kwargs: Any) -> sqlite3.Connection:
+    """``sqlite3.connect``, in one place: the I/O seam the fault tests replace."""
+    conn: sqlite3.Connection = sqlite3.connect(database, **kwargs)
+    return conn
+
+
+async def connect(path: Path, busy_timeout_ms: int, *, writer: bool = False) -> AsyncConnection:
     """One connection; ``writer``: the writer, which also puts the file in WAL mode."""
-    # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction is exactly
-    # what transaction() says, not what the sqlite3 module guesses.
-    conn = await aiosqlite.connect(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
-    try:
+
+    def opener() -> sqlite3.Connection:
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction is exactly
+        # what transaction() says, not what the sqlite3 module guesses.
+        conn = open_sqlite(str(path), isolation_level=None, timeout=busy_timeout_ms / 1000)
         conn.row_factory = sqlite3.Row
+        return conn
+
+    conn = await AsyncConnection.open(opener, name="picobot-writer" if writer else "picobot-db")
+    try:
         # The recall index's triggers compute its per-user terms with this function.
-        await conn.create_function(INDEX_TEXT_FUNCTION, 2, index_text, deterministic=True)
+        await conn.run(_create_index_function)
         await pragma(conn, f"busy_timeout={int(busy_timeout_ms)}")
         await pragma(conn, "foreign_keys=ON")
         # Purged text must not survive in free space: zero every deleted cell and freed
@@ -60,7 +69,11 @@ async def connect(
     return conn
 
 
-async def _make_writer(conn: aiosqlite.Connection, path: Path) -> None:
+def _create_index_function(conn: sqlite3.Connection) -> None:
+    conn.create_function(INDEX_TEXT_FUNCTION, 2, index_text, deterministic=True)
+
+
+async def _make_writer(conn: AsyncConnection, path: Path) -> None:
     """WAL mode without automatic checkpoints, on a file that is PicoBot's.
 
     A file that already holds tables but no ``_migrations`` belongs to another

@@ -1,12 +1,13 @@
-"""The aiosqlite database: WAL, foreign keys, busy timeout, one serialized writer.
+"""The SQLite database: WAL, foreign keys, busy timeout, one serialized writer.
 
+Each connection has a thread of its own (:class:`picobot.store.connection.AsyncConnection`).
 A writer connection used only under an asyncio lock (so writes are serialized) and
-reader connections (two by default, each with its own thread) for queries, which in WAL
+reader connections (two by default) for queries, which in WAL
 mode never wait for the writer; :meth:`Database.read` runs several in one trip and one
 snapshot. Writes come in two forms:
 
-- :meth:`Database.transaction`: an async block of aiosqlite calls, one ``BEGIN
-  IMMEDIATE`` transaction (each statement is a trip to aiosqlite's thread).
+- :meth:`Database.transaction`: an async block of ``execute`` calls, one ``BEGIN
+  IMMEDIATE`` transaction (each statement is a trip to the writer's thread).
 - :meth:`Database.write`: a plain function of the ``sqlite3`` connection, run in the
   writer thread. Writes that arrive while one is running are *group-committed*: the
   next batch runs in one thread trip and one transaction, each function inside its own
@@ -29,11 +30,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-import aiosqlite
-
 from picobot.errors import StoreUnavailable
 from picobot.store.batches import WriteFn, group_commit, read_batch
 from picobot.store.connect import connect, explain, pragma
+from picobot.store.connection import AsyncConnection
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +53,9 @@ class Database:
     def __init__(
         self,
         path: Path,
-        writer: aiosqlite.Connection,
-        readers: list[aiosqlite.Connection],
-        maintenance: aiosqlite.Connection,
+        writer: AsyncConnection,
+        readers: list[AsyncConnection],
+        maintenance: AsyncConnection,
     ):
         self.path = path
         self._writer = writer
@@ -96,7 +96,7 @@ class Database:
                 f"cannot create data directory {path.parent}: {exc.strerror}"
             ) from None
         writer = None
-        conns: list[aiosqlite.Connection] = []
+        conns: list[AsyncConnection] = []
         try:
             writer = await connect(path, busy_timeout_ms, writer=True)
             for _ in range(max(1, readers)):
@@ -227,7 +227,7 @@ class Database:
                 raise StoreUnavailable(explain(exc, self.path)) from None
 
     @asynccontextmanager
-    async def transaction(self) -> AsyncIterator[aiosqlite.Connection]:
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
         """One serialized write transaction; commits on success, rolls back on error."""
         async with self._write_lock:
             try:
@@ -235,8 +235,8 @@ class Database:
             except sqlite3.Error as exc:
                 raise StoreUnavailable(explain(exc, self.path)) from None
             except asyncio.CancelledError:
-                # The BEGIN still runs in aiosqlite's thread; undo it (queued behind it),
-                # or every later write on this connection would fail.
+                # The BEGIN may still run in the writer's thread; undo it (queued behind
+                # it), or every later write on this connection would fail.
                 await self._rollback()
                 raise
             try:
@@ -287,11 +287,8 @@ class Database:
         fns = [fn for fn, _ in batch]
         async with self._write_lock:
             try:
-                # One trip to the writer thread for the whole batch. aiosqlite's _execute
-                # is not public API; the version range in pyproject.toml is the one tested.
-                outcomes: list[tuple[bool, Any]] = await self._writer._execute(  # type: ignore[no-untyped-call]
-                    group_commit, self._writer._conn, fns
-                )
+                # One trip to the writer thread for the whole batch.
+                outcomes = await self._writer.run(group_commit, fns)
             except sqlite3.Error as exc:
                 error = StoreUnavailable(explain(exc, self.path))
                 outcomes = [(False, error)] * len(batch)
@@ -321,7 +318,7 @@ class Database:
             elif isinstance(value, ValueError | sqlite3.ProgrammingError) and "closed" in str(
                 value
             ):
-                # The connection closed under the request (aiosqlite's or sqlite3's words).
+                # The connection closed under the request (sqlite3's words).
                 future.set_exception(StoreUnavailable(f"database {self.path} is closed"))
             else:
                 future.set_exception(value)
@@ -367,10 +364,7 @@ class Database:
     ) -> None:
         reader = self._readers[index]
         try:
-            # aiosqlite's _execute: see _run_batch.
-            outcomes: list[tuple[bool, Any]] = await reader._execute(  # type: ignore[no-untyped-call]
-                read_batch, reader._conn, [fn for fn, _ in batch]
-            )
+            outcomes = await reader.run(read_batch, [fn for fn, _ in batch])
         except Exception as exc:
             outcomes = [(False, exc)] * len(batch)
         except BaseException:  # cancelled (shutting down): nobody is left waiting quietly

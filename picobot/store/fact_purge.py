@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 
-import aiosqlite
-
+from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
 from picobot.store.migrations_facts import FACT_ROWID_BASE
 
@@ -34,7 +33,7 @@ def _count(conn: sqlite3.Connection, doomed: str, key: str) -> tuple[int, int]:
     return (int(row[0]), int(row[1])) if row else (0, 0)
 
 
-async def _delete(conn: aiosqlite.Connection, doomed: str, key: str) -> tuple[int, int]:
+async def _delete(conn: AsyncConnection, doomed: str, key: str) -> tuple[int, int]:
     async with conn.execute(doomed, (key,)) as cur:
         ids = _json([int(r[0]) for r in await cur.fetchall()])
     async with conn.execute(

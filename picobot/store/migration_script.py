@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sqlite3
 
-import aiosqlite
+from picobot.store.connection import AsyncConnection
 
 
-async def run_script(conn: aiosqlite.Connection, script: str) -> None:
+async def run_script(conn: AsyncConnection, script: str) -> None:
     """Execute a multi-statement script inside the caller's transaction.
 
     ``executescript`` would COMMIT the open transaction first, so statements are split

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import aiosqlite
-
 from picobot.errors import StoreUnavailable, UserError
+from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
 from picobot.store.migrations_facts import m012_learned_facts
 from picobot.store.migrations_search import (
@@ -33,10 +32,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-Migration = Callable[[aiosqlite.Connection], Awaitable[None]]
+Migration = Callable[[AsyncConnection], Awaitable[None]]
 
 
-async def m001_core_tables(conn: aiosqlite.Connection) -> None:
+async def m001_core_tables(conn: AsyncConnection) -> None:
     """Sessions, messages, user memories, session summaries, tool records."""
     await run_script(
         conn,
@@ -108,7 +107,7 @@ async def m001_core_tables(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def m003_task_runs(conn: aiosqlite.Connection) -> None:
+async def m003_task_runs(conn: AsyncConnection) -> None:
     """The last run of each background job, kept durably by job name.
 
     The supervisor's JobStatus lives in memory; this row survives a restart, so a job
@@ -131,7 +130,7 @@ async def m003_task_runs(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def m007_message_sources(conn: aiosqlite.Connection) -> None:
+async def m007_message_sources(conn: AsyncConnection) -> None:
     """Where a message came from, for channels that may hand it over twice.
 
     ``source_id`` is ``<channel>:<platform message id>`` for a webhook message, NULL
@@ -150,7 +149,7 @@ async def m007_message_sources(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def m008_memory_revisions(conn: aiosqlite.Connection) -> None:
+async def m008_memory_revisions(conn: AsyncConnection) -> None:
     """A revision per user's memories, so a reader can tell whether they changed.
 
     Every insert, update or delete of a user's memories gives that user's row in

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import aiosqlite
-
+from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
 
 FACT_ROWID_BASE = 1 << 40
@@ -11,7 +10,7 @@ FACT_ROWID_BASE = 1 << 40
 memory's (``-user_memories.id``), so the sign and size of a rowid name its kind."""
 
 
-async def m012_learned_facts(conn: aiosqlite.Connection) -> None:
+async def m012_learned_facts(conn: AsyncConnection) -> None:
     """Learned facts: one row per fact, its sources (provenance) and its change history.
 
     ``fact_sources`` names the sessions and messages a fact was learned or reinforced

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import aiosqlite
-
+from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
 from picobot.store.terms import UNSPACED_GLOB
 
 
-async def m002_search_index(conn: aiosqlite.Connection) -> None:
+async def m002_search_index(conn: AsyncConnection) -> None:
     """Full-text recall index over user/assistant messages and user memories.
 
     A regular FTS5 table (it keeps its own copy of the text) kept in sync by triggers
@@ -90,7 +89,7 @@ async def m002_search_index(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def m005_user_terms(conn: aiosqlite.Connection) -> None:
+async def m005_user_terms(conn: AsyncConnection) -> None:
     """Rebuild the recall index with per-user terms (see picobot.store.search).
 
     Same columns and rowids as m002, but ``body`` holds :func:`index_text` of the text:
@@ -182,7 +181,7 @@ async def m005_user_terms(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def m006_deferred_message_index(conn: aiosqlite.Connection) -> None:
+async def m006_deferred_message_index(conn: AsyncConnection) -> None:
     """Index messages in batches: a new message is queued in ``search_pending``.
 
     Each transaction that writes the index adds an FTS5 segment and pays its merge
@@ -218,7 +217,7 @@ async def m006_deferred_message_index(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def m009_search_tidy_steps(conn: aiosqlite.Connection) -> None:
+async def m009_search_tidy_steps(conn: AsyncConnection) -> None:
     """Turn FTS5's automerge off: the runtime merges in steps of their own instead.
 
     Automerge does merge work inside every transaction that adds an index segment, so
@@ -231,7 +230,7 @@ async def m009_search_tidy_steps(conn: aiosqlite.Connection) -> None:
     await conn.execute("INSERT INTO search_index (search_index, rank) VALUES ('automerge', 0)")
 
 
-async def m011_split_unspaced_scripts(conn: aiosqlite.Connection) -> None:
+async def m011_split_unspaced_scripts(conn: AsyncConnection) -> None:
     """Index text in unspaced scripts (Chinese, Japanese, Korean, Thai) per character.
 
     A run of such characters was one indexed word, so no part of it could be found

@@ -6,12 +6,11 @@ for the rules (never edit a released migration).
 
 from __future__ import annotations
 
-import aiosqlite
-
+from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
 
 
-async def m004_webhook_queues(conn: aiosqlite.Connection) -> None:
+async def m004_webhook_queues(conn: AsyncConnection) -> None:
     """The durable webhook inbox and the outbound reply queue.
 
     ``webhook_inbox`` records every accepted platform message before the webhook is
@@ -72,7 +71,7 @@ async def m004_webhook_queues(conn: aiosqlite.Connection) -> None:
     )
 
 
-async def m013_webhook_replay_guard(conn: aiosqlite.Connection) -> None:
+async def m013_webhook_replay_guard(conn: AsyncConnection) -> None:
     """Content-free de-duplication records, and replies linked to their session.
 
     ``webhook_seen`` keeps, for every accepted platform message, a keyed hash of its

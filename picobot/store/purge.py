@@ -22,8 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
-import aiosqlite
-
+from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
 from picobot.store.fact_purge import FactPurge
 from picobot.store.webhooks import WebhookStore
@@ -283,7 +282,7 @@ class PurgeStore:
         key: str,
         where: Clause,
         batch_size: int,
-        delete: Callable[[aiosqlite.Connection, str], Awaitable[PurgeCounts]],
+        delete: Callable[[AsyncConnection, str], Awaitable[PurgeCounts]],
     ) -> PurgeCounts:
         """Delete ``table`` rows matching ``where``, ``batch_size`` per transaction."""
         sql, params = where
@@ -312,7 +311,7 @@ class PurgeStore:
 _IN_KEYS = "IN (SELECT value FROM json_each(?))"
 
 
-async def _del_messages(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+async def _del_messages(conn: AsyncConnection, keys: str) -> PurgeCounts:
     # Counted before the delete: the triggers remove exactly these (indexed or queued).
     entries = await _scalar(
         conn,
@@ -325,7 +324,7 @@ async def _del_messages(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
     return PurgeCounts(messages=n, index_entries=entries)
 
 
-async def _del_memories(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+async def _del_memories(conn: AsyncConnection, keys: str) -> PurgeCounts:
     # A memory's entry has rowid -id (see m002).
     entries = await _scalar(
         conn,
@@ -337,15 +336,15 @@ async def _del_memories(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
     )
 
 
-async def _del_tools(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+async def _del_tools(conn: AsyncConnection, keys: str) -> PurgeCounts:
     return PurgeCounts(tool_records=await _delete_in(conn, "tool_records", "id", keys))
 
 
-async def _del_summaries(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+async def _del_summaries(conn: AsyncConnection, keys: str) -> PurgeCounts:
     return PurgeCounts(summaries=await _delete_in(conn, "session_summaries", "session_id", keys))
 
 
-async def _del_sessions(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
+async def _del_sessions(conn: AsyncConnection, keys: str) -> PurgeCounts:
     # Whatever the sessions still hold (rows written after the earlier sweeps, or
     # tool records newer than a retention cutoff) is deleted and counted here rather
     # than vanishing uncounted through ON DELETE CASCADE.
@@ -362,19 +361,19 @@ async def _del_sessions(conn: aiosqlite.Connection, keys: str) -> PurgeCounts:
     return done + PurgeCounts(sessions=n, summaries=sums, tool_records=tools)
 
 
-async def _delete_in(conn: aiosqlite.Connection, table: str, column: str, keys: str) -> int:
+async def _delete_in(conn: AsyncConnection, table: str, column: str, keys: str) -> int:
     # table and column are constants of this module, never caller input.
     sql = f"DELETE FROM {table} WHERE {column} {_IN_KEYS}"  # noqa: S608
     async with conn.execute(sql, (keys,)) as cur:
         return int(cur.rowcount)
 
 
-async def _column(conn: aiosqlite.Connection, sql: str, params: tuple[Any, ...]) -> list[Any]:
+async def _column(conn: AsyncConnection, sql: str, params: tuple[Any, ...]) -> list[Any]:
     async with conn.execute(sql, params) as cur:
         return [row[0] for row in await cur.fetchall()]
 
 
-async def _scalar(conn: aiosqlite.Connection, sql: str, keys: str) -> int:
+async def _scalar(conn: AsyncConnection, sql: str, keys: str) -> int:
     async with conn.execute(sql, (keys,)) as cur:
         row = await cur.fetchone()
     return int(row[0]) if row else 0

@@ -6,8 +6,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
-import aiosqlite
-
+from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database, Row
 
 
@@ -152,7 +151,7 @@ class SessionRepo:
 
 
 async def _insert(
-    conn: aiosqlite.Connection, channel: str, chat_id: str, user_id: str, parent: str | None
+    conn: AsyncConnection, channel: str, chat_id: str, user_id: str, parent: str | None
 ) -> str:
     session_id, now = new_session_id(), time.time()
     await conn.execute(
@@ -164,7 +163,7 @@ async def _insert(
 
 
 async def _set_current(
-    conn: aiosqlite.Connection, channel: str, chat_id: str, user_id: str, sid: str
+    conn: AsyncConnection, channel: str, chat_id: str, user_id: str, sid: str
 ) -> None:
     await conn.execute(
         "INSERT INTO current_sessions (channel, chat_id, user_id, session_id)"

@@ -152,15 +152,9 @@ def _required(value: str | None, name: str) -> str:
 class MemoryTool:
     """The ``memory`` tool: save, list or delete the caller's (or shared) memories."""
 
-    def __init__(
-        self,
-        repo: MemoryRepo,
-        *,
-        max_count: int,
-        max_chars: int,
-        redact: Callable[[str], str] | None = None,
-    ) -> None:
-        self.service = MemoryService(repo, max_count=max_count, max_chars=max_chars, redact=redact)
+    def __init__(self, service: MemoryService) -> None:
+        """Front end over ``service``, shared with the /remember commands (one set of rules)."""
+        self.service = service
         self._spec = ToolSpec(
             name="memory",
             description=(
@@ -170,7 +164,7 @@ class MemoryTool:
                 "them; action=delete removes one. scope=global means memories shared by "
                 "all users and only works with an operator grant."
             ),
-            parameters=_parameters(max_chars),
+            parameters=_parameters(service.max_chars),
         )
 
     @property

@@ -17,7 +17,7 @@ from picobot.store.messages import SessionGone
 from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.sessions import SessionRepo
 from picobot.store.tool_records import ToolRecordRepo
-from picobot.tools.memory import MemoryTool
+from picobot.tools.memory import MemoryService, MemoryTool
 from tests.channels.gated import GatedProvider
 from tests.kernel.conftest import ALICE, KernelFactory, run
 
@@ -73,7 +73,9 @@ async def test_a_memory_the_model_saves_after_its_user_was_purged_is_not_kept(
     save = ToolCall("c1", "memory", '{"action":"save","key":"pet","content":"a cat"}')
     provider = GatedProvider([ScriptedTurn(tool_calls=(save,)), "Saved."])
     repo = MemoryRepo(db)
-    kernel = make_kernel(provider, tools=[MemoryTool(repo, max_count=50, max_chars=2000)])
+    kernel = make_kernel(
+        provider, tools=[MemoryTool(MemoryService(repo, max_count=50, max_chars=2000))]
+    )
     turn = asyncio.create_task(run(kernel, ALICE, "remember my cat"))
     await provider.entered.wait()
     await purge(db, UserScope(ALICE.user_id))

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
-import aiosqlite
 import pytest
 
+from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
 from picobot.store.memories import MemoryRepo
@@ -259,7 +259,7 @@ async def test_big_purge_runs_in_batches_and_lets_other_writers_in(
     real = db.transaction
 
     @asynccontextmanager
-    async def traced() -> AsyncIterator[aiosqlite.Connection]:
+    async def traced() -> AsyncIterator[AsyncConnection]:
         async with real() as conn:
             # Recorded once the writer lock is held: the order writers got in.
             task = asyncio.current_task()

@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import aiosqlite
 import pytest
 
 from picobot.cli.ops import add_ops_commands
 from picobot.cli.status import format_status, human_bytes, human_duration
+from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
 from picobot.store.memories import MemoryRepo
@@ -208,7 +208,7 @@ async def test_large_sweeps_are_batched(
     real = db.transaction
 
     @asynccontextmanager
-    async def counted() -> AsyncIterator[aiosqlite.Connection]:
+    async def counted() -> AsyncIterator[AsyncConnection]:
         nonlocal transactions
         transactions += 1
         async with real() as conn:

@@ -34,6 +34,7 @@ from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.runtime import Runtime, open_runtime
+from picobot.store import connect as connect_module
 from picobot.store import db as db_module
 from picobot.store.webhooks import WebhookStore
 from tests.channels.webhook.generic_client import signed_headers
@@ -268,20 +269,20 @@ async def test_read_only_data_dir_is_a_clear_error_and_loses_nothing(
 async def test_database_opened_read_only_refuses_turns_clearly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Simulated at the I/O seam: ``aiosqlite.connect`` opens the file with SQLite's
+    """Simulated at the I/O seam: ``open_sqlite`` opens the file with SQLite's
     ``mode=ro``, which is what a data dir turned read-only under a running server
     amounts to (a real remount is refused while the file is open). Real: the file, the
     kernel and SQLite's own "attempt to write a readonly database" error."""
     data = tmp_path / "data"
     async with runtime_at(data) as rt:
         assert (await turn(rt, "kept"))[-1].kind is OutboundKind.DONE
-    real_connect = db_module.aiosqlite.connect
+    real_connect = connect_module.open_sqlite
 
     def read_only(database: str, **kwargs: Any) -> Any:
         return real_connect(f"file:{database}?mode=ro", uri=True, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(db_module.aiosqlite, "connect", read_only)
+        patch.setattr(connect_module, "open_sqlite", read_only)
         async with open_runtime(settings_for(data), provider=ScriptedProvider()) as rt:
             with caplog.at_level(logging.ERROR):
                 events = await turn(rt, "refused")
@@ -356,19 +357,19 @@ async def test_full_database_without_a_mount_is_a_clear_error_and_recovers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Simulated at the I/O seam, for machines where a tmpfs cannot be mounted: the
-    writer connection (captured as ``aiosqlite.connect`` hands it out) gets SQLite's
+    writer connection (captured as ``Database.open`` connects it) gets SQLite's
     ``max_page_count`` set to the file's current size, so SQLite itself fails the next
     write that needs a page with its real SQLITE_FULL ("database or disk is full").
     Raising the limit again stands for freeing space. Kernel and file are real."""
     connections: list[Any] = []
-    real_connect = db_module.aiosqlite.connect
+    real_connect = db_module.connect
 
-    def recording(database: str, **kwargs: Any) -> Any:
-        conn = real_connect(database, **kwargs)
+    async def recording(*args: Any, **kwargs: Any) -> Any:
+        conn = await real_connect(*args, **kwargs)
         connections.append(conn)
         return conn
 
-    monkeypatch.setattr(db_module.aiosqlite, "connect", recording)
+    monkeypatch.setattr(db_module, "connect", recording)
     async with runtime_at(tmp_path / "data") as rt:
         writer = connections[0]  # Database.open connects the writer first
         assert (await turn(rt, "before the limit"))[-1].kind is OutboundKind.DONE

@@ -1,4 +1,9 @@
-"""The webhook platforms PicoBot knows: adding one is its module plus one line here."""
+"""The webhook platforms PicoBot knows: adding one is its module plus one line here.
+
+Each platform reads its own section, ``[channels.webhook.<name>]`` (a field of
+:class:`WebhookSettings` named like the platform), and is built only when that
+section is enabled.
+"""
 
 from __future__ import annotations
 
@@ -11,21 +16,26 @@ from picobot.channels.webhook.platforms.slack import SlackPlatform
 from picobot.channels.webhook.platforms.telegram import TelegramPlatform
 from picobot.channels.webhook.platforms.whatsapp import WhatsAppPlatform
 from picobot.config.channels import WebhookSettings
+from picobot.errors import ConfigError
+from picobot.registry import Registry
 
-# name -> (section of [channels.webhook], factory building the platform from it)
-PLATFORMS: dict[str, Callable[[Any], Platform]] = {
-    "whatsapp": WhatsAppPlatform.from_settings,
-    "telegram": TelegramPlatform.from_settings,
-    "slack": SlackPlatform.from_settings,
-    "generic": GenericPlatform.from_settings,
-}
+PlatformFactory = Callable[[Any], Platform]
+"""Builds a platform from its ``[channels.webhook.<name>]`` section."""
+
+PLATFORMS: Registry[PlatformFactory] = Registry("webhook platform", "[channels.webhook]")
+PLATFORMS.add("whatsapp", WhatsAppPlatform.from_settings)
+PLATFORMS.add("telegram", TelegramPlatform.from_settings)
+PLATFORMS.add("slack", SlackPlatform.from_settings)
+PLATFORMS.add("generic", GenericPlatform.from_settings)
 
 
 def enabled_platforms(settings: WebhookSettings) -> list[Platform]:
     """Build every enabled platform; a missing secret is a ConfigError naming its env var."""
     platforms: list[Platform] = []
     for name, factory in PLATFORMS.items():
-        section = getattr(settings, name)
+        section = getattr(settings, name, None)
+        if section is None:  # a registration without its settings: a programming error
+            raise ConfigError(f"webhook platform {name!r} has no [channels.webhook.{name}]")
         if section.enabled:
             platforms.append(factory(section))
     return platforms

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from picobot.auth import key_prefix, parse_key_list
 from picobot.channels.websocket.frames import (
     CLIENT,
     CLIENT_TYPES,
@@ -48,8 +49,6 @@ from picobot.errors import UNREADABLE_JSON, ConfigError
 from picobot.messages import Outbound, OutboundKind
 from picobot.shapes import problem
 
-MIN_KEY_LENGTH = 16
-KEY_PREFIX_LENGTH = 8
 IDENTITY_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 ClientMessage = ClientChat | ClientConfirm | ClientHistory | ClientPing
@@ -251,26 +250,17 @@ def parse_api_keys(raw: str, env_name: str) -> dict[str, str]:
     """
     keys: dict[str, str] = {}
     unnamed: set[str] = set()  # user ids derived from a key's prefix
-    for position, entry in enumerate(raw.split(","), start=1):
-        entry = entry.strip()
-        if not entry:
-            continue
-        key, sep, name = entry.partition(":")
-        key, name = key.strip(), name.strip()
-        where = f"{env_name}: entry {position}"
-        if len(key) < MIN_KEY_LENGTH:
-            raise ConfigError(f"{where}: API keys must be at least {MIN_KEY_LENGTH} characters")
-        if sep and not IDENTITY_PATTERN.match(name):
+    for entry in parse_key_list(raw, env_name, what="API keys", labels=True):
+        where, key, name = entry.where, entry.key, entry.label
+        if name is not None and not IDENTITY_PATTERN.match(name):
             raise ConfigError(f"{where}: the identity must match {IDENTITY_PATTERN.pattern}")
-        user_id = f"ws:{name}" if sep else f"ws:{key[:KEY_PREFIX_LENGTH]}"
-        if key in keys:
-            raise ConfigError(f"{where}: duplicate key")
-        clash = user_id in keys.values() if not sep else user_id in unnamed
+        user_id = f"ws:{name}" if name is not None else f"ws:{key_prefix(key)}"
+        clash = user_id in keys.values() if name is None else user_id in unnamed
         if clash:
             raise ConfigError(
                 f"{where}: two keys share the user {user_id}; name them with key:identity"
             )
-        if not sep:
+        if name is None:
             unnamed.add(user_id)
         keys[key] = user_id
     return keys

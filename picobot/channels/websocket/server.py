@@ -13,7 +13,6 @@ Each connection is served by :class:`picobot.channels.websocket.connection.Conne
 from __future__ import annotations
 
 import asyncio
-import hmac
 import itertools
 import logging
 import time
@@ -26,10 +25,11 @@ from websockets.datastructures import Headers
 from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
+from picobot.auth import MIN_KEY_LENGTH, KeyRing, only, presented_key
 from picobot.channels import host_port
 from picobot.channels.gate import ConnectionGate, ConnectionLimits, gated_connection_class
 from picobot.channels.websocket.connection import CLOSE_TIMEOUT_SECS, RATE_BURST, Connection
-from picobot.channels.websocket.protocol import MIN_KEY_LENGTH, parse_api_keys
+from picobot.channels.websocket.protocol import parse_api_keys
 from picobot.config.channels import WebSocketSettings
 from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, PicobotError
@@ -83,7 +83,7 @@ class WebSocketChannel:
         self.settings = settings
         self.clock = clock
         self._grace_secs = grace_secs
-        self._keys = [(k.encode("utf-8"), user_id) for k, user_id in keys.items()]
+        self._keys = KeyRing(keys.items())
         self._server: Server | None = None
         self._gate: ConnectionGate | None = None
         # One line per peer and minute: a key-guessing client must not grow the log.
@@ -201,16 +201,8 @@ class WebSocketChannel:
 
     def authenticate(self, headers: Headers) -> str | None:
         """The user id of the key presented in ``headers``, or None."""
-        presented = _presented_key(headers)
-        if presented is None:
-            return None
-        candidate = presented.encode("utf-8", "surrogateescape")
-        found: str | None = None
-        for key, user_id in self._keys:
-            # Every key is compared, without an early exit, so timing reveals nothing.
-            if hmac.compare_digest(candidate, key):
-                found = user_id
-        return found
+        authorization, api_key = headers.get_all("Authorization"), headers.get_all("X-API-Key")
+        return self._keys.lookup(presented_key(only(authorization), only(api_key)))
 
     def _bucket(self, user_id: str) -> TokenBucket:
         bucket = self._buckets.get(user_id)
@@ -259,18 +251,6 @@ class WebSocketChannel:
         finally:
             self._connections.discard(conn)
             log.info("WebSocket %s closed for %s (code %s)", conn.name, user_id, ws.close_code)
-
-
-def _presented_key(headers: Headers) -> str | None:
-    auth = headers.get_all("Authorization")
-    if len(auth) == 1:
-        scheme, _, value = auth[0].partition(" ")
-        if scheme.lower() == "bearer" and value.strip():
-            return value.strip()
-    api_key = headers.get_all("X-API-Key")
-    if len(api_key) == 1 and api_key[0].strip():
-        return api_key[0].strip()
-    return None
 
 
 def _peer_key(ws: ServerConnection) -> str:
