@@ -17,6 +17,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from picobot.admin import models as m
+from picobot.admin import purge_models as pm
 from picobot.shapes import DocumentSchema, optional_as_absent
 
 Schema = dict[str, Any]
@@ -163,30 +164,30 @@ OPERATIONS: tuple[Operation, ...] = (
         "get",
         "/api/v1/retention",
         "Retention config, the last recorded run, and what has expired now",
-        {200: Reply("Retention status.", m.Retention)},
+        {200: Reply("Retention status.", pm.Retention)},
     ),
     Operation(
         "post",
         "/api/v1/purge",
         "Plan a purge: exact counts and a confirmation token for this key",
         {
-            200: Reply("The plan (no token when nothing matches).", m.PurgePlan),
+            200: Reply("The plan (no token when nothing matches).", pm.PurgePlan),
             404: _error("No such session."),
             413: TOO_LARGE,
         },
-        body=m.PurgeRequest,
+        body=pm.PurgeRequest,
     ),
     Operation(
         "post",
         "/api/v1/purge/{token}/confirm",
         "Answer a planned purge: y/yes deletes, anything else cancels",
         {
-            200: Reply("Deleted counts, or cancelled.", m.ConfirmResult),
+            200: Reply("Deleted counts, or cancelled.", pm.ConfirmResult),
             404: _error("Unknown or used token, or one issued to another key."),
             410: _error("The confirmation expired; nothing was deleted."),
             413: TOO_LARGE,
         },
-        body=m.ConfirmRequest,
+        body=pm.ConfirmRequest,
         path_params={"token": "The confirm_token of the plan."},
     ),
 )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from picobot.admin import models as m
+from picobot.admin import purge_models as pm
 from picobot.admin.http import ApiError, json_response, read_model, read_query
 from picobot.config.settings import Settings
 from picobot.errors import UserError
@@ -79,7 +80,7 @@ class OpsRoutes:
         expired = await PurgeStore(self._db).count_older(cutoff)
         last = None
         if run is not None:
-            last = m.RetentionRun(
+            last = pm.RetentionRun(
                 started_at=run.last_started_at,
                 finished_at=run.last_finished_at,
                 ok=run.ok,
@@ -88,15 +89,15 @@ class OpsRoutes:
                 error=run.error,
             )
         return json_response(
-            m.Retention(
-                config=m.RetentionConfig(
+            pm.Retention(
+                config=pm.RetentionConfig(
                     max_age_days=cfg.max_age_days,
                     cleanup_interval_secs=cfg.cleanup_interval_secs,
                     erase_interval_secs=cfg.erase_interval_secs,
                     batch_size=self._settings.privacy.retention_batch_size,
                 ),
                 last_run=last,
-                erasure=m.Erasure(
+                erasure=pm.Erasure(
                     last_erased_at=erasure.last_erased_at,
                     residue_waiting_since=erasure.waiting_since,
                     erase_due=erasure.due,
@@ -104,14 +105,14 @@ class OpsRoutes:
                 ),
                 scheduled=TASK_NAME in self._tasks.status(),
                 cutoff=cutoff,
-                expired_now=m.counts(expired),
+                expired_now=pm.counts(expired),
             )
         )
 
     async def purge(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``POST /api/v1/purge``: plan a purge; its token confirms it (same key only)."""
         read_query(request, m.NoQuery)
-        body = await read_model(request, m.PurgeRequest)
+        body = await read_model(request, pm.PurgeRequest)
         scope = await self._scope(body.root)
         pending = await self._privacy.request(scope, actor)
         # The controller keeps one pending purge per actor (a new plan replaces the
@@ -119,30 +120,30 @@ class OpsRoutes:
         # expired token must keep answering 410, and the table still holds at most
         # one entry per key.
         self._issued = {t: i for t, i in self._issued.items() if i.actor != actor}
-        plan = m.plan(body, pending.plan.counts, pending.plan.prompt())
+        plan = pm.plan(body, pending.plan.counts, pending.plan.prompt())
         if pending.plan.counts.total == 0:
-            return json_response(m.PurgePlan(confirm_token=None, plan=plan, expires_at=None))
+            return json_response(pm.PurgePlan(confirm_token=None, plan=plan, expires_at=None))
         self._issued[pending.token] = _Issued(actor, pending.expires_at)
         log.info("admin %s planned a purge of %s", actor.id, scope.describe())
         return json_response(
-            m.PurgePlan(confirm_token=pending.token, plan=plan, expires_at=pending.expires_at)
+            pm.PurgePlan(confirm_token=pending.token, plan=plan, expires_at=pending.expires_at)
         )
 
-    async def _scope(self, body: m.SessionPurge | m.UserPurge | m.OlderThanPurge) -> PurgeScope:
+    async def _scope(self, body: pm.SessionPurge | pm.UserPurge | pm.OlderThanPurge) -> PurgeScope:
         """The scope a validated purge body names."""
-        if isinstance(body, m.SessionPurge):
+        if isinstance(body, pm.SessionPurge):
             # A typo must not read as "nothing to delete".
             if await self._sessions.get(body.session_id) is None:
                 raise ApiError(404, "not_found", "No such session.")
             return SessionScope(body.session_id)
-        if isinstance(body, m.UserPurge):
+        if isinstance(body, pm.UserPurge):
             return UserScope(body.user_id)
         return OlderThanScope(body.days)
 
     async def confirm(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``POST /api/v1/purge/{token}/confirm {answer}``: y/yes executes, else cancels."""
         read_query(request, m.NoQuery)
-        body = await read_model(request, m.ConfirmRequest)
+        body = await read_model(request, pm.ConfirmRequest)
         token = request.match_info["token"]
         issued = self._issued.get(token)
         # Another key's token is answered exactly like an unknown one.
@@ -160,10 +161,10 @@ class OpsRoutes:
             raise ApiError(404, "not_found", "No pending purge with that token.") from None
         if result is None:
             log.info("admin %s cancelled a purge", actor.id)
-            return json_response(m.PurgeCancelled(cancelled=True))
+            return json_response(pm.PurgeCancelled(cancelled=True))
         return json_response(
-            m.PurgeDone(
-                deleted=m.counts(result.counts),
+            pm.PurgeDone(
+                deleted=pm.counts(result.counts),
                 duration_secs=result.duration_secs,
                 summary=result.summary(),
             )
