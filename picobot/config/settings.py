@@ -35,6 +35,10 @@ DAY_SECS = 86_400
 YEAR_SECS = 365 * DAY_SECS
 MAX_TOKENS_WINDOW = 1_048_576
 """Bound of every token count: beyond any model's context window."""
+LOCAL_REPLY_TOKENS = 256
+"""``max_tokens`` of the local provider when it is 0 (the default)."""
+REMOTE_REPLY_TOKENS = 1024
+"""``max_tokens`` of the other providers when it is 0 (the default)."""
 MAX_ROWS = 10_000
 """Bound of per-prompt row counts, which become SQL LIMITs (past 2**63 they crash)."""
 
@@ -69,8 +73,25 @@ class LLMSettings(Section):
     A relative path is relative to the working directory, not to this file."""
     temperature: float = Field(default=0.7, ge=0.0, le=2.0)
     """Sampling temperature."""
-    max_tokens: int = Field(default=512, ge=1, le=65536)
-    """Upper bound of tokens generated per reply."""
+    max_tokens: int = Field(default=0, ge=0, le=65536)
+    """Upper bound of tokens generated per reply; 0 = the provider's default: 256 for local (a
+    small model's useful replies are short, and a runaway one stops sooner), 1024 for the others."""
+    repeat_penalty: float = Field(default=1.1, ge=1.0, le=2.0)
+    """Local model: penalty on tokens already in the recent text (1.0 = none). Without one, small
+    models tend to repeat a phrase until max_tokens."""
+    top_p: float = Field(default=0.9, gt=0.0, le=1.0)
+    """Local model: sample only from the most likely tokens that together reach this probability
+    (1.0 = all)."""
+    top_k: int = Field(default=40, ge=0, le=1000)
+    """Local model: sample only from this many most likely tokens (0 = no limit)."""
+    min_p: float = Field(default=0.05, ge=0.0, le=1.0)
+    """Local model: drop tokens less likely than this fraction of the most likely one (0 = off)."""
+    seed: int = Field(default=-1, ge=-1, le=2**31 - 1)
+    """Local model: sampling seed; the same seed, settings and prompt give the same reply. -1 = a
+    new random seed for each reply."""
+    stop_on_repetition: bool = True
+    """Local model: stop a reply that has begun repeating itself (the same words three times in
+    a row, or a long sentence twice), and keep only the first copy."""
     timeout_secs: float = Field(default=60.0, gt=0, le=DAY_SECS)
     """Timeout of one model request, in seconds: connecting, a whole reply, and each wait for
     the next piece of a streamed answer (keep-alives alone do not reset it). At most a day."""
@@ -81,6 +102,13 @@ class LLMSettings(Section):
     plus max_tokens (checked at load). At most 1,048,576 (2**20)."""
     max_tool_rounds: int = Field(default=4, ge=0, le=20)
     """Tool-call rounds allowed in one turn before the model must answer."""
+
+    @property
+    def reply_tokens(self) -> int:
+        """The effective ``max_tokens``: as set, or the provider's default when 0."""
+        if self.max_tokens:
+            return self.max_tokens
+        return LOCAL_REPLY_TOKENS if self.provider == "local" else REMOTE_REPLY_TOKENS
 
 
 class DataSettings(Section):
@@ -221,13 +249,13 @@ class Settings(BaseSettings):
     def _prompt_fits_the_local_model(self) -> Settings:
         # The local model's window is known: a prompt of the full budget plus a reply of
         # max_tokens must fit in it, else every long enough turn fails in llama.cpp.
-        need = self.session.memory.context_budget_tokens + self.llm.max_tokens
+        need = self.session.memory.context_budget_tokens + self.llm.reply_tokens
         if self.llm.provider == "local" and need > self.llm.context_tokens:
             raise ValueError(
                 f"llm.context_tokens ({self.llm.context_tokens}) must hold a full prompt"
                 f" (session.memory.context_budget_tokens,"
                 f" {self.session.memory.context_budget_tokens}) plus a reply (llm.max_tokens,"
-                f" {self.llm.max_tokens}): raise context_tokens to at least {need} or lower"
+                f" {self.llm.reply_tokens}): raise context_tokens to at least {need} or lower"
                 " the others"
             )
         return self

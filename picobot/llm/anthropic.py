@@ -153,7 +153,7 @@ class AnthropicProvider:
         system, wire = to_wire_messages(messages)
         body: dict[str, Any] = {
             "model": self._model,
-            "max_tokens": self._settings.max_tokens,
+            "max_tokens": self._settings.reply_tokens,
             "messages": wire,
             # Anthropic accepts 0..1; the shared setting allows up to 2 (OpenAI's range).
             "temperature": min(self._settings.temperature, 1.0),

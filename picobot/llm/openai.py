@@ -140,7 +140,7 @@ class OpenAIProvider:
             "model": await self._resolve_model(),
             "messages": [to_wire_message(m) for m in messages],
             "temperature": self._settings.temperature,
-            "max_tokens": self._settings.max_tokens,
+            "max_tokens": self._settings.reply_tokens,
             "stream": stream,
         }
         if tools:
