@@ -111,12 +111,14 @@ class Reply:
     secs: float
 
 
-async def run_config(name: str, messages: list[str], data_dir: Path) -> list[Reply]:
+async def run_config(
+    name: str, messages: list[str], data_dir: Path, sampling_seed: int = SAMPLING_SEED
+) -> list[Reply]:
     """Send every message as a new user's first message under configuration ``name``."""
     overrides = CONFIGS[name]
     settings = Settings(
         data={"dir": str(data_dir)},
-        llm={"provider": "local", "seed": SAMPLING_SEED, **overrides.get("llm", {})},
+        llm={"provider": "local", "seed": sampling_seed, **overrides.get("llm", {})},
         session={"memory": {"enable_summarization": False}},
         logging={"level": "WARNING"},
         **{k: v for k, v in overrides.items() if k != "llm"},
@@ -171,14 +173,16 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def run(names: list[str], count: int, seed: int) -> dict[str, Any]:
+async def run(
+    names: list[str], count: int, seed: int, sampling_seed: int = SAMPLING_SEED
+) -> dict[str, Any]:
     """Run the configurations; return the report (settings, figures, every reply)."""
     messages = first_messages(count, seed)
     results: dict[str, list[Reply]] = {}
     with tempfile.TemporaryDirectory(prefix="picobot-firstchat-") as tmp:
         for name in names:
             print(f"running {name} ({len(messages)} first messages)...", file=sys.stderr)
-            results[name] = await run_config(name, messages, Path(tmp) / name)
+            results[name] = await run_config(name, messages, Path(tmp) / name, sampling_seed)
     summary: dict[str, dict[str, Any]] = {}
     baseline = None
     for name, replies in results.items():
@@ -187,7 +191,7 @@ async def run(names: list[str], count: int, seed: int) -> dict[str, Any]:
     return {
         "messages": count,
         "message_seed": seed,
-        "sampling_seed": SAMPLING_SEED,
+        "sampling_seed": sampling_seed,
         "configs": {name: CONFIGS[name] for name in names},
         "summary": summary,
         "replies": {name: [asdict(r) for r in replies] for name, replies in results.items()},
@@ -199,10 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.firstchat", description=__doc__)
     parser.add_argument("--messages", type=int, default=50, help="first messages (default 50)")
     parser.add_argument("--seed", type=int, default=2026, help="seed of the messages")
+    parser.add_argument(
+        "--sampling-seed", type=int, default=SAMPLING_SEED, help="seed of the model's sampling"
+    )
     parser.add_argument("--only-now", action="store_true", help="skip the 'before' baseline")
     args = parser.parse_args(argv)
     names = ["now"] if args.only_now else ["before", "now"]
-    report = asyncio.run(run(names, args.messages, args.seed))
+    report = asyncio.run(run(names, args.messages, args.seed, args.sampling_seed))
     text = table(report["summary"])
     print(text)
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,10 @@ MIN_COPIES = 3
 """Copies of a short unit (under :data:`LONG_UNIT_WORDS` words) that make a loop."""
 LONG_UNIT_WORDS = 10
 """From this many words, a unit said twice in a row is already a loop."""
+CODE_MIN_UNIT_WORDS = 4
+"""Inside a code block, shorter units never make a loop: code repeats tokens legitimately."""
+CODE_MIN_LOOP_WORDS = 32
+"""Fewest words a loop inside a code block spans."""
 MAX_UNIT_WORDS = 80
 """Longest unit looked for (a paragraph); longer repeats end at ``max_tokens``."""
 MIN_LOOP_CHARS = 160
@@ -51,8 +55,10 @@ class Loop:
     cuts: tuple[int, ...]
 
 
-def copies_needed(unit_words: int) -> int:
+def copies_needed(unit_words: int, *, in_code: bool = False) -> int:
     """Consecutive copies of a unit of ``unit_words`` words that count as a loop."""
+    if in_code:
+        return max(MIN_COPIES, math.ceil(CODE_MIN_LOOP_WORDS / unit_words))
     least = 2 if unit_words >= LONG_UNIT_WORDS else MIN_COPIES
     return max(least, math.ceil(MIN_LOOP_WORDS / unit_words))
 
@@ -64,13 +70,14 @@ def find_loop(text: str, *, complete: bool = True) -> Loop | None:
     :data:`MAX_UNIT_WORDS` words repeated :func:`copies_needed` times or more (words
     are compared exactly, whitespace between them is ignored), or, for text without
     spaces, its last :data:`MIN_LOOP_CHARS` characters repeating a period of at most
-    :data:`MAX_PERIOD_CHARS`. Text inside an open code fence is never a loop: code may
-    legitimately repeat itself (``[0, 0, 0, ...]``). The shortest unit wins. With
+    :data:`MAX_PERIOD_CHARS`. Inside an open code fence, where code may legitimately
+    repeat itself (``[0, 0, 0, ...]``), only a unit of :data:`CODE_MIN_UNIT_WORDS` words
+    or more that is no repeat itself, said three times and over
+    :data:`CODE_MIN_LOOP_WORDS` words, is a loop. The shortest unit wins. With
     ``complete`` false the text is still streaming, so its last word (unless followed
     by whitespace) may be unfinished and is left out.
     """
-    if text.count(_FENCE) % 2:
-        return None
+    in_code = text.count(_FENCE) % 2 == 1
     base = max(0, len(text) - TAIL_CHARS)
     matches = list(_WORD.finditer(text, base))
     if base and matches and matches[0].start() == base:
@@ -79,8 +86,10 @@ def find_loop(text: str, *, complete: bool = True) -> Loop | None:
         matches.pop()
     words = [m.group() for m in matches]
     for unit in range(1, min(MAX_UNIT_WORDS, len(words) // 2) + 1):
-        need = copies_needed(unit)
+        need = copies_needed(unit, in_code=in_code)
         if unit * need > len(words) or words[-1] != words[-1 - unit]:
+            continue
+        if in_code and (unit < CODE_MIN_UNIT_WORDS or _repeats(words[-unit:])):
             continue
         copies = 1
         while (copies + 1) * unit <= len(words) and _same(words, unit, copies):
@@ -93,13 +102,19 @@ def find_loop(text: str, *, complete: bool = True) -> Loop | None:
             last = start + unit - 1 + _sentence_end(words[start + unit - 1 : start + 2 * unit - 1])
             ends = range(last, len(words), unit)
             return Loop(unit, len(ends), tuple(matches[i].end() for i in ends))
-    return _char_loop(text)
+    return None if in_code else _char_loop(text)
 
 
 def _same(words: list[str], unit: int, copies: int) -> bool:
     """Whether the copy before the last ``copies`` copies equals the last unit."""
     end = len(words) - copies * unit
     return words[end - unit : end] == words[len(words) - unit :]
+
+
+def _repeats(unit: list[str]) -> bool:
+    """Whether ``unit`` is itself a shorter unit said several times."""
+    n = len(unit)
+    return any(n % p == 0 and unit[p:] == unit[:-p] for p in range(1, n // 2 + 1))
 
 
 def _sentence_end(words: list[str]) -> int:

@@ -30,7 +30,10 @@ LEGIT = [
     "I love Lisbon. I love Lisbon. I love Lisbon. I love Lisbon. I love Lisbon.",
     # Code may repeat itself.
     "Here you go:\n```python\ngrid = [" + ", ".join(["0"] * 40) + "]\n```\nDone.",
+    "```python\ngrid = [" + ", ".join(["0"] * 40),
     "```\n" + "=" * 200,
+    "```python\n" + "".join(f"row_{i} = [0, 0, 0, 0]\n" for i in range(12)),
+    "```python\n" + "x = x + 1\n" * 5,
     # A table separator and a short rule.
     "| a | b |\n|---|---|\n| 1 | 2 |\n" + "-" * 40,
 ]
@@ -82,6 +85,17 @@ def test_text_without_spaces_that_repeats_is_a_loop() -> None:
     assert guard.looped
     cjk = "你好" + "我是机器人。" * 60
     assert stream(cjk, RepetitionGuard()) == "你好我是机器人。"
+
+
+def test_a_long_loop_inside_a_code_block_is_still_a_loop() -> None:
+    # The bundled model once listed cat names in a code block, over and over.
+    names = "Luna Mia Astrus Karen Rex Zephyra Echo Hermione Jenna Tina Dora Bella"
+    text = "Your cat's name could be:\n```\nPicoBella\nCatie\n" + "\n".join([names] * 4)
+    text = text.replace(" ", "\n")
+    guard = RepetitionGuard()
+    shown = stream(text, guard)
+    assert guard.looped
+    assert shown.endswith("Bella") and shown.count("Hermione") == 1
 
 
 @pytest.mark.parametrize("text", LEGIT)
