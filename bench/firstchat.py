@@ -135,7 +135,8 @@ async def run_config(
                 if event.kind in (OutboundKind.DONE, OutboundKind.ERROR):
                     reply = event.text
             secs = time.perf_counter() - started
-            loop = find_loop(reply) is not None
+            # A reply cut at max_tokens may end mid-word: look with and without its last word.
+            loop = find_loop(reply) is not None or find_loop(reply, complete=False) is not None
             replies.append(Reply(message, reply, recorder.reason, len(reply.split()), loop, secs))
     return replies
 

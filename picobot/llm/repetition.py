@@ -55,12 +55,20 @@ class Loop:
     cuts: tuple[int, ...]
 
 
-def copies_needed(unit_words: int, *, in_code: bool = False) -> int:
-    """Consecutive copies of a unit of ``unit_words`` words that count as a loop."""
+def copies_needed(unit_words: int, unit_chars: int = 0, *, in_code: bool = False) -> int:
+    """Consecutive copies of a unit of ``unit_words`` words that count as a loop.
+
+    Enough copies to span :data:`MIN_LOOP_WORDS` words or :data:`MIN_LOOP_CHARS`
+    characters (``unit_chars`` long, spaces included: a few very long "words" loop too),
+    and never fewer than three, or two for a unit of :data:`LONG_UNIT_WORDS` words.
+    """
     if in_code:
         return max(MIN_COPIES, math.ceil(CODE_MIN_LOOP_WORDS / unit_words))
     least = 2 if unit_words >= LONG_UNIT_WORDS else MIN_COPIES
-    return max(least, math.ceil(MIN_LOOP_WORDS / unit_words))
+    spans = math.ceil(MIN_LOOP_WORDS / unit_words)
+    if unit_chars:
+        spans = min(spans, math.ceil(MIN_LOOP_CHARS / unit_chars))
+    return max(least, spans)
 
 
 def find_loop(text: str, *, complete: bool = True) -> Loop | None:
@@ -86,8 +94,11 @@ def find_loop(text: str, *, complete: bool = True) -> Loop | None:
         matches.pop()
     words = [m.group() for m in matches]
     for unit in range(1, min(MAX_UNIT_WORDS, len(words) // 2) + 1):
-        need = copies_needed(unit, in_code=in_code)
-        if unit * need > len(words) or words[-1] != words[-1 - unit]:
+        if words[-1] != words[-1 - unit]:
+            continue
+        chars = matches[-1].end() - matches[-1 - unit].end()
+        need = copies_needed(unit, chars, in_code=in_code)
+        if unit * need > len(words):
             continue
         if in_code and (unit < CODE_MIN_UNIT_WORDS or _repeats(words[-unit:])):
             continue

@@ -79,6 +79,15 @@ def test_a_long_sentence_repeated_twice_is_a_loop() -> None:
     assert find_loop(sentence) is None
 
 
+def test_a_loop_of_very_long_words_is_a_loop() -> None:
+    # The bundled model once answered a Portuguese greeting with one long
+    # "word" repeated; sixteen copies would not have fit in its 256 tokens.
+    word = "EHELIEN-BEURRE-SALADONES-PORTSHOLM-CASTELLLA-BARRIERS:"
+    guard = RepetitionGuard()
+    assert stream("RIA-BARRIES: " + " ".join([word] * 12), guard) == f"RIA-BARRIES: {word}"
+    assert guard.looped
+
+
 def test_text_without_spaces_that_repeats_is_a_loop() -> None:
     guard = RepetitionGuard()
     assert stream("Wow" + "!" * 500, guard) == "Wow!"
@@ -128,6 +137,8 @@ def test_held_back_text_is_released_at_the_end() -> None:
 
 def test_copies_needed_grows_as_units_shrink() -> None:
     assert copies_needed(1) == 16
+    assert copies_needed(1, 100) == 3
+    assert copies_needed(3, 15) == 6
     assert copies_needed(3) == 6
     assert copies_needed(9) == 3
     assert copies_needed(10) == 2

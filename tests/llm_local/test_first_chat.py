@@ -27,7 +27,7 @@ pytestmark = pytest.mark.local_model
 
 
 async def test_first_replies_end_on_their_own(tmp_path: Path) -> None:
-    messages = first_messages(3)
+    messages = first_messages(2)
     assert messages[0] == REPORTED
     replies = await run_config("now", messages, tmp_path / "data")
     for reply in replies:
