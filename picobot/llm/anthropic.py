@@ -156,7 +156,7 @@ class AnthropicProvider:
             "max_tokens": self._settings.reply_tokens,
             "messages": wire,
             # Anthropic accepts 0..1; the shared setting allows up to 2 (OpenAI's range).
-            "temperature": min(self._settings.temperature, 1.0),
+            "temperature": min(self._settings.sampling_temperature, 1.0),
             "stream": stream,
         }
         if system:

@@ -270,7 +270,7 @@ class LocalProvider:
 def sampling(settings: LLMSettings) -> dict[str, Any]:
     """The generation arguments of ``create_chat_completion`` for these settings."""
     return {
-        "temperature": settings.temperature,
+        "temperature": settings.sampling_temperature,
         "max_tokens": settings.reply_tokens,
         "repeat_penalty": settings.repeat_penalty,
         "top_p": settings.top_p,

@@ -139,7 +139,7 @@ class OpenAIProvider:
         body: dict[str, Any] = {
             "model": await self._resolve_model(),
             "messages": [to_wire_message(m) for m in messages],
-            "temperature": self._settings.temperature,
+            "temperature": self._settings.sampling_temperature,
             "max_tokens": self._settings.reply_tokens,
             "stream": stream,
         }

@@ -18,7 +18,9 @@ from picobot.config.reference import (
 )
 from picobot.config.settings import (
     LOCAL_REPLY_TOKENS,
+    LOCAL_TEMPERATURE,
     REMOTE_REPLY_TOKENS,
+    REMOTE_TEMPERATURE,
     LLMSettings,
     Settings,
     load_settings,
@@ -55,7 +57,8 @@ def test_values_from_dot_config_toml(write_config: WriteConfig) -> None:
     assert settings.channels.tui.user_name == "alice"
     # Keys the file leaves out keep their defaults, even inside a section it sets.
     assert settings.session.memory.max_session_messages == 20
-    assert settings.llm.temperature == 0.7
+    assert settings.llm.temperature == -1
+    assert settings.llm.sampling_temperature == 0.7  # the openai provider's default
 
 
 def test_picobot_config_names_the_file(
@@ -289,7 +292,7 @@ def test_rendered_config_documents_every_key() -> None:
     assert "# Token budget of the prompt context" in text
     assert '# One of: "local", "openai", "anthropic", "scripted".' in text
     assert '# One of: "DEBUG", "INFO", "WARNING", "ERROR".' in text
-    assert "# Allowed: >= 0.0, <= 2.0." in text
+    assert "# Allowed: >= -1.0, <= 2.0." in text
 
 
 def test_rendered_config_tables_in_order() -> None:
@@ -381,6 +384,18 @@ def test_max_tokens_zero_means_the_providers_default(write_config: WriteConfig) 
     write_config('[llm]\nprovider = "openai"\nmax_tokens = 512\n')
     assert load_settings().llm.reply_tokens == 512
     assert LLMSettings(max_tokens=300).reply_tokens == 300
+
+
+def test_an_unset_temperature_is_the_providers_default(write_config: WriteConfig) -> None:
+    assert LLMSettings().sampling_temperature == LOCAL_TEMPERATURE == 0.3
+    assert LLMSettings(provider="openai").sampling_temperature == REMOTE_TEMPERATURE == 0.7
+    write_config("[llm]\ntemperature = 0.9\n")
+    assert load_settings().llm.sampling_temperature == 0.9
+    write_config("[llm]\ntemperature = 0\n")  # greedy: zero is a value, not the default
+    assert load_settings().llm.sampling_temperature == 0.0
+    write_config("[llm]\ntemperature = -0.5\n")
+    with pytest.raises(ConfigError, match="llm.temperature: .*must be -1"):
+        load_settings()
 
 
 @pytest.mark.parametrize(

@@ -119,5 +119,6 @@ def test_defaults_suit_a_small_model() -> None:
     assert args["repeat_penalty"] > 1.0
     assert args["top_p"] < 1.0
     assert args["max_tokens"] == 256
+    assert args["temperature"] == 0.3
     assert args["seed"] is None  # -1: a fresh seed per reply
     assert sampling(LLMSettings(max_tokens=512))["max_tokens"] == 512
