@@ -5,10 +5,11 @@ a fresh user through the same path the TUI takes (:func:`picobot.runtime.open_ru
 the kernel and its memory prompt builder, the real local provider) and the reply is
 scored: does it end in a repetition loop, did it hit ``max_tokens``, did the
 repetition guard stop it, how many words, how long it took. Two configurations run in
-the same process: ``before`` (PicoBot's generation settings before they were tuned
-for small models: no repeat penalty, llama.cpp's default top-p, 512 tokens, no guard)
-and ``now`` (the shipped defaults), each with a fixed sampling seed, so the figures
-are reproducible and time per reply is a ratio to a same-run baseline.
+the same process: ``before`` (PicoBot's settings before they were tuned for small
+models: temperature 0.7, no repeat penalty, top-p 0.95, min-p 0.05, 512 tokens, no
+guard, the system prompt that remote models get) and ``now`` (the shipped defaults),
+each with a fixed sampling seed, so the figures are reproducible and time per reply is
+a ratio to a same-run baseline.
 Targets: no reply ends in a loop or at ``max_tokens``; the median reply is under 80 words.
 Results: ``bench/results/firstchat.json`` and ``firstchat.md`` (the table, also printed).
 """
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.first_messages import first_messages
-from picobot.config.settings import Settings
+from picobot.config.settings import DEFAULT_SYSTEM_PROMPT, Settings
 from picobot.llm.base import ChatMessage, Completion, Finish, LLMProvider, StreamEvent, ToolSpec
 from picobot.llm.factory import build_provider
 from picobot.llm.repetition import find_loop
@@ -41,6 +42,7 @@ MEDIAN_WORDS_TARGET = 80
 
 CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
     "before": {
+        "agent": {"system_prompt": DEFAULT_SYSTEM_PROMPT},
         "llm": {
             "temperature": 0.7,
             "max_tokens": 512,

@@ -394,7 +394,7 @@ def test_an_unset_temperature_is_the_providers_default(write_config: WriteConfig
     write_config("[llm]\ntemperature = 0\n")  # greedy: zero is a value, not the default
     assert load_settings().llm.sampling_temperature == 0.0
     write_config("[llm]\ntemperature = -0.5\n")
-    with pytest.raises(ConfigError, match="llm.temperature: .*must be -1"):
+    with pytest.raises(ConfigError, match=r"llm\.temperature: .*must be -1"):
         load_settings()
 
 
