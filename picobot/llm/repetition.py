@@ -24,6 +24,8 @@ CODE_MIN_UNIT_WORDS = 4
 """Inside a code block, shorter units never make a loop: code repeats tokens legitimately."""
 CODE_MIN_LOOP_WORDS = 32
 """Fewest words a loop inside a code block spans."""
+CODE_LONG_UNIT_WORDS = 16
+"""From this many words, a unit said twice in a row inside a code block is a loop."""
 MAX_UNIT_WORDS = 80
 """Longest unit looked for (a paragraph); longer repeats end at ``max_tokens``."""
 MIN_LOOP_CHARS = 160
@@ -63,7 +65,8 @@ def copies_needed(unit_words: int, unit_chars: int = 0, *, in_code: bool = False
     and never fewer than three, or two for a unit of :data:`LONG_UNIT_WORDS` words.
     """
     if in_code:
-        return max(MIN_COPIES, math.ceil(CODE_MIN_LOOP_WORDS / unit_words))
+        least = 2 if unit_words >= CODE_LONG_UNIT_WORDS else MIN_COPIES
+        return max(least, math.ceil(CODE_MIN_LOOP_WORDS / unit_words))
     least = 2 if unit_words >= LONG_UNIT_WORDS else MIN_COPIES
     spans = math.ceil(MIN_LOOP_WORDS / unit_words)
     if unit_chars:
@@ -80,10 +83,10 @@ def find_loop(text: str, *, complete: bool = True) -> Loop | None:
     spaces, its last :data:`MIN_LOOP_CHARS` characters repeating a period of at most
     :data:`MAX_PERIOD_CHARS`. Inside an open code fence, where code may legitimately
     repeat itself (``[0, 0, 0, ...]``), only a unit of :data:`CODE_MIN_UNIT_WORDS` words
-    or more that is no repeat itself, said three times and over
-    :data:`CODE_MIN_LOOP_WORDS` words, is a loop. The shortest unit wins. With
-    ``complete`` false the text is still streaming, so its last word (unless followed
-    by whitespace) may be unfinished and is left out.
+    or more that is no repeat itself, said three times (twice from
+    :data:`CODE_LONG_UNIT_WORDS` words) and over :data:`CODE_MIN_LOOP_WORDS` words, is a
+    loop. The shortest unit wins. With ``complete`` false the text is still streaming,
+    so its last word (unless followed by whitespace) may be unfinished and is left out.
     """
     in_code = text.count(_FENCE) % 2 == 1
     base = max(0, len(text) - TAIL_CHARS)

@@ -107,6 +107,18 @@ def test_a_long_loop_inside_a_code_block_is_still_a_loop() -> None:
     assert shown.endswith("Bella") and shown.count("Hermione") == 1
 
 
+def test_a_long_list_said_twice_in_a_code_block_is_a_loop() -> None:
+    # The same model, cut off by max_tokens before a third copy: twenty names, twice.
+    names = "Santa Luna Mia Astrus Karen Rex Zephyra Echo Hermione Jenna Tina Dora Odyssa"
+    names += " Fiona Giraffe Cheri Lena Pinky Bella"
+    text = "Your cat's name could be:\n```\nPicoBella\nCatie\n" + " ".join([names] * 3)
+    text = text.replace(" ", "\n")
+    guard = RepetitionGuard()
+    shown = stream(text, guard)
+    assert guard.looped
+    assert shown.count("Hermione") == 1
+
+
 @pytest.mark.parametrize("text", LEGIT)
 def test_legitimate_repetition_passes_untouched(text: str) -> None:
     assert find_loop(text) is None
