@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
 
-.PHONY: run test lint install clean bench eval
+.PHONY: run test lint install clean bench eval firstchat
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench: $(BENCH_STAMP)
 # Recall on ../shared/eval/locomo-dev.json; EVAL_ARGS="--file F --questions 20" (docs/eval.md).
 eval: $(BENCH_STAMP)
 	$(BIN)/python -m bench.recall $(EVAL_ARGS)
+
+# The bundled model's first chats: 50 first messages, before vs now (docs/models.md).
+firstchat: $(STAMP)
+	$(BIN)/python -m bench.firstchat $(FIRSTCHAT_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check picobot tests bench

@@ -133,7 +133,7 @@ def build_kernel(
         retriever=retriever,
         estimator=estimator,
         tools=tools,
-        system_prompt=settings.agent.system_prompt,
+        system_prompt=settings.system_prompt,
         max_tool_rounds=settings.llm.max_tool_rounds,
         grants=functools.partial(grants_for, settings=settings),
         redact=redact,

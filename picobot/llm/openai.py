@@ -140,8 +140,8 @@ class OpenAIProvider:
         body: dict[str, Any] = {
             "model": await self._resolve_model(),
             "messages": [to_wire_message(m) for m in messages],
-            "temperature": self._settings.temperature,
-            "max_tokens": self._settings.max_tokens,
+            "temperature": self._settings.sampling_temperature,
+            "max_tokens": self._settings.reply_tokens,
             "stream": stream,
             # The last chunk then reports usage, cached prompt tokens included.
             **({"stream_options": {"include_usage": True}} if stream else {}),

@@ -62,15 +62,15 @@ MAX_SUMMARY_TOKENS = 800
 def summary_limits(llm: LLMSettings) -> tuple[int, int]:
     """``(max_chunk_tokens, max_summary_tokens)`` for the configured model.
 
-    A summary is at most what one reply may hold (``max_tokens``), so the model is
+    A summary is at most what one reply may hold (``reply_tokens``), so the model is
     not cut off halfway through it. The local model's context window is known
     (``context_tokens``): its prompts, previous summary and reply fit in it, else every
     summarization would fail. A remote model's window is not known; the defaults stand.
     """
-    summary = min(MAX_SUMMARY_TOKENS, llm.max_tokens)
+    summary = min(MAX_SUMMARY_TOKENS, llm.reply_tokens)
     chunk = MAX_CHUNK_TOKENS
     if llm.provider == "local":
-        room = llm.context_tokens - llm.max_tokens - PROMPT_OVERHEAD_TOKENS
+        room = llm.context_tokens - llm.reply_tokens - PROMPT_OVERHEAD_TOKENS
         summary = max(1, min(summary, room // 4))
         chunk = max(1, min(chunk, room - summary))
     return chunk, summary

@@ -16,7 +16,16 @@ from picobot.config.reference import (
     render_config,
     render_markdown,
 )
-from picobot.config.settings import Settings, load_settings, validate_file
+from picobot.config.settings import (
+    LOCAL_REPLY_TOKENS,
+    LOCAL_TEMPERATURE,
+    REMOTE_REPLY_TOKENS,
+    REMOTE_TEMPERATURE,
+    LLMSettings,
+    Settings,
+    load_settings,
+    validate_file,
+)
 from picobot.errors import ConfigError
 
 WriteConfig = Callable[..., Path]
@@ -48,7 +57,8 @@ def test_values_from_dot_config_toml(write_config: WriteConfig) -> None:
     assert settings.channels.tui.user_name == "alice"
     # Keys the file leaves out keep their defaults, even inside a section it sets.
     assert settings.session.memory.max_session_messages == 20
-    assert settings.llm.temperature == 0.7
+    assert settings.llm.temperature == -1
+    assert settings.llm.sampling_temperature == 0.7  # the openai provider's default
 
 
 def test_picobot_config_names_the_file(
@@ -183,12 +193,16 @@ def test_a_base_url_that_is_a_url_loads(write_config: WriteConfig, url: str) -> 
 
 
 def test_the_local_model_must_hold_a_full_prompt_and_a_reply(write_config: WriteConfig) -> None:
-    # 4000 + 512 > 4096: every turn with a full prompt would fail inside llama.cpp.
+    # 4000 + 256 (the local default reply) > 4096: every turn with a full prompt would
+    # fail inside llama.cpp.
     write_config("[llm]\ncontext_tokens = 4096\n")
     with pytest.raises(ConfigError) as info:
         load_settings()
     (problem,) = info.value.problems
-    assert problem.startswith("settings: ") and "at least 4512" in problem
+    assert problem.startswith("settings: ") and "at least 4256" in problem
+    write_config("[llm]\ncontext_tokens = 4096\nmax_tokens = 512\n")
+    with pytest.raises(ConfigError, match="at least 4512"):
+        load_settings()
     # A remote model's window is its server's business; a bigger one fits.
     write_config('[llm]\nprovider = "openai"\ncontext_tokens = 4096\n')
     assert load_settings().llm.context_tokens == 4096
@@ -237,7 +251,7 @@ def test_validate_file_ignores_the_environment(
     good = write_config("[llm]\nmax_tokens = 100\n")
     monkeypatch.setenv("PICOBOT_LLM__MAX_TOKENS", "many")
     assert validate_file(good) == []
-    bad = write_config("[llm]\nmax_tokens = 0\n", name="bad.toml")
+    bad = write_config("[llm]\nmax_tokens = -1\n", name="bad.toml")
     assert [p.split(":")[0] for p in validate_file(bad)] == ["llm.max_tokens"]
     # Also for keys the file does not set: their variables are not the file's fault.
     other = write_config("[agent]\nname = 'x'\n", name="other.toml")
@@ -278,7 +292,7 @@ def test_rendered_config_documents_every_key() -> None:
     assert "# Token budget of the prompt context" in text
     assert '# One of: "local", "openai", "anthropic", "scripted".' in text
     assert '# One of: "DEBUG", "INFO", "WARNING", "ERROR".' in text
-    assert "# Allowed: >= 0.0, <= 2.0." in text
+    assert "# Allowed: >= -1.0, <= 2.0." in text
 
 
 def test_rendered_config_tables_in_order() -> None:
@@ -358,3 +372,38 @@ def test_committed_file_matches_the_generator(relative: str, render: Callable[[]
     assert committed == render(), (
         f"{relative} is out of date; regenerate with `python -m picobot.config.reference`"
     )
+
+
+def test_max_tokens_zero_means_the_providers_default(write_config: WriteConfig) -> None:
+    assert LLMSettings().max_tokens == 0
+    assert LLMSettings().reply_tokens == LOCAL_REPLY_TOKENS == 256
+    assert LLMSettings(provider="openai").reply_tokens == REMOTE_REPLY_TOKENS == 1024
+    assert LLMSettings(provider="anthropic").reply_tokens == 1024
+    # A value set by hand is kept, for every provider (configs written before 0 meant
+    # "the provider's default" keep their meaning).
+    write_config('[llm]\nprovider = "openai"\nmax_tokens = 512\n')
+    assert load_settings().llm.reply_tokens == 512
+    assert LLMSettings(max_tokens=300).reply_tokens == 300
+
+
+def test_an_unset_temperature_is_the_providers_default(write_config: WriteConfig) -> None:
+    assert LLMSettings().sampling_temperature == LOCAL_TEMPERATURE == 0.3
+    assert LLMSettings(provider="openai").sampling_temperature == REMOTE_TEMPERATURE == 0.7
+    write_config("[llm]\ntemperature = 0.9\n")
+    assert load_settings().llm.sampling_temperature == 0.9
+    write_config("[llm]\ntemperature = 0\n")  # greedy: zero is a value, not the default
+    assert load_settings().llm.sampling_temperature == 0.0
+    write_config("[llm]\ntemperature = -0.5\n")
+    with pytest.raises(ConfigError, match=r"llm\.temperature: .*must be -1"):
+        load_settings()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("repeat_penalty", "0.9"), ("top_p", "0"), ("top_k", "-1"), ("min_p", "1.5"), ("seed", "-2")],
+)
+def test_sampling_settings_are_bounded(write_config: WriteConfig, key: str, value: str) -> None:
+    write_config(f"[llm]\n{key} = {value}\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings()
+    assert [p.split(":")[0] for p in info.value.problems] == [f"llm.{key}"]
