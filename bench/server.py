@@ -37,7 +37,8 @@ from bench.corpus import TextGen, user_name
 from bench.provider import InstantProvider
 
 KEYED_USERS = 300
-"""Corpus users with a WebSocket key: three runs of 100 clients, each on users of its own."""
+"""Corpus users with a WebSocket key: up to three runs of 100 clients (``bench.ceiling``;
+the websocket bench makes two), each on users of its own."""
 WEBHOOK_SECRET = "bench-webhook-secret-0123456789"  # noqa: S105 - a loopback-only test secret
 SIGNATURE_HEADER = "X-PicoBot-Signature"
 
