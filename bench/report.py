@@ -459,7 +459,7 @@ def _clean(value: Any) -> Any:
 
 
 def write_outputs(
-    report: dict[str, Any], sizes: dict[str, int], out_dir: Path, *, with_chart: bool
+    report: dict[str, Any], sizes: dict[str, int], out_dir: Path, *, with_chart: bool = False
 ) -> list[Path]:
     """Write latest.json, latest.md and (optionally) latency.png; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
