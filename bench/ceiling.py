@@ -1,9 +1,10 @@
 """``python -m bench.ceiling``: what bounds the WebSocket latency target.
 
-A side study, not part of ``make bench``. The websocket bench's PicoBot server (100
-clients, the instant model, the 100k corpus, users of their own for each run) is run
-with its turn's work done four ways, alternating, each measured in a closed loop
-(capacity) and paced at 750 and 500 turns/s:
+A side study, not part of ``make bench`` (whose websocket bench runs this module's
+``serve raw`` as its bare-SQL server, see :mod:`bench.net`). The websocket bench's
+PicoBot server (100 clients, the instant model, the 100k corpus, users of their own
+for each run) is run with its turn's work done four ways, alternating, each measured
+in a closed loop (capacity) and paced at 750 and 500 turns/s:
 
 - ``picobot``: as shipped;
 - ``raw``: ``Kernel.handle`` replaced by the turn's own statements on one plain

@@ -30,8 +30,9 @@ class Plan:
     take several seconds, so the runtime's periodic work (the recall indexer every
     0.5 s, the WAL checkpoint every second) is in the figure; 1,000 turns take about one
     second and could miss most of it."""
-    ws_rate: int = 750
-    """Offered turns/s of the paced WebSocket run (all clients together)."""
+    ws_settle_s: float = 1.0
+    """Pause between two servers' WebSocket runs, so the server that just ran has
+    indexed its last turns (its indexer runs every 0.5 s) before the next one starts."""
     webhook_requests: int = 400
     victim_sessions: int = 1000
     """Sessions of 100 messages for the purged user: 1000 = 100,000 messages."""
@@ -39,6 +40,10 @@ class Plan:
     """Other users chatting concurrently during the purge bench."""
     purge_baseline_turns: int = 100
     """Turns per loop measured without a purge."""
+    prompt_turns: int = 200
+    """Turns of the prompt-cache chat (prefix share, :mod:`bench.prompt_cache`)."""
+    ttft_turns: int = 100
+    """Turns of the time-to-first-token chat with the bundled model (0 skips it)."""
 
 
 STANDARD = Plan()
@@ -53,6 +58,9 @@ SMOKE = Plan(
     victim_sessions=10,
     purge_loops=2,
     purge_baseline_turns=5,
+    ws_settle_s=0.0,
+    prompt_turns=40,
+    ttft_turns=0,
 )
 
 

@@ -1,11 +1,23 @@
-"""websocket and webhook: PicoBot's ``serve`` in a child process vs raw servers.
+"""websocket and webhook: PicoBot's ``serve`` in a child process vs baseline servers.
 
 Each server runs in its own process (``bench.server``), so on a 2-core machine the
-server has one core and the clients, in this process, the other; the raw baselines
-(a ``websockets`` echo server, an aiohttp POST handler) run the same way in the same
-run. WebSocket clients run closed loops: send a chat message, read until the answer
-is complete (PicoBot: the ``end`` frame; echo: the echoed frame), repeat. The
-webhook's replies go to a sink in a third process, as a platform's API would.
+server has one core and the clients, in this process, the other. WebSocket clients
+run closed loops: send a chat message, read until the answer is complete (PicoBot:
+the ``end`` frame; echo: the echoed frame), repeat. Three WebSocket servers run in
+the same run, with the same clients and the same messages:
+
+- ``picobot``: ``serve`` on the bench's working copy of the corpus;
+- ``bare_sql``: the same server with ``Kernel.handle`` replaced by the turn's own
+  statements on one plain ``sqlite3`` connection (``python -m bench.ceiling serve
+  raw``), on a copy of the working copy made when the bench starts, so the two
+  servers start from the same data and neither one's turns lengthen the other's
+  users' histories or take its write lock. The websocket target is PicoBot's
+  capacity over this server's;
+- ``raw_echo``: a plain ``websockets`` echo server (context: the cost of the
+  protocol and the clients alone).
+
+The webhook bench posts to PicoBot and to a plain aiohttp handler; the webhook's
+replies go to a sink in another process, as a platform's API would.
 """
 
 from __future__ import annotations
@@ -14,7 +26,9 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
+import sqlite3
 import sys
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -224,38 +238,80 @@ def run_texts(ctx: BenchContext, first_user: int, clients: int) -> list[str]:
     return ctx.gen.texts_for([first_user + j % clients for j in range(clients * per)])
 
 
+def bare_copy(db_path: Path, work_dir: Path) -> Path:
+    """A copy of the working copy ``db_path`` (no connection may be open on it) as
+    ``work_dir/conversations.db``, for the bare-SQL server; returns its directory."""
+    conn = sqlite3.connect(db_path)
+    try:
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    finally:
+        conn.close()
+    if busy:
+        raise RuntimeError(f"{db_path} is in use; cannot copy it for the bare-SQL server")
+    shutil.rmtree(work_dir, ignore_errors=True)
+    work_dir.mkdir(parents=True)
+    shutil.copyfile(db_path, work_dir / "conversations.db")
+    return work_dir
+
+
+def _capacity(run: dict[str, Any]) -> float:
+    return float(run["capacity"]["turns_per_s"])
+
+
+def _half_p95(run: dict[str, Any]) -> float:
+    return float(run["paced_half_capacity"]["latency_ms"]["p95"])
+
+
 async def network(ctx: BenchContext, profile: Path | None = None) -> dict[str, Any]:
     """The websocket and webhook results for one corpus."""
+    bare_dir = bare_copy(ctx.db_path, ctx.data_dir.with_name(ctx.data_dir.name + "-bare"))
+    try:
+        return await _network(ctx, bare_dir, profile)
+    finally:
+        shutil.rmtree(bare_dir, ignore_errors=True)
+
+
+async def _network(ctx: BenchContext, bare_dir: Path, profile: Path | None) -> dict[str, Any]:
     plan = ctx.plan
     clients = min(plan.ws_clients, ctx.scale.users)
-    texts = run_texts(ctx, 0, clients)
     logs = ctx.data_dir
-    rate = float(plan.ws_rate)
     async with (
         child(["raw"], logs / "raw-server.log") as raw_urls,
         child(["sink"], logs / "sink-server.log") as sink_urls,
         child(
             ["picobot", str(ctx.data_dir), sink_urls["http"]], logs / "picobot-server.log", profile
         ) as pico_urls,
+        child(
+            ["serve", "raw", str(bare_dir)], logs / "bare-sql-server.log", module="bench.ceiling"
+        ) as bare_urls,
     ):
-        sides = (("raw_echo", raw_urls, False), ("picobot", pico_urls, True))
-        runs: dict[str, dict[str, Any]] = {name: {} for name, _, _ in sides}
-        for name, urls, is_pico in sides:
-            ctx.progress(f"  websocket {name}: {clients} clients x {plan.ws_turns}, closed loop")
-            runs[name]["capacity"] = await ws_load(
-                urls["ws"], clients, plan.ws_turns, texts, picobot=is_pico
-            )
-        # Latency at a load PicoBot sustains: half its measured capacity.
-        half = max(1.0, round(runs["picobot"]["capacity"]["turns_per_s"] / 2))
-        for run, (key, offered) in enumerate((("paced", rate), ("paced_half_capacity", half)), 1):
-            # Users of its own: the runs before added hundreds of messages to theirs,
-            # which makes each turn's recall dearer (at 100k, capacity fell by a third
-            # or more over six runs on the same users).
+        servers = {
+            "raw_echo": (raw_urls, False),
+            "picobot": (pico_urls, True),
+            "bare_sql": (bare_urls, True),
+        }
+        runs: dict[str, dict[str, Any]] = {name: {} for name in servers}
+        # The echo server first (it does no database work); PicoBot and the bare-SQL
+        # server swap places between the two runs. PicoBot's capacity comes first, as
+        # the paced run's rate depends on it.
+        stages = (
+            ("capacity", False, ("raw_echo", "picobot", "bare_sql")),
+            ("paced_half_capacity", True, ("raw_echo", "bare_sql", "picobot")),
+        )
+        for run, (key, paced, order) in enumerate(stages):
+            # Latency at a load PicoBot sustains: half its measured capacity, offered
+            # to every server alike.
+            offered = max(1.0, round(_capacity(runs["picobot"]) / 2)) if paced else None
+            # Users of its own for each run: a run adds dozens of messages to each of
+            # its users' histories, which makes their later turns' recall dearer (at
+            # 100k, capacity fell by a third or more over six runs on the same users).
             fresh = (run + 1) * clients <= min(ctx.scale.users, KEYED_USERS)
             first = run * clients if fresh else 0
             texts = run_texts(ctx, first, clients)
-            for name, urls, is_pico in sides:
-                ctx.progress(f"  websocket {name}: paced at {offered:g} turns/s")
+            for name in order:
+                urls, is_pico = servers[name]
+                how = "closed loop" if offered is None else f"paced at {offered:g} turns/s"
+                ctx.progress(f"  websocket {name}: {clients} clients x {plan.ws_turns}, {how}")
                 runs[name][key] = await ws_load(
                     urls["ws"],
                     clients,
@@ -265,27 +321,30 @@ async def network(ctx: BenchContext, profile: Path | None = None) -> dict[str, A
                     rate=offered,
                     first_user=first,
                 )
+                await asyncio.sleep(plan.ws_settle_s)
         ctx.progress(f"  webhook: {plan.webhook_requests} signed POSTs each")
         hook_pico, hook_raw = await webhook_rtts(
             pico_urls["http"], raw_urls["http"], plan.webhook_requests, plan.warmup, texts
         )
-    pico, echo = runs["picobot"], runs["raw_echo"]
+    pico, bare, echo = runs["picobot"], runs["bare_sql"], runs["raw_echo"]
+    half = pico["paced_half_capacity"]
     websocket = {
-        "turns_per_s": pico["capacity"]["turns_per_s"],
-        "p95_ms": pico["paced"]["latency_ms"]["p95"],
-        "p50_ms": pico["paced"]["latency_ms"]["p50"],
-        "paced_turns_per_s": pico["paced"]["turns_per_s"],
-        "turns_per_s_ratio": ratio(
-            pico["capacity"]["turns_per_s"], echo["capacity"]["turns_per_s"]
-        ),
-        "p95_ratio": ratio(pico["paced"]["latency_ms"]["p95"], echo["paced"]["latency_ms"]["p95"]),
-        "half_capacity_turns_per_s": pico["paced_half_capacity"]["offered_turns_per_s"],
-        "half_capacity_p95_ms": pico["paced_half_capacity"]["latency_ms"]["p95"],
-        "half_capacity_p95_ratio": ratio(
-            pico["paced_half_capacity"]["latency_ms"]["p95"],
-            echo["paced_half_capacity"]["latency_ms"]["p95"],
-        ),
+        "turns_per_s": _capacity(pico),
+        "bare_sql_turns_per_s": _capacity(bare),
+        "capacity_ratio": ratio(_capacity(pico), _capacity(bare)),
+        "half_capacity_turns_per_s": half["offered_turns_per_s"],
+        "half_capacity_delivered_turns_per_s": half["turns_per_s"],
+        "bare_sql_half_capacity_delivered_turns_per_s": bare["paced_half_capacity"]["turns_per_s"],
+        "half_capacity_p50_ms": half["latency_ms"]["p50"],
+        "half_capacity_p95_ms": _half_p95(pico),
+        "bare_sql_half_capacity_p95_ms": _half_p95(bare),
+        "half_capacity_p95_ratio": ratio(_half_p95(pico), _half_p95(bare)),
+        "echo_turns_per_s": _capacity(echo),
+        "echo_capacity_ratio": ratio(_capacity(pico), _capacity(echo)),
+        "echo_half_capacity_p95_ms": _half_p95(echo),
+        "error_frames": sum(r["error_frames"] for side in (pico, bare) for r in side.values()),
         "picobot": pico,
+        "bare_sql": bare,
         "raw_echo": echo,
     }
     hp, hr = dist_ms(hook_pico), dist_ms(hook_raw)

@@ -2,7 +2,10 @@
 
 Every bench's top-level entry holds its headline figures as the worst case over the
 corpus sizes measured (highest ratio or latency, lowest throughput), ``pass`` (every
-size met the target) and ``by_scale`` with the full per-size results.
+size met the target) and ``by_scale`` with the full per-size results. The prompt-cache
+figures (:mod:`bench.prompt_cache`) are measured once per run, not per corpus size:
+their entries (:data:`RUN_TARGETS`) hold the figures and ``pass``, which is ``None``
+when the figure was not measured (the time to first token without the local model).
 """
 
 from __future__ import annotations
@@ -28,6 +31,16 @@ class Target:
     source: str = "issue"
 
 
+SCALING_LIMIT = 3.0
+"""Recall p95 at 1M over p95 at 100k, measured side by side."""
+RECALL_1M_LIMIT_MS = 50.0
+"""Recall p95 at 1M stored messages, absolute (issue 22, on the 2-core machine)."""
+CAPACITY_RATIO_LIMIT = 0.9
+"""WebSocket capacity, PicoBot over the bare-SQL server in the same run (issue 23)."""
+PREFIX_SHARE_LIMIT = 0.85
+TTFT_LIMIT = 3.0
+
+
 def _write_ok(r: Result) -> bool:
     return bool(r["p50_ratio"] <= 5 and r["picobot_ms"]["p99"] <= r["p99_bound_ms"])
 
@@ -39,7 +52,8 @@ TARGETS: dict[str, Target] = {
         (("p50_ratio", "max"), ("p95_ratio", "max")),
     ),
     "recall_search": Target(
-        "p95 <= 1.5x the raw FTS query; p95 at 1M <= 3x p95 at 100k",
+        "p95 <= 1.5x the same recall on a plain connection; p95 at 1M <= 3x p95 at 100k"
+        f" and <= {RECALL_1M_LIMIT_MS:g} ms",
         lambda r: r["p95_ratio"] <= 1.5,
         (("p50_ratio", "max"), ("p95_ratio", "max")),
     ),
@@ -49,13 +63,18 @@ TARGETS: dict[str, Target] = {
         (("p50_ratio", "max"), ("p99_ratio", "max"), ("p99_over_bound", "max")),
     ),
     "websocket": Target(
-        ">= 750 turns/s (100 clients, closed loop) and p95 <= 20 ms (paced at 750 turns/s)",
-        lambda r: r["turns_per_s"] >= 750 and r["p95_ms"] <= 20,
+        f"capacity (100 clients, closed loop) >= {CAPACITY_RATIO_LIMIT:g}x the bare-SQL"
+        " server's, no error frames; p95 at half capacity informational",
+        lambda r: r["capacity_ratio"] >= CAPACITY_RATIO_LIMIT and r["error_frames"] == 0,
         (
+            ("capacity_ratio", "min"),
             ("turns_per_s", "min"),
-            ("p95_ms", "max"),
-            ("turns_per_s_ratio", "min"),
-            ("p95_ratio", "max"),
+            ("bare_sql_turns_per_s", "min"),
+            ("half_capacity_p95_ms", "max"),
+            ("bare_sql_half_capacity_p95_ms", "max"),
+            ("half_capacity_p95_ratio", "max"),
+            ("echo_capacity_ratio", "min"),
+            ("error_frames", "max"),
         ),
     ),
     "webhook": Target(
@@ -72,7 +91,24 @@ TARGETS: dict[str, Target] = {
     ),
 }
 
-SCALING_LIMIT = 3.0
+
+@dataclass(frozen=True, slots=True)
+class RunTarget:
+    """A target on a figure measured once per run (not per corpus size)."""
+
+    text: str
+    source: str = "issue"
+
+
+RUN_TARGETS: dict[str, RunTarget] = {
+    "prompt_prefix": RunTarget(
+        f"median share of a prompt that repeats the previous one >= {PREFIX_SHARE_LIMIT:g}"
+    ),
+    "prompt_ttft": RunTarget(
+        f"time to first token, median of turns 45-100 <= {TTFT_LIMIT:g}x turns 1-5"
+        " (bundled local model)"
+    ),
+}
 
 
 def _worst(values: list[float], how: str) -> float:
@@ -86,12 +122,14 @@ def build(
     by_scale: dict[str, dict[str, Result]],
     meta: dict[str, Any],
     scaling: dict[str, Any] | None = None,
+    prompt: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The whole report: meta plus one entry per bench.
 
     ``scaling`` is ``recall_scaling``'s result (100k and 1M side by side): its ratio is
     the one held to the scaling target. The ratio of the two per-size recall benches,
-    run minutes apart, is reported beside it.
+    run minutes apart, is reported beside it. ``prompt`` is
+    :func:`bench.prompt_cache.run`'s result (its entries are left out without it).
     """
     report: dict[str, Any] = {"meta": meta}
     for name, target in TARGETS.items():
@@ -119,19 +157,74 @@ def build(
     else:
         recall["p95_1m_over_100k"] = None
         recall["scaling_note"] = "needs both corpus sizes (BENCH_SCALE=full)"
+    if "1M" in recall["by_scale"]:
+        recall["p95_1m_ms"] = recall["by_scale"]["1M"]["picobot_ms"]["p95"]
+        recall["pass"] = recall["pass"] and recall["p95_1m_ms"] <= RECALL_1M_LIMIT_MS
+    else:
+        recall["p95_1m_ms"] = None
+        recall["p95_1m_note"] = "needs the 1M corpus (BENCH_SCALE=full)"
+    if prompt is not None:
+        report.update(_prompt_entries(prompt))
     return report
+
+
+def _prompt_entries(prompt: dict[str, Any]) -> dict[str, Any]:
+    """The prompt-cache figures as report entries with their targets."""
+
+    def entry(name: str) -> dict[str, Any]:
+        target = RUN_TARGETS[name]
+        return {"target": target.text, "target_source": target.source}
+
+    prefix = prompt["prefix"]
+    share = prefix["blocks"]["median_share"]
+    out = {
+        "prompt_prefix": {
+            **entry("prompt_prefix"),
+            "pass": share >= PREFIX_SHARE_LIMIT,
+            "median_share": share,
+            "sliding_median_share": prefix["sliding"]["median_share"],
+            "turns": prefix["turns"],
+            "detail": prefix,
+        }
+    }
+    ttft = prompt.get("ttft") or {"skipped": "not run (ttft_turns = 0, as in --scale tiny)"}
+    late_over_early = ttft.get("late_over_early")
+    if "skipped" in ttft or not isinstance(late_over_early, int | float):
+        out["prompt_ttft"] = {
+            **entry("prompt_ttft"),
+            "pass": None,
+            "skipped": ttft.get("skipped", "no figure"),
+            "detail": ttft,
+        }
+    else:
+        out["prompt_ttft"] = {
+            **entry("prompt_ttft"),
+            "pass": late_over_early <= TTFT_LIMIT,
+            "late_over_early": late_over_early,
+            "early_median_s": ttft["early_median_s"],
+            "late_median_s": ttft["late_median_s"],
+            "detail": ttft,
+        }
+    return out
+
+
+def missed(report: dict[str, Any]) -> list[str]:
+    """The names of the targets the report's figures missed (skipped ones are not)."""
+    names = [*TARGETS, *RUN_TARGETS]
+    return [n for n in names if n in report and report[n]["pass"] is False]
 
 
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def _mark(ok: bool) -> str:
-    return "PASS" if ok else "FAIL"
+def _mark(ok: bool | None) -> str:
+    return "skipped" if ok is None else "PASS" if ok else "FAIL"
 
 
 def _lines(name: str, scale: str, r: Result) -> list[list[str]]:
-    """(figure, PicoBot, raw, ratio) rows of one per-size result."""
+    """(figure, corpus, PicoBot, baseline, ratio) rows of one per-size result, or rows
+    that also carry their own target and result (informational figures)."""
 
     def ms(v: float) -> str:
         return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
@@ -154,28 +247,42 @@ def _lines(name: str, scale: str, r: Result) -> list[list[str]]:
             )
         return rows
     if name == "websocket":
-        pico, echo = r["picobot"], r["raw_echo"]
+        echo = r["raw_echo"]
+        half = f"{r['half_capacity_turns_per_s']:g}/s"
         return [
             [
-                "websocket turns/s (closed loop)",
+                "websocket turns/s (closed loop) vs the bare-SQL server",
+                scale,
+                f"{r['turns_per_s']:.0f}",
+                f"{r['bare_sql_turns_per_s']:.0f}",
+                f"{r['capacity_ratio']:.3f}x",
+            ],
+            [
+                f"websocket p95 paced at {half} (half PicoBot's capacity) vs bare SQL",
+                scale,
+                ms(r["half_capacity_p95_ms"]),
+                ms(r["bare_sql_half_capacity_p95_ms"]),
+                f"{r['half_capacity_p95_ratio']:.1f}x",
+                "informational",
+                "",
+            ],
+            [
+                "websocket turns/s (closed loop) vs a raw echo server",
                 scale,
                 f"{r['turns_per_s']:.0f}",
                 f"{echo['capacity']['turns_per_s']:.0f}",
-                f"{r['turns_per_s_ratio']:.3f}x",
+                f"{r['echo_capacity_ratio']:.3f}x",
+                "informational",
+                "",
             ],
             [
-                f"websocket p95 (paced {pico['paced']['offered_turns_per_s']:g}/s)",
-                scale,
-                ms(r["p95_ms"]),
-                ms(echo["paced"]["latency_ms"]["p95"]),
-                f"{r['p95_ratio']:.1f}x",
-            ],
-            [
-                f"websocket p95 (paced {r['half_capacity_turns_per_s']:g}/s = half capacity)",
+                f"websocket p95 paced at {half} vs a raw echo server",
                 scale,
                 ms(r["half_capacity_p95_ms"]),
-                ms(echo["paced_half_capacity"]["latency_ms"]["p95"]),
-                f"{r['half_capacity_p95_ratio']:.1f}x",
+                ms(r["echo_half_capacity_p95_ms"]),
+                "",
+                "informational",
+                "",
             ],
         ]
     during, quiet = r["other_turns_during_purge_ms"], r["other_turns_without_purge_ms"]
@@ -217,8 +324,29 @@ def markdown(report: dict[str, Any]) -> str:
         entry = report[name]
         for scale, result in entry["by_scale"].items():
             for cells in _lines(name, scale, result):
-                out.append(_row([*cells, target.text, _mark(result["pass"])]))
-    scaling = report["recall_search"].get("p95_1m_over_100k")
+                if len(cells) == 5:
+                    cells = [*cells, target.text, _mark(result["pass"])]
+                out.append(_row(cells))
+    recall = report["recall_search"]
+    limit = f"<= {RECALL_1M_LIMIT_MS:g} ms"
+    if recall.get("p95_1m_ms") is not None:
+        p95 = recall["p95_1m_ms"]
+        out.append(
+            _row(
+                [
+                    "recall p95 at 1M",
+                    "1M",
+                    f"{p95:.3f} ms",
+                    "",
+                    "",
+                    limit,
+                    _mark(p95 <= RECALL_1M_LIMIT_MS),
+                ]
+            )
+        )
+    else:
+        out.append(_row(["recall p95 at 1M", "", recall["p95_1m_note"], "", "", limit, "n/a"]))
+    scaling = recall.get("p95_1m_over_100k")
     if scaling is not None:
         out.append(
             _row(
@@ -233,8 +361,53 @@ def markdown(report: dict[str, Any]) -> str:
                 ]
             )
         )
-    out += ["", "Overall: " + ", ".join(f"{n} {_mark(report[n]['pass'])}" for n in TARGETS), ""]
+    out += _prompt_lines(report)
+    names = [n for n in (*TARGETS, *RUN_TARGETS) if n in report]
+    out += ["", "Overall: " + ", ".join(f"{n} {_mark(report[n]['pass'])}" for n in names), ""]
     return "\n".join(out)
+
+
+def _prompt_lines(report: dict[str, Any]) -> list[str]:
+    """The prompt-cache rows (measured once per run, on a chat of their own)."""
+    out: list[str] = []
+    prefix = report.get("prompt_prefix")
+    if prefix is not None:
+        share, sliding = prefix["median_share"], prefix["sliding_median_share"]
+        out.append(
+            _row(
+                [
+                    f"prompt prefix share, median of {prefix['turns']} turns vs a sliding window",
+                    "own chat",
+                    f"{share:.3f}",
+                    f"{sliding:.3f}",
+                    f"{share / sliding:.2f}x" if sliding else "",
+                    prefix["target"],
+                    _mark(prefix["pass"]),
+                ]
+            )
+        )
+    ttft = report.get("prompt_ttft")
+    if ttft is not None:
+        if ttft["pass"] is None:
+            cells = [ttft["skipped"], "", ""]
+        else:
+            cells = [
+                f"{ttft['late_median_s']:.3f} s",
+                f"{ttft['early_median_s']:.3f} s",
+                f"{ttft['late_over_early']:.2f}x",
+            ]
+        out.append(
+            _row(
+                [
+                    "time to first token, turns 45-100 vs turns 1-5",
+                    "own chat",
+                    *cells,
+                    ttft["target"],
+                    _mark(ttft["pass"]),
+                ]
+            )
+        )
+    return out
 
 
 def chart(report: dict[str, Any], sizes: dict[str, int], path: Path) -> None:
@@ -286,7 +459,7 @@ def _clean(value: Any) -> Any:
 
 
 def write_outputs(
-    report: dict[str, Any], sizes: dict[str, int], out_dir: Path, *, with_chart: bool
+    report: dict[str, Any], sizes: dict[str, int], out_dir: Path, *, with_chart: bool = False
 ) -> list[Path]:
     """Write latest.json, latest.md and (optionally) latency.png; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)

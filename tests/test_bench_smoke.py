@@ -28,7 +28,7 @@ RATIOS = {
     "turn_overhead": ("p50_ratio", "p95_ratio"),
     "recall_search": ("p50_ratio", "p95_ratio"),
     "write": ("p50_ratio", "p99_ratio"),
-    "websocket": ("turns_per_s_ratio", "p95_ratio"),
+    "websocket": ("capacity_ratio", "half_capacity_p95_ratio", "echo_capacity_ratio"),
     "webhook": ("p50_ratio", "p95_ratio"),
     "purge": ("p99_ratio",),
 }
@@ -53,7 +53,19 @@ def test_bench_runs_on_a_tiny_corpus(tmp_path: Path) -> None:
         for key in keys:
             assert _positive(entry[key]), (name, key, entry[key])
             assert _positive(entry["by_scale"][TINY.name][key]), (name, key)
-    assert _positive(data["websocket"]["turns_per_s"])
+    websocket = data["websocket"]
+    for key in ("turns_per_s", "bare_sql_turns_per_s", "bare_sql_half_capacity_p95_ms"):
+        assert _positive(websocket[key]), key
+    assert websocket["error_frames"] == 0
+    assert not (tmp_path / "cache" / f"run-{TINY.name}-bare").exists()  # the copy is removed
+    recall = data["recall_search"]
+    assert recall["p95_1m_ms"] is None and "BENCH_SCALE=full" in recall["p95_1m_note"]
+    assert isinstance(data["prompt_prefix"]["pass"], bool)
+    assert 0 < data["prompt_prefix"]["median_share"] <= 1
+    assert data["prompt_ttft"]["pass"] is None  # the tiny plan skips the local model
+    assert report.missed(data) == [
+        n for n in (*report.TARGETS, *report.RUN_TARGETS) if data[n]["pass"] is False
+    ]
     assert _positive(data["purge"]["duration_s"])
     assert data["purge"]["by_scale"][TINY.name]["victim_messages"] > 0
     assert "| figure |" in (tmp_path / "out" / "latest.md").read_text(encoding="utf-8")
@@ -76,3 +88,15 @@ def test_recall_scaling_runs_both_corpora_side_by_side(tmp_path: Path) -> None:
     entry = report.build({TINY.name: tiny}, {}, scaling)["recall_search"]
     assert entry["p95_1m_over_100k"] == scaling["p95_ratio"]
     assert entry["scaling"] is scaling
+
+
+def test_recall_at_1m_is_held_to_its_absolute_target() -> None:
+    def recall(p95: float) -> dict[str, object]:
+        return {"picobot_ms": {"p95": p95}, "p95_ratio": 1.0, "p50_ratio": 1.0}
+
+    for p95, ok in ((12.0, True), (report.RECALL_1M_LIMIT_MS + 1, False)):
+        by_scale = {"100k": {"recall_search": recall(1.0)}, "1M": {"recall_search": recall(p95)}}
+        entry = report.build(by_scale, {})["recall_search"]
+        assert entry["p95_1m_ms"] == p95
+        assert entry["by_scale"]["1M"]["pass"]  # the ratio target alone
+        assert entry["pass"] is ok
