@@ -11,6 +11,7 @@ from picobot.config.settings import DEFAULT_SYSTEM_PROMPT, LOCAL_SYSTEM_PROMPT, 
 from picobot.kernel.tokens import prompt_cost
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
+from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.runtime import INDEX_INTERVAL_SECS, Runtime, open_runtime
 
@@ -201,7 +202,8 @@ async def test_the_system_prompt_defaults_by_provider_and_a_set_one_wins(tmp_pat
     who = Identity("tui", "tui:local", "tui")
     for llm, agent, expected in [
         ({"provider": "local"}, {}, LOCAL_SYSTEM_PROMPT),
-        ({"provider": "openai"}, {}, DEFAULT_SYSTEM_PROMPT),
+        # A capable model is also told about the learned-fact markers.
+        ({"provider": "openai"}, {}, f"{DEFAULT_SYSTEM_PROMPT}\n\n{MARKER_INSTRUCTIONS}"),
         ({"provider": "local"}, {"system_prompt": "Be terse."}, "Be terse."),
     ]:
         provider = ScriptedProvider()
