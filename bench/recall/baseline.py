@@ -27,7 +27,7 @@ import re
 import sqlite3
 from collections.abc import Iterable
 
-from bench.recall.locomo import Conversation, Question
+from bench.recall.dataset import Conversation, Question
 from bench.recall.metric import MESSAGE_OVERHEAD, estimate
 from bench.recall.standin import CHAT_REPLY
 

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.recall import baseline, locomo, report
+from bench.recall import baseline, dataset, report
 from bench.recall.child import ROOT, ServerError, setting_env
 from bench.recall.replay import MODES, Progress, Replayed, ReplayError, replay
 from bench.recall.standin import StandIn
@@ -101,7 +101,7 @@ def memory_settings(settings_env: dict[str, str]) -> dict[str, int]:
 
 async def _replay_all(
     cfg: EvalConfig,
-    convs: Sequence[locomo.Conversation],
+    convs: Sequence[dataset.Conversation],
     workdir: Path,
     settings_env: dict[str, str],
     progress: Progress,
@@ -110,7 +110,7 @@ async def _replay_all(
     gate = asyncio.Semaphore(max(1, jobs))
     async with StandIn() as standin:
 
-        async def one(n: int, conv: locomo.Conversation) -> Replayed:
+        async def one(n: int, conv: dataset.Conversation) -> Replayed:
             async with gate:
                 tag = _tag(n, conv.sample_id)
                 progress(
@@ -135,7 +135,7 @@ async def _replay_all(
 
 
 def _baselines(
-    convs: Sequence[locomo.Conversation], sizes: dict[str, int]
+    convs: Sequence[dataset.Conversation], sizes: dict[str, int]
 ) -> dict[str, dict[report.Key, bool]]:
     recall, context = sizes["recall_budget_tokens"], sizes["context_budget_tokens"]
     budgets = sorted({DEFAULTS["recall_budget_tokens"], DEFAULTS["context_budget_tokens"], recall})
@@ -156,8 +156,8 @@ def _baselines(
 def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
     """Run the evaluation; the result document (written to ``cfg.out_dir`` if set)."""
     started = time.perf_counter()
-    all_convs = locomo.load(cfg.file)
-    convs = locomo.select(
+    all_convs = dataset.load(cfg.file)
+    convs = dataset.select(
         all_convs, max_conversations=cfg.conversations, max_questions=cfg.questions, seed=cfg.seed
     )
     settings_env = dict(setting_env(s) for s in cfg.settings)
@@ -306,7 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         doc = evaluate(cfg, _progress())
-    except locomo.LocomoError as exc:
+    except dataset.LocomoError as exc:
         print(f"python -m bench.recall: {exc}", file=sys.stderr)
         return 2
     except (ReplayError, ServerError) as exc:

@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.recall.locomo import Turn
+from bench.recall.dataset import Turn
 
 MIN_NEEDLE_CHARS = 24
 MESSAGE_OVERHEAD = 4

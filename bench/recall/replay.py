@@ -34,7 +34,7 @@ from websockets.exceptions import ConnectionClosed
 
 from bench.recall import metric
 from bench.recall.child import PicobotServer
-from bench.recall.locomo import Conversation, Question, Turn
+from bench.recall.dataset import Conversation, Question, Turn
 from bench.recall.standin import Call, StandIn
 
 MODES = ("fresh", "continue")

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.recall.locomo import CATEGORIES, Conversation, category_name
+from bench.recall.dataset import CATEGORIES, Conversation, category_name
 from bench.recall.metric import distribution
 from bench.recall.replay import Asked, Replayed
 

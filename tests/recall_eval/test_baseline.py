@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from bench.recall import baseline, locomo, synthetic
+from bench.recall import baseline, dataset, synthetic
 
 
-def _conv(**kwargs: int) -> locomo.Conversation:
-    return locomo.parse([synthetic.conversation(0, **kwargs)])[0]
+def _conv(**kwargs: int) -> dataset.Conversation:
+    return dataset.parse([synthetic.conversation(0, **kwargs)])[0]
 
 
 def test_bm25_ranks_the_rare_word_first_and_fills_to_the_budget() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from bench.recall import metric
-from bench.recall.locomo import Turn
+from bench.recall.dataset import Turn
 
 TURN = Turn("D2:5", "Ann", "I adopted a   grey cat named Pixel last week.", "a cat on a sofa")
 CONTEXT = (

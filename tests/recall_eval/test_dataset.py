@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bench.recall import locomo, synthetic
+from bench.recall import dataset, synthetic
 
 
 def _data() -> list[dict[str, Any]]:
@@ -17,13 +17,13 @@ def _data() -> list[dict[str, Any]]:
 
 
 def _error(data: Any) -> str:
-    with pytest.raises(locomo.LocomoError) as caught:
-        locomo.parse(data, "f.json")
+    with pytest.raises(dataset.LocomoError) as caught:
+        dataset.parse(data, "f.json")
     return str(caught.value)
 
 
 def test_a_synthetic_file_loads_in_session_order() -> None:
-    convs = locomo.parse(_data())
+    convs = dataset.parse(_data())
     assert [c.sample_id for c in convs] == ["syn-1", "syn-2"]
     conv = convs[0]
     assert [s.number for s in conv.sessions] == [1, 2, 3, 4]  # the dated empty 5 is skipped
@@ -36,9 +36,9 @@ def test_a_synthetic_file_loads_in_session_order() -> None:
 
 
 def test_a_turn_renders_with_its_speaker_and_photo() -> None:
-    turn = locomo.Turn("D1:1", "Ann", "Look!", "a red kite")
+    turn = dataset.Turn("D1:1", "Ann", "Look!", "a red kite")
     assert turn.message() == "Ann: Look! [shares a photo: a red kite]"
-    assert locomo.Turn("D1:2", "Bo", "Hi").message() == "Bo: Hi"
+    assert dataset.Turn("D1:2", "Bo", "Hi").message() == "Bo: Hi"
 
 
 @pytest.mark.parametrize(
@@ -79,26 +79,26 @@ def test_the_top_level_must_be_a_non_empty_list() -> None:
 def test_load_names_the_file_and_the_json_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("[{", encoding="utf-8")
-    with pytest.raises(locomo.LocomoError, match=r"bad\.json: not JSON"):
-        locomo.load(bad)
-    with pytest.raises(locomo.LocomoError, match="no such file"):
-        locomo.load(tmp_path / "missing.json")
+    with pytest.raises(dataset.LocomoError, match=r"bad\.json: not JSON"):
+        dataset.load(bad)
+    with pytest.raises(dataset.LocomoError, match="no such file"):
+        dataset.load(tmp_path / "missing.json")
     good = tmp_path / "good.json"
     good.write_text(json.dumps(_data()), encoding="utf-8")
-    assert len(locomo.load(good)) == 2
+    assert len(dataset.load(good)) == 2
 
 
 def test_select_samples_the_same_questions_every_time() -> None:
     data = _data()
     extra = copy.deepcopy(data[0]["qa"][0])
     data[0]["qa"] += [dict(extra, question=f"q{i}") for i in range(30)]
-    convs = locomo.parse(data)
-    first = locomo.select(convs, max_conversations=1, max_questions=5, seed=3)
-    again = locomo.select(convs, max_conversations=1, max_questions=5, seed=3)
+    convs = dataset.parse(data)
+    first = dataset.select(convs, max_conversations=1, max_questions=5, seed=3)
+    again = dataset.select(convs, max_conversations=1, max_questions=5, seed=3)
     assert len(first) == 1 and len(first[0].questions) == 5
     assert [q.index for q in first[0].questions] == [q.index for q in again[0].questions]
     indexes = [q.index for q in first[0].questions]
     assert indexes == sorted(indexes)
-    other = locomo.select(convs, max_conversations=1, max_questions=5, seed=4)
+    other = dataset.select(convs, max_conversations=1, max_questions=5, seed=4)
     assert [q.index for q in other[0].questions] != indexes
-    assert locomo.select(convs, max_questions=100) == convs
+    assert dataset.select(convs, max_questions=100) == convs
