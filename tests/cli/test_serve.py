@@ -317,7 +317,8 @@ async def test_on_stop_every_channel_stops_accepting_before_turns_drain(
                 url = f"{info.http_url}/webhooks/generic"
                 async with http.post(url, data=body, headers=headers) as r:
                     assert r.status == 200
-                await provider.entered.wait()
+                async with asyncio.timeout(60):  # a turn that never starts fails, not hangs
+                    await provider.entered.wait()
                 stop.set()
                 await wait_closed(http, f"{info.http_url}/healthz")
             try:
