@@ -265,8 +265,9 @@ async def serve_while(
         tasks.append(asyncio.create_task(run(info)))
 
     model = provider or ScriptedProvider()
-    assert await serve(Settings(), provider=model, stop=stop, ready=ready) == 0
-    await asyncio.gather(*tasks)
+    async with asyncio.timeout(120):  # a stuck server fails the test instead of hanging it
+        assert await serve(Settings(), provider=model, stop=stop, ready=ready) == 0
+        await asyncio.gather(*tasks)
 
 
 @pytest.mark.skipif(not _has_ipv6_loopback(), reason="no IPv6 loopback on this machine")
