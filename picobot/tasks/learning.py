@@ -50,11 +50,11 @@ def extraction_input_tokens(llm: LLMSettings) -> int:
     """Most tokens of quoted messages per extraction call for the configured model.
 
     :data:`MAX_INPUT_TOKENS`, or less for the local model, whose context window is
-    known: the prompt and the reply (``max_tokens``) must fit in it.
+    known: the prompt and the reply (``reply_tokens``) must fit in it.
     """
     if llm.provider != "local":
         return MAX_INPUT_TOKENS
-    room = llm.context_tokens - llm.max_tokens - PROMPT_OVERHEAD_TOKENS
+    room = llm.context_tokens - llm.reply_tokens - PROMPT_OVERHEAD_TOKENS
     return max(1, min(MAX_INPUT_TOKENS, room))
 
 
