@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from picobot.errors import StoreUnavailable, UserError
 from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
+from picobot.store.migrations_events import m014_events
 from picobot.store.migrations_facts import m012_learned_facts
 from picobot.store.migrations_search import (
     m002_search_index,
@@ -213,6 +214,7 @@ MIGRATIONS: list[Migration] = [
     m011_split_unspaced_scripts,
     m012_learned_facts,
     m013_webhook_replay_guard,
+    m014_events,
 ]
 
 

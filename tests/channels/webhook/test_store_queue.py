@@ -223,7 +223,7 @@ async def test_the_migration_links_existing_rows_to_their_session(tmp_path: Path
             " ('generic', 'generic:alice', 'c1', '{}', 'b', 0, 0, ?)",
             (linked, command),
         )
-        assert await apply_migrations(db) == ["m013_webhook_replay_guard"]
+        assert (await apply_migrations(db))[0] == "m013_webhook_replay_guard"
         found = await db.fetchall("SELECT id, session_id FROM webhook_inbox ORDER BY id")
         assert [tuple(r) for r in found] == [(linked, sid), (command, None)]
         queue = await db.fetchall("SELECT text, session_id FROM outbound_queue ORDER BY id")
