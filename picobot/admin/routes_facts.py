@@ -2,9 +2,9 @@
 
 Reads use the store's fact reads; writes go through :class:`FactStore`, which applies
 the lifecycle rules, redacts text and records each change in the fact's history with
-the operator's id (``api:<key prefix>``) as the actor. The text and subject rules are
-those of the CLI and of extraction (:func:`picobot.memory.facts.observation`): an
-unknown category is refused, a text longer than 40 words is cut to 40. Bulk deletes
+the operator's id (``api:<key prefix>``) as the actor. Creating and changing follow
+:mod:`picobot.store.fact_edits`, as the CLI does: an unknown category is refused, a
+text longer than 40 words is cut to 40. Bulk deletes
 are purges (scope ``facts`` of ``POST /api/v1/purge``), with their two steps.
 """
 
@@ -18,18 +18,11 @@ from aiohttp import web
 from picobot.admin import fact_models as fm
 from picobot.admin.http import ApiError, json_response, read_model, read_query
 from picobot.admin.models import NoQuery
-from picobot.errors import UserError
-from picobot.memory.facts import normalize_text, observation
 from picobot.privacy.controller import Actor
 from picobot.store.db import Database
+from picobot.store.fact_edits import create_fact, edit_fact
 from picobot.store.fact_writes import FactStore
-from picobot.store.facts import (
-    Fact,
-    FactFilter,
-    fact_detail,
-    fact_page,
-    get_fact,
-)
+from picobot.store.facts import FactFilter, fact_detail, fact_page
 
 log = logging.getLogger(__name__)
 
@@ -85,12 +78,15 @@ class FactRoutes:
         """``POST /api/v1/facts {user_id, category, subject?, text, confidence?}``: 201."""
         read_query(request, NoQuery)
         body = await read_model(request, fm.FactCreate)
-        try:
-            found = observation(body.subject, body.category, body.text)
-        except ValueError as exc:
-            raise UserError(str(exc)) from None
-        fact = await self._store.create(
-            body.user_id, found, confidence=body.confidence, actor=actor.id, now=self._clock()
+        fact = await create_fact(
+            self._store,
+            body.user_id,
+            subject=body.subject,
+            category=body.category,
+            text=body.text,
+            confidence=body.confidence,
+            actor=actor.id,
+            now=self._clock(),
         )
         # Ids and owner only: a fact's text is user data a purge must be able to erase.
         log.info("fact change by %s: created fact %d of %s", actor.id, fact.id, fact.user_id)
@@ -101,38 +97,21 @@ class FactRoutes:
         read_query(request, NoQuery)
         fact_id = _fact_id(request)
         body = await read_model(request, fm.FactUpdate)
-        if all(value is None for value in body.model_dump().values()):
-            raise ApiError(
-                400, "invalid", "Nothing to change: give text, confidence, active or pinned."
-            )
-        text = None
-        if body.text is not None:
-            try:
-                text = normalize_text(body.text)
-            except ValueError as exc:
-                raise UserError(str(exc)) from None
-        fact = await self._db.read(lambda c: get_fact(c, fact_id))
+        fact = await edit_fact(
+            self._db,
+            self._store,
+            fact_id,
+            text=body.text,
+            confidence=body.confidence,
+            active=body.active,
+            pinned=body.pinned,
+            actor=actor.id,
+            now=self._clock(),
+        )
         if fact is None:
             raise ApiError(404, "not_found", "No such fact.")
-        now = self._clock()
-        changed: Fact | None = fact
-        if text is not None or body.confidence is not None or body.active is not None:
-            changed = await self._store.update(
-                fact_id,
-                text=text,
-                confidence=body.confidence,
-                active=body.active,
-                actor=actor.id,
-                now=now,
-            )
-        if changed is not None and body.pinned is not None:
-            changed = await self._store.set_pinned(
-                fact.user_id, fact_id, body.pinned, now=now, actor=actor.id
-            )
-        if changed is None:  # deleted meanwhile
-            raise ApiError(404, "not_found", "No such fact.")
         log.info("fact change by %s: updated fact %d of %s", actor.id, fact_id, fact.user_id)
-        return json_response(fm.Fact.model_validate(changed))
+        return json_response(fm.Fact.model_validate(fact))
 
     async def delete_fact(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``DELETE /api/v1/facts/{id}``: 204, with its sources and history."""

@@ -32,6 +32,8 @@ class FactsScope:
     def describe(self) -> str:
         """Human words for the scope."""
         n = len(self.ids)
+        if not n:
+            return "the chosen learned facts (none matches)"
         owners = f"{self.users} user{'' if self.users == 1 else 's'}"
         return f"{n} chosen learned fact{'' if n == 1 else 's'} of {owners}"
 
