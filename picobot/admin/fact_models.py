@@ -18,10 +18,15 @@ from picobot.memory.facts import CATEGORIES, MAX_FACT_WORDS, MAX_SUBJECT_CHARS
 from picobot.shapes import STORABLE, Text
 from picobot.store.facts import FactFilter, operator_filter
 
+_ALLOWED = "one of " + ", ".join(repr(c) for c in CATEGORIES)
+
 
 def _category(value: str) -> str:
+    # Reported like a Literal's refusal, so the message lists the allowed values.
     if value not in CATEGORIES:
-        raise PydanticCustomError("category", "must be one of {allowed}", {"allowed": CATEGORIES})
+        raise PydanticCustomError(
+            "literal_error", "Input should be {expected}", {"expected": _ALLOWED}
+        )
     return value
 
 

@@ -106,6 +106,8 @@ async def test_bad_filters_are_refused_not_read_as_nothing(
 ) -> None:
     error = await chatted.call("GET", f"{FACTS}?{query}", expect=400)
     assert error["error"]["code"] == code
+    if query.startswith("category"):
+        assert "must be one of 'preference', 'personal', 'plan'" in error["error"]["message"]
 
 
 async def test_paging_neither_repeats_nor_skips_when_facts_arrive(
