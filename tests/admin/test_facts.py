@@ -294,3 +294,49 @@ async def test_bulk_delete_refuses_expired_and_empty_choices(
     assert nothing["confirm_token"] is None and nothing["plan"]["counts"]["total"] == 0
     for body in ({"ids": [0]}, {"ids": ["1"]}, {"category": "hobby"}, {"user_id": ALICE}):
         await chatted.call("POST", "/api/v1/purge", body={"scope": "facts", **body}, expect=400)
+
+
+@pytest.mark.parametrize(
+    ("body", "accepted"),
+    [
+        ({"scope": "facts", "ids": [1, 2]}, True),
+        ({"scope": "facts", "category": "plan", "min_confidence": 0.5}, True),
+        ({"scope": "facts", "category": "hobby"}, False),
+        ({"scope": "facts", "ids": [0]}, False),
+        ({"scope": "facts", "max_confidence": 2}, False),
+        ({"scope": "facts", "user_id": ALICE}, False),
+        ({"scope": "facts", "active": "true"}, False),
+    ],
+)
+async def test_the_documented_facts_purge_body_is_the_servers_rule(
+    chatted: Api, body: dict[str, Any], accepted: bool
+) -> None:
+    operation = chatted.contract.operation("POST", "/api/v1/purge")
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    assert chatted.contract.validator(schema).is_valid(body) == accepted
+    # Planning deletes nothing; nothing matches here, so there is no token.
+    planned = await chatted.call(
+        "POST", "/api/v1/purge", body=body, expect=200 if accepted else 400
+    )
+    assert not accepted or planned["confirm_token"] is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "accepted"),
+    [
+        ("category", "plan", True),
+        ("category", "Plan", False),
+        ("min_confidence", 1.0, True),
+        ("min_confidence", 1.01, False),
+        ("cursor", "12", True),
+        ("cursor", "012", False),
+        ("limit", 201, False),
+    ],
+)
+async def test_the_documented_fact_parameters_are_the_servers_rule(
+    chatted: Api, name: str, value: Any, accepted: bool
+) -> None:
+    params = {p["name"]: p for p in chatted.contract.operation("GET", FACTS)["parameters"]}
+    validator = chatted.contract.validator(params[name]["schema"])
+    assert validator.is_valid(value) == accepted
+    await chatted.call("GET", f"{FACTS}?{name}={value}", expect=200 if accepted else 400)
