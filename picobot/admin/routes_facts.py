@@ -4,8 +4,8 @@ Reads use the store's fact reads; writes go through :class:`FactStore`, which ap
 the lifecycle rules, redacts text and records each change in the fact's history with
 the operator's id (``api:<key prefix>``) as the actor. Creating and changing follow
 :mod:`picobot.store.fact_edits`, as the CLI does: an unknown category is refused, a
-text longer than 40 words is cut to 40. Bulk deletes
-are purges (scope ``facts`` of ``POST /api/v1/purge``), with their two steps.
+text longer than 40 words is cut to 40. Bulk deletes are purges (scope ``facts`` of
+``POST /api/v1/purge``), with their two steps.
 """
 
 from __future__ import annotations
