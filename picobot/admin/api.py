@@ -1,4 +1,5 @@
-"""The admin HTTP API: operator access to sessions, memories, search, export and purges.
+"""The admin HTTP API: operator access to sessions, memories, learned facts, search,
+export and purges.
 
 Mounted by ``picobot serve`` on the same aiohttp Application as the webhooks, and only
 when operator keys are configured (``[server] admin_api_keys_env``): without keys there
@@ -36,6 +37,7 @@ from picobot.admin.models import NoQuery
 from picobot.admin.openapi import OPENAPI
 from picobot.admin.readiness import ReadinessProbe
 from picobot.admin.routes_data import DataRoutes
+from picobot.admin.routes_facts import FactRoutes
 from picobot.admin.routes_ops import OpsRoutes
 from picobot.auth import KEY_PREFIX_LENGTH, KeyRing, key_prefix, parse_key_list, presented_key
 from picobot.config.channels import ServerSettings
@@ -46,6 +48,8 @@ from picobot.metrics import METRICS, PicobotMetrics
 from picobot.privacy.controller import Actor, PrivacyController
 from picobot.privacy.redaction import Redactor
 from picobot.runtime import Runtime
+from picobot.store.fact_writes import FactStore
+from picobot.tasks.learning import lifecycle_rules
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +81,18 @@ def load_admin_keys(
     """The operator keys from the env var named by ``admin_api_keys_env`` ([] if unset)."""
     name = settings.admin_api_keys_env
     return parse_admin_keys(read_secret(name, environ), name)
+
+
+def fact_store(runtime: Runtime) -> FactStore:
+    """The learning task's fact store (one writer of the rules in force), or one with
+    the configured rules and redaction when learning is off."""
+    if runtime.learning is not None:
+        return runtime.learning.store
+    return FactStore(
+        runtime.db,
+        rules=lifecycle_rules(runtime.settings.memory.learning),
+        redact=Redactor.from_settings(runtime.settings.privacy).redact,
+    )
 
 
 def operator_actor(key: str) -> Actor:
@@ -124,6 +140,7 @@ class AdminAPI:
         self._data = DataRoutes(
             runtime.db, settings.session.memory, Redactor.from_settings(settings.privacy).redact
         )
+        self._facts = FactRoutes(runtime.db, fact_store(runtime), self._clock)
         self._ops = OpsRoutes(runtime.db, settings, runtime.tasks, privacy, self._clock)
         server = settings.server
         self._auth_limit = FailedAuthLimit(
@@ -135,7 +152,7 @@ class AdminAPI:
 
     def routes(self) -> list[web.RouteDef]:
         """Every admin route (HEAD is not added: the OpenAPI document lists all)."""
-        d, o, p = self._data, self._ops, self._protected
+        d, o, f, p = self._data, self._ops, self._facts, self._protected
         return [
             web.get("/healthz", self.healthz, allow_head=False),
             web.get("/readyz", self._readiness.handle, allow_head=False),
@@ -149,6 +166,11 @@ class AdminAPI:
             web.delete("/api/v1/users/{user_id}/memories/{key}", p(d.delete_memory)),
             web.get("/api/v1/users/{user_id}/export", p(d.export), allow_head=False),
             web.get("/api/v1/search", p(d.search), allow_head=False),
+            web.get("/api/v1/facts", p(f.list_facts), allow_head=False),
+            web.post("/api/v1/facts", p(f.create_fact)),
+            web.get("/api/v1/facts/{id}", p(f.get_fact), allow_head=False),
+            web.patch("/api/v1/facts/{id}", p(f.update_fact)),
+            web.delete("/api/v1/facts/{id}", p(f.delete_fact)),
             web.get("/api/v1/retention", p(o.retention), allow_head=False),
             web.post("/api/v1/purge", p(o.purge)),
             web.post("/api/v1/purge/{token}/confirm", p(o.confirm)),

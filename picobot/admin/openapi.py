@@ -10,7 +10,6 @@ it. Prose lives in ``docs/api.md``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
@@ -18,43 +17,16 @@ from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from picobot.admin import models as m
 from picobot.admin import purge_models as pm
+from picobot.admin.fact_models import FACT_OPERATIONS
+from picobot.admin.operation import JSON, REF_TEMPLATE, TOO_LARGE, Operation, Reply
+from picobot.admin.operation import error_reply as _error
 from picobot.shapes import DocumentSchema, optional_as_absent
 
 Schema = dict[str, Any]
-REF_TEMPLATE = "#/components/schemas/{model}"
-JSON = "application/json"
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One documented answer: a model (served as JSON) or another media type, or nothing."""
-
-    description: str
-    model: type[BaseModel] | None = None
-    media_type: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Operation:
-    """One route: its answers, and the models of its query string and body."""
-
-    method: str
-    path: str
-    summary: str
-    replies: dict[int, Reply]
-    query: type[m.Query] = m.NoQuery
-    body: type[BaseModel] | None = None
-    path_params: dict[str, str] = field(default_factory=dict)
-    public: bool = False
-
-
-def _error(description: str) -> Reply:
-    return Reply(description, m.Error)
 
 
 USER = {"user_id": "A user id, e.g. telegram:42 (URL-encoded)."}
 MEMORY = {**USER, "key": "A memory key: ^[a-z][a-z0-9_]*$, at most 64 characters."}
-TOO_LARGE = _error("Body over 64 KiB.")
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation(
@@ -190,6 +162,7 @@ OPERATIONS: tuple[Operation, ...] = (
         body=pm.ConfirmRequest,
         path_params={"token": "The confirm_token of the plan."},
     ),
+    *FACT_OPERATIONS,
 )
 
 PROTECTED_REPLIES = {
@@ -280,8 +253,9 @@ def build_document() -> dict[str, Any]:
         "info": {
             "title": "PicoBot admin API",
             "version": "1",
-            "description": "Operator access to sessions, memories, search, export, retention "
-            "and two-step purges. Errors are {error: {code, message}}. See docs/api.md.",
+            "description": "Operator access to sessions, memories, learned facts, search, "
+            "export, retention and two-step purges. Errors are {error: {code, message}}. "
+            "See docs/api.md.",
         },
         "security": [{"bearer": []}, {"apiKey": []}],
         "paths": paths,

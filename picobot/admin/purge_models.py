@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias, cast
 
 from pydantic import Field, RootModel, TypeAdapter, create_model
 
+from picobot.admin.fact_models import FactCriteria, FactId
 from picobot.admin.models import Request, Response, Timestamp, UserId
 from picobot.privacy.controller import MAX_PURGE_DAYS
+from picobot.privacy.fact_scope import MAX_CHOSEN_FACTS
 from picobot.shapes import Text
 from picobot.store.purge import PurgeCounts
 
@@ -99,10 +101,24 @@ class OlderThanPurge(Request):
     days: int = Field(ge=1, le=MAX_PURGE_DAYS)
 
 
-class PurgeRequest(RootModel[SessionPurge | UserPurge | OlderThanPurge]):
-    """A purge to plan: the scope and exactly its one target field."""
+class FactsPurge(FactCriteria, Request):
+    """Purge chosen learned facts with their sources, history and index entries: those
+    with the given ``ids`` that match every criterion given; at least one is needed. The
+    facts are chosen when planned: ones matching only later are not deleted."""
 
-    root: Annotated[SessionPurge | UserPurge | OlderThanPurge, Field(discriminator="scope")]
+    scope: Literal["facts"]
+    ids: list[FactId] = Field(
+        default_factory=list, max_length=MAX_CHOSEN_FACTS, description="Fact ids."
+    )
+
+
+AnyPurge: TypeAlias = SessionPurge | UserPurge | OlderThanPurge | FactsPurge
+
+
+class PurgeRequest(RootModel[AnyPurge]):
+    """A purge to plan: the scope and exactly its one target field (facts: criteria)."""
+
+    root: Annotated[AnyPurge, Field(discriminator="scope")]
 
 
 class SessionPlan(SessionPurge):
@@ -126,16 +142,24 @@ class OlderThanPlan(OlderThanPurge):
     prompt: str
 
 
-Plan = Annotated[SessionPlan | UserPlan | OlderThanPlan, Field(discriminator="scope")]
-_PLAN: TypeAdapter[SessionPlan | UserPlan | OlderThanPlan] = TypeAdapter(Plan)
+class FactsPlan(FactsPurge):
+    """What a purge of chosen facts will delete, and how many users own them."""
+
+    counts: Counts
+    users: int
+    prompt: str
 
 
-def plan(
-    request: PurgeRequest, value: PurgeCounts, prompt: str
-) -> SessionPlan | UserPlan | OlderThanPlan:
-    """The plan of a purge request: its scope and target, the counts and the prompt."""
+AnyPlan: TypeAlias = SessionPlan | UserPlan | OlderThanPlan | FactsPlan
+Plan = Annotated[AnyPlan, Field(discriminator="scope")]
+_PLAN: TypeAdapter[AnyPlan] = TypeAdapter(Plan)
+
+
+def plan(request: PurgeRequest, value: PurgeCounts, prompt: str, **extra: int) -> AnyPlan:
+    """The plan of a purge request: its scope and target, the counts and the prompt
+    (``extra``: what the scope adds, e.g. ``users`` of a facts purge)."""
     return _PLAN.validate_python(
-        {**request.root.model_dump(), "counts": counts(value), "prompt": prompt}
+        {**request.root.model_dump(), "counts": counts(value), "prompt": prompt, **extra}
     )
 
 

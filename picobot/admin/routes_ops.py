@@ -30,6 +30,7 @@ from picobot.privacy.controller import (
     SessionScope,
     UserScope,
 )
+from picobot.privacy.fact_scope import FactsScope, choose_facts
 from picobot.store.db import Database
 from picobot.store.purge import PurgeStore
 from picobot.store.sessions import SessionRepo
@@ -120,7 +121,8 @@ class OpsRoutes:
         # expired token must keep answering 410, and the table still holds at most
         # one entry per key.
         self._issued = {t: i for t, i in self._issued.items() if i.actor != actor}
-        plan = pm.plan(body, pending.plan.counts, pending.plan.prompt())
+        extra = {"users": scope.users} if isinstance(scope, FactsScope) else {}
+        plan = pm.plan(body, pending.plan.counts, pending.plan.prompt(), **extra)
         if pending.plan.counts.total == 0:
             return json_response(pm.PurgePlan(confirm_token=None, plan=plan, expires_at=None))
         self._issued[pending.token] = _Issued(actor, pending.expires_at)
@@ -129,8 +131,8 @@ class OpsRoutes:
             pm.PurgePlan(confirm_token=pending.token, plan=plan, expires_at=pending.expires_at)
         )
 
-    async def _scope(self, body: pm.SessionPurge | pm.UserPurge | pm.OlderThanPurge) -> PurgeScope:
-        """The scope a validated purge body names."""
+    async def _scope(self, body: pm.AnyPurge) -> PurgeScope:
+        """The scope a validated purge body names (facts: the ids chosen now)."""
         if isinstance(body, pm.SessionPurge):
             # A typo must not read as "nothing to delete".
             if await self._sessions.get(body.session_id) is None:
@@ -138,6 +140,8 @@ class OpsRoutes:
             return SessionScope(body.session_id)
         if isinstance(body, pm.UserPurge):
             return UserScope(body.user_id)
+        if isinstance(body, pm.FactsPurge):
+            return await choose_facts(self._db, body.where(tuple(body.ids)))
         return OlderThanScope(body.days)
 
     async def confirm(self, request: web.Request, actor: Actor) -> web.StreamResponse:

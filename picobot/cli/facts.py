@@ -4,9 +4,9 @@
 schema). ``create``, ``update``, ``delete`` and ``extract`` write; they are logged
 with the actor (``cli:<user>``), the fact ids and counts, never a fact's text (user data
 that a purge erases from the database but could not erase from a log file). A delete
-by filter is two-step like a purge: it prints how many facts of how many users match
-and asks y/N (``--yes`` skips the question; a non-interactive stdin without it is
-refused).
+is a purge of the chosen facts (:mod:`picobot.privacy.fact_scope`), two-step like any
+purge: it states how many facts of how many users it deletes and asks y/N (``--yes``
+skips the question; a non-interactive stdin without it is refused), then erases them.
 """
 
 from __future__ import annotations
@@ -56,6 +56,9 @@ def _filters(cmd: argparse.ArgumentParser) -> None:
     state = cmd.add_mutually_exclusive_group()
     state.add_argument("--active", dest="active", action="store_true", default=None)
     state.add_argument("--inactive", dest="active", action="store_false")
+    pin = cmd.add_mutually_exclusive_group()
+    pin.add_argument("--pinned", dest="pinned", action="store_true", default=None)
+    pin.add_argument("--unpinned", dest="pinned", action="store_false")
     cmd.add_argument("--min-confidence", type=_confidence, metavar="X")
     cmd.add_argument("--max-confidence", type=_confidence, metavar="X")
     cmd.add_argument("--text", help="only facts whose text or subject contains this")
@@ -90,13 +93,16 @@ def add_facts_command(
     create.add_argument("--confidence", type=_confidence, metavar="X")
     create.add_argument("text")
     add_json_flag(create)
-    update = action("update", "change a fact's text, confidence or active flag")
+    update = action("update", "change a fact's text, confidence, active flag or pin")
     update.add_argument("id", type=int)
     update.add_argument("--text")
     update.add_argument("--confidence", type=_confidence, metavar="X")
     state = update.add_mutually_exclusive_group()
     state.add_argument("--activate", dest="active", action="store_true", default=None)
     state.add_argument("--deactivate", dest="active", action="store_false")
+    pin = update.add_mutually_exclusive_group()
+    pin.add_argument("--pin", dest="pinned", action="store_true", default=None)
+    pin.add_argument("--unpin", dest="pinned", action="store_false")
     add_json_flag(update)
     delete = action("delete", "delete facts by id or by filter (asks first)")
     delete.add_argument("ids", nargs="*", type=int, metavar="ID")
@@ -109,13 +115,15 @@ def add_facts_command(
 
 
 def _where(args: argparse.Namespace) -> FactFilter:
-    from picobot.store.facts import FactFilter
+    from picobot.store.facts import operator_filter
 
-    return FactFilter(
+    # The same checks as the admin API's (an unknown category is an error, not "none").
+    return operator_filter(
         user_id=args.user,
         subject=args.subject,
         category=args.category,
         active=args.active,
+        pinned=args.pinned,
         min_confidence=args.min_confidence,
         max_confidence=args.max_confidence,
         text=args.text,
@@ -139,13 +147,19 @@ def run_facts(args: argparse.Namespace, settings: Settings) -> int:
             print_json({"facts": []}) if args.json else print("no facts")
             return EXIT_OK
         return asyncio.run(_read(args, settings))
-    if action == "delete" and not args.ids and _where(args).where()[0] == "1":
+    if action == "update" and all(
+        value is None for value in (args.text, args.confidence, args.active, args.pinned)
+    ):
+        fail(
+            "nothing to change: give --text, --confidence, --activate/--deactivate or --pin/--unpin"
+        )
+        return EXIT_USAGE
+    if action == "delete" and _where(args).where()[0] == "1":
         fail("name the facts to delete: ids, or at least one filter")
         return EXIT_USAGE
-    if action == "delete" and not args.yes and not sys.stdin.isatty():
-        fail("refusing to delete without confirmation: stdin is not a terminal; pass --yes")
-        return EXIT_ERROR
     with command_logging(settings):
+        if action == "delete":
+            return asyncio.run(_delete(args, settings))
         return asyncio.run(_write(args, settings))
 
 
@@ -170,10 +184,9 @@ async def _read(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _write(args: argparse.Namespace, settings: Settings) -> int:
     from picobot.cli.fact_views import print_fact
-    from picobot.errors import UserError
-    from picobot.memory.facts import observation
     from picobot.privacy.redaction import Redactor
     from picobot.runtime import open_database
+    from picobot.store.fact_edits import create_fact, edit_fact
     from picobot.store.fact_writes import FactStore
     from picobot.tasks.learning import lifecycle_rules
 
@@ -184,32 +197,27 @@ async def _write(args: argparse.Namespace, settings: Settings) -> int:
         store = FactStore(db, rules=rules, redact=redact)
         if args.facts_action == "extract":
             return await _extract(args, settings, db)
-        if args.facts_action == "delete":
-            return await _delete(args, db, store, actor)
         if args.facts_action == "create":
-            try:
-                found = observation(args.subject, args.category, args.text)
-            except ValueError as exc:
-                raise UserError(str(exc)) from None
-            fact = await store.create(
-                args.user, found, confidence=args.confidence, actor=actor, now=time.time()
+            fact = await create_fact(
+                store,
+                args.user,
+                subject=args.subject,
+                category=args.category,
+                text=args.text,
+                confidence=args.confidence,
+                actor=actor,
+                now=time.time(),
             )
             log.info("fact change by %s: created fact %d of %s", actor, fact.id, args.user)
         else:
-            if args.text is None and args.confidence is None and args.active is None:
-                fail("nothing to change: give --text, --confidence, --activate or --deactivate")
-                return EXIT_USAGE
-            text = None
-            if args.text is not None:
-                try:
-                    text = observation(None, "knowledge", args.text).text
-                except ValueError as exc:
-                    raise UserError(str(exc)) from None
-            updated = await store.update(
+            updated = await edit_fact(
+                db,
+                store,
                 args.id,
-                text=text,
+                text=args.text,
                 confidence=args.confidence,
                 active=args.active,
+                pinned=args.pinned,
                 actor=actor,
                 now=time.time(),
             )
@@ -221,27 +229,18 @@ async def _write(args: argparse.Namespace, settings: Settings) -> int:
     return print_fact(fact, None, None, as_json=args.json)
 
 
-async def _delete(args: argparse.Namespace, db: Any, store: Any, actor: str) -> int:
-    from picobot.store.facts import find_facts
+async def _delete(args: argparse.Namespace, settings: Settings) -> int:
+    """A purge of the facts chosen now (ids fixed before the question is asked)."""
+    from picobot.cli.purge import purge
+    from picobot.privacy.fact_scope import choose_facts
+    from picobot.runtime import open_database
 
-    where = _where(args)
-    doomed = await db.read(lambda c: find_facts(c, where, None))
-    users = len({f.user_id for f in doomed})
-    print(f"{len(doomed)} facts of {users} users match.")
-    if not doomed:
+    if not settings.db_path.is_file():
+        print(f"no database at {settings.db_path}; nothing to delete")
         return EXIT_OK
-    if not args.yes:
-        print("Delete them permanently? [y/N] ", end="", flush=True)
-        if sys.stdin.readline().strip().lower() not in ("y", "yes"):
-            print("Cancelled; nothing was deleted.")
-            return EXIT_ERROR
-    # Exactly the facts counted: ones matching the filter only since are left alone.
-    from picobot.store.facts import FactFilter
-
-    deleted = await store.delete(FactFilter(ids=tuple(f.id for f in doomed)))
-    log.info("fact change by %s: deleted %d facts of %d users", actor, deleted, users)
-    print(f"Deleted {deleted} facts.")
-    return EXIT_OK
+    async with open_database(settings) as db:
+        scope = await choose_facts(db, _where(args))
+    return await purge(settings, scope, assume_yes=args.yes, stdin=sys.stdin, stdout=sys.stdout)
 
 
 async def _extract(args: argparse.Namespace, settings: Settings, db: Any) -> int:

@@ -21,8 +21,10 @@ from dataclasses import dataclass
 
 from picobot.errors import AccessDenied, UserError
 from picobot.metrics import observe_purge
+from picobot.privacy.fact_scope import FactsScope
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
+from picobot.store.fact_purge import FactPurge
 from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.retention import (
@@ -82,8 +84,13 @@ class OlderThanScope:
         return f"conversation data older than {self.days} days"
 
 
-PurgeScope = SessionScope | UserScope | OlderThanScope
-_LABELS = {SessionScope: "session", UserScope: "user", OlderThanScope: "older_than"}
+PurgeScope = SessionScope | UserScope | OlderThanScope | FactsScope
+_LABELS = {
+    SessionScope: "session",
+    UserScope: "user",
+    OlderThanScope: "older_than",
+    FactsScope: "facts",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +158,7 @@ class PrivacyController:
     ) -> None:
         self._db = db
         self._store = PurgeStore(db)
+        self._facts = FactPurge(db)
         self._sessions = SessionRepo(db)
         self._timeout = confirmation_timeout_secs
         self._batch = batch_size
@@ -178,6 +186,9 @@ class PrivacyController:
             return PurgePlan(scope, actor, await self._store.count_session(scope.session_id))
         if isinstance(scope, UserScope):
             return PurgePlan(scope, actor, await self._store.count_user(scope.user_id))
+        if isinstance(scope, FactsScope):
+            facts, entries = await self._facts.count_ids(scope.ids)
+            return PurgePlan(scope, actor, PurgeCounts(facts=facts, index_entries=entries))
         if not 1 <= scope.days <= MAX_PURGE_DAYS:
             raise UserError(f"The number of days must be between 1 and {MAX_PURGE_DAYS}.")
         cutoff = self._clock() - scope.days * DAY
@@ -273,6 +284,9 @@ class PrivacyController:
             return await self._store.delete_session(scope.session_id)
         if isinstance(scope, UserScope):
             return await self._store.delete_user(scope.user_id)
+        if isinstance(scope, FactsScope):
+            facts, entries = await self._facts.delete_ids(scope.ids)
+            return PurgeCounts(facts=facts, index_entries=entries)
         cutoff = plan.cutoff if plan.cutoff is not None else self._clock() - scope.days * DAY
         return await self._store.delete_older(cutoff, batch_size=self._batch)
 

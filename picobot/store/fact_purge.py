@@ -4,7 +4,8 @@ A session purge removes the facts whose provenance lies only in that session (no
 source in another session and none made by an operator), with their sources, history
 and recall-index entries; facts that were also learned elsewhere stay, losing only the
 purged session's source rows (their history keeps the change, without the session id).
-A user purge removes all the user's facts. Retention (``older``) leaves facts alone:
+A user purge removes all the user's facts; an operator's purge of chosen facts removes
+exactly those ids. Retention (``older``) leaves facts alone:
 they are derived data that outlive the messages they came from, and fade by decay.
 """
 
@@ -22,6 +23,7 @@ _ONLY_IN_SESSION = (
     " fact_sources s WHERE s.fact_id = f.id AND (s.session_id IS NULL OR s.session_id <> ?1))"
 )
 _OF_USER = "SELECT id FROM facts WHERE user_id = ?1"
+_BY_IDS = "SELECT id FROM facts WHERE id IN (SELECT value FROM json_each(?1))"
 
 
 def _count(conn: sqlite3.Connection, doomed: str, key: str) -> tuple[int, int]:
@@ -88,3 +90,12 @@ class FactPurge:
         """Delete every fact of ``user_id`` with its sources, history and index entries."""
         async with self._db.transaction() as conn:
             return await _delete(conn, _OF_USER, user_id)
+
+    async def count_ids(self, ids: tuple[int, ...]) -> tuple[int, int]:
+        """(facts, index entries) :meth:`delete_ids` would remove now."""
+        return await self._db.read(lambda c: _count(c, _BY_IDS, _json(list(ids))))
+
+    async def delete_ids(self, ids: tuple[int, ...]) -> tuple[int, int]:
+        """Delete the facts ``ids`` (those that still exist) with everything attached."""
+        async with self._db.transaction() as conn:
+            return await _delete(conn, _BY_IDS, _json(list(ids)))

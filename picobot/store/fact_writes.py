@@ -255,11 +255,12 @@ class FactStore:
         return await self._db.write(write)
 
     async def set_pinned(
-        self, user_id: str, fact_id: int, pinned: bool, *, now: float
+        self, user_id: str, fact_id: int, pinned: bool, *, now: float, actor: str | None = None
     ) -> Fact | None:
         """Pin or unpin ``user_id``'s fact (a pinned fact never decays); None if not theirs.
 
-        Either change refreshes ``updated_at``, so decay starts over from now.
+        Either change refreshes ``updated_at``, so decay starts over from now. The
+        history names ``actor`` (an operator), or else the user.
         """
 
         def write(conn: sqlite3.Connection) -> Fact | None:
@@ -276,7 +277,7 @@ class FactStore:
                 new = get_fact(conn, fact_id)
                 assert new is not None
                 record_change(
-                    conn, fact, new, "pinned" if pinned else "unpinned", now, actor=user_id
+                    conn, fact, new, "pinned" if pinned else "unpinned", now, actor=actor or user_id
                 )
                 return new
             return fact

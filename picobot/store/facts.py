@@ -12,6 +12,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from picobot.errors import UserError
+from picobot.memory.facts import normalize_subject, validate_category
 from picobot.store.db import Row
 
 _COLUMNS = (
@@ -114,6 +116,54 @@ class FactFilter:
         return " AND ".join(parts) or "1", params
 
 
+def operator_filter(
+    *,
+    user_id: str | None = None,
+    subject: str | None = None,
+    category: str | None = None,
+    active: bool | None = None,
+    min_confidence: float | None = None,
+    max_confidence: float | None = None,
+    text: str | None = None,
+    ids: tuple[int, ...] = (),
+    pinned: bool | None = None,
+) -> FactFilter:
+    """An operator's criteria as a :class:`FactFilter`, checked alike for the CLI and API.
+
+    Raises UserError (shown verbatim) for an unknown category, a confidence outside
+    0..1 or a range that is empty by construction, rather than matching nothing, so a
+    typo never reads as "there are no such facts". ``subject`` is compared as stored
+    (trimmed, lowercase); ``""`` selects the facts about nothing in particular.
+    """
+    if category is not None:
+        try:
+            category = validate_category(category)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    for name, value in (("min_confidence", min_confidence), ("max_confidence", max_confidence)):
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise UserError(f"{name} must be between 0 and 1")
+    if (
+        min_confidence is not None
+        and max_confidence is not None
+        and min_confidence > max_confidence
+    ):
+        raise UserError("min_confidence is above max_confidence")
+    if any(i < 1 for i in ids):
+        raise UserError("fact ids are positive numbers")
+    return FactFilter(
+        user_id=user_id,
+        subject=None if subject is None else normalize_subject(subject) or "",
+        category=category,
+        active=active,
+        min_confidence=min_confidence,
+        max_confidence=max_confidence,
+        text=text or None,
+        ids=tuple(dict.fromkeys(ids)),
+        pinned=pinned,
+    )
+
+
 def fact_from_row(row: Row) -> Fact:
     """A :class:`Fact` from a row selected with this module's columns."""
     return Fact(
@@ -172,6 +222,26 @@ def find_facts(conn: sqlite3.Connection, where: FactFilter, limit: int | None) -
     return [fact_from_row(r) for r in rows]
 
 
+def fact_page(
+    conn: sqlite3.Connection, where: FactFilter, limit: int, before_id: int | None = None
+) -> tuple[list[Fact], int | None]:
+    """Up to ``limit`` facts matching ``where``, newest (highest id) first, and the id to
+    pass as ``before_id`` for the next page (None on the last).
+
+    Keyset paging by id: a fact created or changed between pages neither repeats nor
+    shifts the rest, unlike paging by confidence or by offset.
+    """
+    sql, params = where.where()
+    rows = _rows(
+        conn,
+        f"SELECT {_COLUMNS} FROM facts WHERE ({sql}) AND id < ?"  # noqa: S608
+        " ORDER BY id DESC LIMIT ?",
+        (*params, 2**62 if before_id is None else before_id, max(0, limit) + 1),
+    )
+    facts = [fact_from_row(r) for r in rows[: max(0, limit)]]
+    return facts, facts[-1].id if len(rows) > limit and facts else None
+
+
 def get_fact(conn: sqlite3.Connection, fact_id: int, user_id: str | None = None) -> Fact | None:
     """The fact ``fact_id``; with ``user_id``, only if it is that user's."""
     rows = _rows(
@@ -216,3 +286,13 @@ def fact_sources(conn: sqlite3.Connection, fact_id: int) -> list[FactSource]:
         (fact_id,),
     )
     return [FactSource(r["session_id"], r["message_id"], float(r["created_at"])) for r in rows]
+
+
+def fact_detail(
+    conn: sqlite3.Connection, fact_id: int
+) -> tuple[Fact, list[FactSource], list[FactChange]] | None:
+    """A fact with its sources and history, read together (None if there is no such fact)."""
+    fact = get_fact(conn, fact_id)
+    if fact is None:
+        return None
+    return fact, fact_sources(conn, fact_id), fact_history(conn, fact_id)

@@ -268,7 +268,10 @@ async def test_confirm_needs_an_answer(chatted: Api) -> None:
 @pytest.mark.parametrize(
     ("body", "message"),
     [
-        ({"scope": "everything"}, "Field 'scope' must be one of 'session', 'user', 'older_than'."),
+        (
+            {"scope": "everything"},
+            "Field 'scope' must be one of 'session', 'user', 'older_than', 'facts'.",
+        ),
         ({"scope": "older_than", "days": 0}, "Field 'days' must be at least 1."),
         ({"scope": "user", "user_id": ALICE, "days": 3}, "Unknown field(s): days."),
         ({"user_id": ALICE}, "Missing field(s): scope."),

@@ -76,6 +76,11 @@ def test_list_filters_across_users(capsys: pytest.CaptureFixture[str]) -> None:
     assert json.loads(out)["facts"] == []
     code, _, err = run(capsys, "list", "--min-confidence", "2")
     assert code == 2 and "between 0 and 1" in err
+    # A typo is an error, not an empty listing (the admin API's rule too).
+    code, _, err = run(capsys, "list", "--category", "hobby")
+    assert code == 1 and "category must be one of" in err
+    code, _, err = run(capsys, "list", "--min-confidence", "0.8", "--max-confidence", "0.2")
+    assert code == 1 and "above" in err
 
 
 def test_show_prints_sources_and_history(capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,6 +126,24 @@ def test_create_and_update_are_recorded_as_operator_changes(
     assert run(capsys, "update", str(made["id"]))[0] == 2
 
 
+def test_pin_and_unpin_are_operator_changes(capsys: pytest.CaptureFixture[str]) -> None:
+    ids = asyncio.run(_seed())
+    code, out, _ = run(capsys, "update", str(ids["trip"]), "--pin", "--json")
+    assert code == 0 and json.loads(out)["fact"]["pinned"] is True
+    _, out, _ = run(capsys, "list", "--pinned", "--json")
+    assert [f["id"] for f in json.loads(out)["facts"]] == [ids["trip"]]
+    _, out, _ = run(capsys, "list", "--unpinned", "--user", "tui:alice", "--json")
+    assert [f["id"] for f in json.loads(out)["facts"]] == [ids["tea"]]
+    run(capsys, "update", str(ids["trip"]), "--unpin", "--confidence", "0.9")
+    _, out, _ = run(capsys, "show", str(ids["trip"]), "--json")
+    fact = json.loads(out)["fact"]
+    assert fact["pinned"] is False and fact["confidence"] == 0.9
+    history = [(h["reason"], h["actor"]) for h in fact["history"]]
+    assert [reason for reason, _ in history] == ["extracted", "pinned", "operator", "unpinned"]
+    assert all(actor.startswith("cli:") for _, actor in history[1:])
+    assert run(capsys, "update", "999", "--pin")[0] == 1
+
+
 def test_delete_by_filter_is_two_step_and_deletes_what_it_counted(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -132,13 +155,17 @@ def test_delete_by_filter_is_two_step_and_deletes_what_it_counted(
     tty.isatty = lambda: True  # type: ignore[method-assign]
     monkeypatch.setattr("sys.stdin", tty)
     code, out, _ = run(capsys, "delete", "--user", "tui:alice")
-    assert code == 1 and "2 facts of 1 users match" in out and "Cancelled" in out
+    assert code == 1 and "delete 2 chosen learned facts of 1 user:" in out
+    assert "2 learned facts?" in out
+    assert "Cancelled" in out
     code, out, _ = run(capsys, "delete", "--user", "tui:alice", "--yes")
-    assert code == 0 and "Deleted 2 facts" in out
+    assert code == 0 and "Deleted 2 chosen learned facts of 1 user:" in out
     _, out, _ = run(capsys, "list", "--json")
     assert [f["id"] for f in json.loads(out)["facts"]] == [ids["sister"]]
     code, out, _ = run(capsys, "delete", str(ids["sister"]), "--yes")
-    assert "Deleted 1 facts" in out
+    assert "Deleted 1 chosen learned fact of 1 user" in out
+    code, out, _ = run(capsys, "delete", str(ids["sister"]), "--yes")
+    assert code == 0 and "Nothing is stored for the chosen learned facts" in out
 
 
 def test_reads_without_a_database_create_none(capsys: pytest.CaptureFixture[str]) -> None:

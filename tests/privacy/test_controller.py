@@ -23,6 +23,7 @@ from picobot.privacy.controller import (
     SessionScope,
     UserScope,
 )
+from picobot.privacy.fact_scope import FactsScope
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.memories import MemoryRepo
 
@@ -198,6 +199,9 @@ async def test_operator_rights(rt: Runtime) -> None:
         await controller.plan(SessionScope(sid), Actor(BOB.user_id))
     with pytest.raises(AccessDenied):
         await controller.plan(OlderThanScope(30), Actor(ALICE.user_id))
+    # Chosen facts are an operator's purge, even when they are all the caller's own.
+    with pytest.raises(AccessDenied):
+        await controller.plan(FactsScope((1,), 1), Actor(ALICE.user_id))
     plan = await controller.plan(SessionScope(sid), OPERATOR)
     assert plan.counts.messages == 2 and plan.counts.sessions == 1
     result = await controller.execute(plan)

@@ -37,10 +37,13 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
 from picobot.memory.facts import Observation
+from picobot.privacy.controller import Actor, PrivacyController
+from picobot.privacy.fact_scope import choose_facts
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
 from picobot.store.fact_writes import FactStore
+from picobot.store.facts import operator_filter
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
 from picobot.store.purge import PurgeStore
@@ -330,3 +333,31 @@ async def test_purged_session_leaves_no_queued_reply_and_no_replay_behind(
                 assert await rows(rt, "SELECT * FROM messages") == []
     finally:
         await receiver.close()
+
+
+async def test_purged_chosen_facts_leave_no_byte_in_any_file(
+    db: Database, rng: random.Random
+) -> None:
+    alice, bob = Person("alice", rng), Person("bob", rng)
+    for i in range(3):
+        await alice.fill(db, f"a{i}")
+        await bob.fill(db, f"b{i}")
+        await alice.learn(db, f"a{i}")
+        await bob.learn(db, f"b{i}")
+    # learn() marks the subject, then the text of each of the two facts.
+    subject = alice.sessions["a1"][-3]
+    operator = Actor("cli:test", operator=True)
+    controller = PrivacyController(db)
+    scope = await choose_facts(db, operator_filter(subject=subject))
+    pending = await controller.request(scope, operator)
+    assert pending.plan.counts.facts == 2 and scope.users == 1
+    result = await controller.confirm(pending.token, operator, "y")
+    assert result is not None and result.counts.facts == 2
+
+    gone = alice.sessions["a1"][-3:]
+    kept = [m for m in alice.markers + bob.markers if m not in gone]
+    # Not assert_erased: the purge's record is written after its erasure, so the WAL
+    # holds that one page again (the scan covers the WAL too).
+    assert scan(db.path.parent, gone) == {}
+    assert set(scan(db.path.parent, kept)) == set(kept)
+    await integrity_ok(db)
