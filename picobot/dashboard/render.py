@@ -25,7 +25,9 @@ SECURITY_HEADERS: Mapping[str, str] = {
     ),
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # "same-origin", not "no-referrer": under no-referrer the browser sends
+    # "Origin: null" with its own form posts, which the origin check must refuse.
+    "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
 
