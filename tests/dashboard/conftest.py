@@ -29,6 +29,7 @@ from tests.cli.test_serve import free_port, start_subprocess, stop_subprocess, w
 ADMIN_KEY = "dash-admin-key-0123456789"
 WS_KEY = "dash-ws-key-0123456789ab"
 CHROMIUM = Path("/usr/bin/chromium")
+HAVE_CHROMIUM = shutil.which(str(CHROMIUM)) is not None
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -122,7 +123,7 @@ async def log_in(http: aiohttp.ClientSession, base: str, key: str = ADMIN_KEY) -
 @pytest.fixture
 async def browser(tmp_path: Path) -> AsyncIterator[Any]:
     """A fresh headless Chromium (its own profile directory) as a Playwright context."""
-    if not CHROMIUM.is_file() or shutil.which(str(CHROMIUM)) is None:
+    if not HAVE_CHROMIUM:
         pytest.skip(
             "no Chromium at /usr/bin/chromium: install Debian's package"
             " (apt-get install chromium) to run the browser tests"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from picobot.store.facts import FactFilter, find_facts
 from picobot.runtime import open_database
+from picobot.store.facts import FactFilter, find_facts
 from tests.dashboard.conftest import ADMIN_KEY, Served
 
 LIVE_WAIT_MS = 20_000
@@ -26,7 +26,7 @@ async def _facts(served: Served) -> dict[int, Any]:
 async def test_an_operator_curates_purges_and_logs_out(served: Served, browser: Any) -> None:
     from playwright.async_api import expect
 
-    assert "You said: I like tea" == await served.chat("I like tea")
+    assert await served.chat("I like tea") == "You said: I like tea"
     tea = await served.add_fact("ws:alice", "preference", "likes green tea", 0.8)
     jazz = await served.add_fact("ws:alice", "preference", "likes jazz", 0.7)
     opera = await served.add_fact("ws:alice", "preference", "likes opera", 0.6)
