@@ -61,9 +61,12 @@ async def _facts_text(served: Served) -> str:
 
 
 async def test_the_cookie_is_an_opaque_httponly_strict_token(served: Served) -> None:
-    async with http_session() as http, http.post(
-        f"{served.base}/admin/login", data={"key": ADMIN_KEY}, allow_redirects=False
-    ) as resp:
+    async with (
+        http_session() as http,
+        http.post(
+            f"{served.base}/admin/login", data={"key": ADMIN_KEY}, allow_redirects=False
+        ) as resp,
+    ):
         assert resp.status == 303
         raw = resp.headers.getall("Set-Cookie")
     assert len(raw) == 1
@@ -86,9 +89,10 @@ async def test_a_key_in_the_url_logs_nobody_in(served: Served) -> None:
 
 
 async def test_a_wrong_key_is_refused_with_the_form(served: Served) -> None:
-    async with http_session() as http, http.post(
-        f"{served.base}/admin/login", data={"key": "not-the-key-0123456789"}
-    ) as resp:
+    async with (
+        http_session() as http,
+        http.post(f"{served.base}/admin/login", data={"key": "not-the-key-0123456789"}) as resp,
+    ):
         assert resp.status == 401
         assert "That is not an admin key." in await resp.text()
         assert "Set-Cookie" not in resp.headers
