@@ -23,7 +23,15 @@ pytestmark = pytest.mark.skipif(
 
 
 async def _shot(page: Any, name: str) -> None:
-    await page.screenshot(path=str(IMAGES / f"dashboard-{name}.png"), scale="css")
+    path = IMAGES / f"dashboard-{name}.png"
+    await page.screenshot(path=str(path), scale="css")
+    try:  # a 128-colour palette keeps the images small (Pillow comes with the bench extra)
+        from PIL import Image
+    except ImportError:
+        return
+    with Image.open(path) as image:
+        small = image.convert("RGB").quantize(colors=128)
+    small.save(path, optimize=True)
 
 
 async def test_screenshots_of_every_page(served: Served, browser: Any) -> None:
