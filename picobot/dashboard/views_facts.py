@@ -131,14 +131,20 @@ class FactViews:
         """``GET /admin/facts``: the whole page."""
         filters = read_filters(request.query)
         facts, memories = await self._listing(filters)
-        values = {"filters": filters, "facts": facts, "memories": memories, "poll": POLL_SECS}
+        values = {
+            "filters": filters,
+            "facts": facts,
+            "memories": memories,
+            "poll": POLL_SECS,
+            "limit": LIST_LIMIT,
+        }
         return self._ctx.render(request, login, "facts.html", values)
 
     async def rows(self, request: web.Request, login: Login) -> web.StreamResponse:
         """``GET /admin/facts/rows``: the fact rows (what the page polls)."""
         filters = read_filters(request.query)
         facts, _ = await self._listing(filters)
-        values = {"filters": filters, "facts": facts, "poll": POLL_SECS}
+        values = {"filters": filters, "facts": facts, "poll": POLL_SECS, "limit": LIST_LIMIT}
         return self._ctx.render(request, login, "_fact_rows.html", values)
 
     async def memory_rows(self, request: web.Request, login: Login) -> web.StreamResponse:

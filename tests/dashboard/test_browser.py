@@ -51,6 +51,11 @@ async def test_an_operator_curates_purges_and_logs_out(served: Served, browser: 
 
     # Inline edit (htmx swaps the row for a form and back).
     await page.get_by_role("link", name=f"Edit fact {tea.id}").click()
+    await page.get_by_label(f"Confidence of fact {tea.id}").fill("2")
+    await page.get_by_role("button", name="Save").click()
+    # Refused in the row itself (the form stays, with the reason); nothing stored.
+    await expect(page.locator(f"#fact-{tea.id} [role=alert]")).to_contain_text("between 0 and 1")
+    assert (await _facts(served))[tea.id].confidence == 0.8
     await page.get_by_label(f"Text of fact {tea.id}").fill("likes oolong tea")
     await page.get_by_label(f"Confidence of fact {tea.id}").fill("0.95")
     await page.get_by_role("button", name="Save").click()
