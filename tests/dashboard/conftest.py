@@ -128,8 +128,10 @@ async def browser(tmp_path: Path) -> AsyncIterator[Any]:
             "no Chromium at /usr/bin/chromium: install Debian's package"
             " (apt-get install chromium) to run the browser tests"
         )
-    from playwright.async_api import async_playwright
+    from playwright.async_api import async_playwright, expect
 
+    # A loaded CI machine can be slow to draw; an assertion still fails, only later.
+    expect.set_options(timeout=15_000)
     async with async_playwright() as pw:
         context = await pw.chromium.launch_persistent_context(
             str(tmp_path / "chromium-profile"),
