@@ -187,9 +187,19 @@ class AdminAPI:
     def authenticate(self, request: web.Request) -> Actor | None:
         """The operator of the key the request presents, or None."""
         headers = request.headers
-        return self._keys.lookup(
+        return self.operator_of(
             presented_key(headers.get("Authorization"), headers.get("X-API-Key"))
         )
+
+    def operator_of(self, key: str | None) -> Actor | None:
+        """The operator ``key`` is (constant-time comparison), or None: the dashboard's login."""
+        return self._keys.lookup(key)
+
+    @property
+    def auth_limit(self) -> FailedAuthLimit:
+        """The per-address budget of failed authentications, shared with the dashboard's
+        login so that a guesser gets one budget, not one per door."""
+        return self._auth_limit
 
     def _protected(self, handler: ActorHandler) -> Handler:
         """Authenticate, run ``handler``, and turn failures into JSON errors."""

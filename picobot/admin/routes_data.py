@@ -182,34 +182,46 @@ class DataRoutes:
         user = user_id_value(request.match_info["user_id"], "user_id")
         if (await count_user_data(self._db, user)).empty:
             raise ApiError(404, "not_found", "Nothing is stored about this user.")
-        response = web.StreamResponse(
-            headers={"Content-Disposition": f'attachment; filename="{_filename(user)}"'}
-        )
-        response.content_type = "application/x-ndjson"
-        response.charset = "utf-8"
-        response.enable_chunked_encoding()
-        await response.prepare(request)
         log.info("admin %s exporting data of %s", actor.id, user)
-        try:
-            await self._stream(response, user)
-        except ConnectionResetError as exc:
-            log.info("admin export of %s: the client went away", user)
-            raise StreamAborted(f"export of {user}: client went away") from exc
-        except Exception as exc:
-            log.exception("admin export of %s failed mid-stream", user)
-            raise StreamAborted(f"export of {user} failed mid-stream") from exc
-        await response.write_eof()
-        return response
+        return await stream_export(request, self._db, user)
 
-    async def _stream(self, response: web.StreamResponse, user: str) -> None:
-        buffer: list[bytes] = []
-        size = 0
-        async for line in iter_user_jsonl(self._db, user):
-            data = line.encode("utf-8")
-            buffer.append(data)
-            size += len(data)
-            if size >= EXPORT_CHUNK_BYTES:
-                await response.write(b"".join(buffer))
-                buffer, size = [], 0
-        if buffer:
+
+async def stream_export(request: web.Request, db: Database, user: str) -> web.StreamResponse:
+    """Send ``user``'s JSONL export as a download (the admin API's and the dashboard's).
+
+    Once the first byte is sent the status cannot change: a failure mid-stream is
+    raised as :class:`StreamAborted`, aiohttp drops the connection and the client sees
+    a truncated body (an incomplete chunked response), never a short export that
+    looks complete.
+    """
+    response = web.StreamResponse(
+        headers={"Content-Disposition": f'attachment; filename="{_filename(user)}"'}
+    )
+    response.content_type = "application/x-ndjson"
+    response.charset = "utf-8"
+    response.enable_chunked_encoding()
+    await response.prepare(request)
+    try:
+        await _write_lines(response, db, user)
+    except ConnectionResetError as exc:
+        log.info("export of %s: the client went away", user)
+        raise StreamAborted(f"export of {user}: client went away") from exc
+    except Exception as exc:
+        log.exception("export of %s failed mid-stream", user)
+        raise StreamAborted(f"export of {user} failed mid-stream") from exc
+    await response.write_eof()
+    return response
+
+
+async def _write_lines(response: web.StreamResponse, db: Database, user: str) -> None:
+    buffer: list[bytes] = []
+    size = 0
+    async for line in iter_user_jsonl(db, user):
+        data = line.encode("utf-8")
+        buffer.append(data)
+        size += len(data)
+        if size >= EXPORT_CHUNK_BYTES:
             await response.write(b"".join(buffer))
+            buffer, size = [], 0
+    if buffer:
+        await response.write(b"".join(buffer))

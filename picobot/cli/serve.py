@@ -46,6 +46,7 @@ class ServeInfo:
     websocket_url: str | None = None
     webhooks: list[str] = field(default_factory=list)
     admin_api: bool = False
+    dashboard: bool = False
 
     def lines(self) -> list[str]:
         """Human-readable start-up lines."""
@@ -58,6 +59,8 @@ class ServeInfo:
             if self.admin_api:
                 url = self.http_url
                 out.append(f"admin API: {url}/api/v1 (probes: {url}/healthz, {url}/readyz)")
+            if self.dashboard:
+                out.append(f"operator dashboard: {self.http_url}/admin/")
         return out or ["no channel is enabled; see docs/channels.md"]
 
 
@@ -119,8 +122,14 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
         info.webhooks = [p.name for p in platforms]
     if keys:
         collectors = [] if webhooks is None else [WebhookMetrics(webhooks.stats)]
-        AdminAPI(rt, keys, collectors=collectors).add_routes(app)
+        admin = AdminAPI(rt, keys, collectors=collectors)
+        admin.add_routes(app)
         info.admin_api = True
+        if settings.server.enable_dashboard:
+            from picobot.dashboard.app import Dashboard
+
+            Dashboard(rt, admin).add_routes(app)
+            info.dashboard = True
     else:
         log.warning("%s", _admin_off(settings))
     runner = web.AppRunner(

@@ -223,3 +223,12 @@ class ServerSettings(Section):
     """The window of admin_auth_max_failures: that many failures per window at most."""
     ready_min_free_mb: int = Field(default=64, ge=0, le=MAX_FREE_MB)
     """/readyz answers 503 when the data directory's disk has less free space (MiB)."""
+    enable_dashboard: bool = True
+    """Serve the operator dashboard at /admin/ whenever the admin API is served (same keys)."""
+    dashboard_session_idle_secs: float = Field(default=1800.0, gt=0, le=24 * HOUR_SECS)
+    """A dashboard login ends after this long without a request."""
+    dashboard_session_max_secs: float = Field(default=8 * HOUR_SECS, gt=0, le=7 * 24 * HOUR_SECS)
+    """A dashboard login ends this long after it began, however active (the cookie's Max-Age)."""
+    dashboard_secure_cookie: bool = False
+    """Always mark the dashboard's cookie Secure (set this behind a TLS-terminating proxy);
+    it is Secure anyway when the request itself came over TLS."""

@@ -1,0 +1,268 @@
+"""The Facts and memories page: filter, edit inline, delete with confirmation, bulk actions.
+
+The listings refresh themselves every few seconds (htmx polling of the row fragments;
+the page script pauses it while a row is being edited or rows are selected). Every
+change goes through :class:`FactStore` or :class:`MemoryRepo` with the operator as the
+actor, and is logged with ids and counts, never a fact's text. Without JavaScript the
+same links and forms work as whole pages.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from aiohttp import web
+from multidict import MultiMapping
+
+from picobot.dashboard.context import Context, form_text
+from picobot.dashboard.guard import Guard, is_htmx
+from picobot.dashboard.render import see_other
+from picobot.dashboard.session import Login
+from picobot.memory.facts import observation
+from picobot.store.facts import Fact, FactFilter, find_facts, get_fact
+from picobot.store.overview import all_memories
+
+log = logging.getLogger(__name__)
+
+LIST_LIMIT = 500
+"""Most facts (and memories) one listing shows."""
+POLL_SECS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """The listing's filters as the operator typed them, and the FactFilter they mean."""
+
+    values: dict[str, str]
+    where: FactFilter
+    error: str | None
+
+    @property
+    def query(self) -> str:
+        """The filters as a query string (for links back to the same listing)."""
+        return urlencode({k: v for k, v in self.values.items() if v})
+
+
+def _confidence(raw: str, name: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a number from 0 to 1, not {raw!r}.") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} must be between 0 and 1, not {raw!r}.")
+    return value
+
+
+def read_filters(query: Mapping[str, str]) -> Filters:
+    """The filters of a listing's query string; a bad one is reported and left out."""
+    names = ("user", "subject", "category", "active", "min", "max", "text")
+    values = {n: query.get(n, "").strip() for n in names}
+    errors: list[str] = []
+    bounds: dict[str, float | None] = {"min": None, "max": None}
+    for name, label in (("min", "Minimum confidence"), ("max", "Maximum confidence")):
+        if values[name]:
+            try:
+                bounds[name] = _confidence(values[name], label)
+            except ValueError as exc:
+                errors.append(str(exc))
+    active = {"yes": True, "no": False}.get(values["active"])
+    where = FactFilter(
+        user_id=values["user"] or None,
+        subject=values["subject"] or None,
+        category=values["category"] or None,
+        active=active,
+        min_confidence=bounds["min"],
+        max_confidence=bounds["max"],
+        text=values["text"] or None,
+    )
+    return Filters(values, where, " ".join(errors) or None)
+
+
+def _ids(form: MultiMapping[str | bytes | object]) -> tuple[int, ...]:
+    found: list[int] = []
+    for value in form.getall("ids", []):
+        if isinstance(value, str) and value.isdigit():
+            found.append(int(value))
+    return tuple(dict.fromkeys(found))
+
+
+def _back(form: Mapping[str, object]) -> str:
+    """Where to go after an action: the listing with its filters (never another site)."""
+    back = form.get("back")
+    if isinstance(back, str) and back.startswith("/admin/facts") and "//" not in back:
+        return back
+    return "/admin/facts"
+
+
+class FactViews:
+    """Handlers of the Facts and memories page."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+
+    def routes(self, guard: Guard) -> list[web.RouteDef]:
+        """This page's routes, each behind the guard."""
+        p, a = guard.page, guard.action
+        return [
+            web.get("/admin/facts", p(self.page), allow_head=False),
+            web.get("/admin/facts/rows", p(self.rows), allow_head=False),
+            web.get("/admin/memories/rows", p(self.memory_rows), allow_head=False),
+            web.get("/admin/facts/{id:\\d+}/edit", p(self.edit), allow_head=False),
+            web.get("/admin/facts/{id:\\d+}/row", p(self.row), allow_head=False),
+            web.post("/admin/facts/{id:\\d+}", a(self.update)),
+            web.get("/admin/facts/{id:\\d+}/delete", p(self.confirm_one), allow_head=False),
+            web.post("/admin/facts/bulk", a(self.bulk)),
+            web.post("/admin/facts/delete", a(self.delete)),
+            web.get("/admin/memories/delete", p(self.confirm_memory), allow_head=False),
+            web.post("/admin/memories/delete", a(self.delete_memory)),
+        ]
+
+    async def _listing(self, filters: Filters) -> tuple[list[Fact], list[object]]:
+        where = filters.where
+        user = filters.values["user"] or None
+        facts = await self._ctx.db.read(lambda c: find_facts(c, where, LIST_LIMIT))
+        memories = await self._ctx.db.read(lambda c: all_memories(c, user, LIST_LIMIT))
+        return facts, list(memories)
+
+    async def page(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/facts``: the whole page."""
+        filters = read_filters(request.query)
+        facts, memories = await self._listing(filters)
+        values = {
+            "filters": filters,
+            "facts": facts,
+            "memories": memories,
+            "poll": POLL_SECS,
+            "limit": LIST_LIMIT,
+        }
+        return self._ctx.render(request, login, "facts.html", values)
+
+    async def rows(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/facts/rows``: the fact rows (what the page polls)."""
+        filters = read_filters(request.query)
+        facts, _ = await self._listing(filters)
+        values = {"filters": filters, "facts": facts, "poll": POLL_SECS, "limit": LIST_LIMIT}
+        return self._ctx.render(request, login, "_fact_rows.html", values)
+
+    async def memory_rows(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/memories/rows``: the memory rows (what the page polls)."""
+        filters = read_filters(request.query)
+        _, memories = await self._listing(filters)
+        values = {"filters": filters, "memories": memories, "poll": POLL_SECS}
+        return self._ctx.render(request, login, "_memory_rows.html", values)
+
+    async def _fact(self, request: web.Request) -> Fact:
+        fact_id = int(request.match_info["id"])
+        fact = await self._ctx.db.read(lambda c: get_fact(c, fact_id))
+        if fact is None:
+            raise web.HTTPNotFound(text="No such fact (it may have been deleted).")
+        return fact
+
+    async def edit(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/facts/{id}/edit``: the inline edit row (htmx) or an edit page."""
+        fact = await self._fact(request)
+        values = {"fact": fact, "back": _back(request.query), "error": None}
+        name = "_fact_edit.html" if is_htmx(request) else "fact_edit.html"
+        return self._ctx.render(request, login, name, values)
+
+    async def row(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/facts/{id}/row``: one fact's row (the edit's Cancel)."""
+        fact = await self._fact(request)
+        return self._ctx.render(request, login, "_fact_row.html", {"fact": fact})
+
+    async def update(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``POST /admin/facts/{id}``: new text, confidence and active flag."""
+        fact = await self._fact(request)
+        form = await request.post()
+        try:
+            text = observation(None, "knowledge", form_text(form, "text")).text
+            confidence = _confidence(form_text(form, "confidence"), "Confidence")
+        except ValueError as exc:
+            values = {"fact": fact, "back": _back(form), "error": str(exc)}
+            name = "_fact_edit.html" if is_htmx(request) else "fact_edit.html"
+            return self._ctx.render(request, login, name, values, status=400)
+        actor = login.actor.id
+        updated = await self._ctx.facts.update(
+            fact.id,
+            text=text,
+            confidence=confidence,
+            active=form_text(form, "active") == "yes",
+            actor=actor,
+            now=self._ctx.clock(),
+        )
+        if updated is None:
+            raise web.HTTPNotFound(text="No such fact (it may have been deleted).")
+        log.info("fact change by %s: updated fact %d of %s", actor, fact.id, fact.user_id)
+        if is_htmx(request):
+            return self._ctx.render(request, login, "_fact_row.html", {"fact": updated})
+        return see_other(_back(form))
+
+    async def confirm_one(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/facts/{id}/delete``: are you sure?"""
+        fact = await self._fact(request)
+        values = {"facts": [fact], "back": _back(request.query)}
+        return self._ctx.render(request, login, "fact_delete.html", values)
+
+    async def bulk(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``POST /admin/facts/bulk``: deactivate or activate now; delete after a confirmation."""
+        form = await request.post()
+        ids = _ids(form)
+        action = form_text(form, "action")
+        if not ids:
+            return self._ctx.render(
+                request, login, "error.html", {"message": "Select at least one fact."}, status=400
+            )
+        if action == "delete":
+            where = FactFilter(ids=ids)
+            facts = await self._ctx.db.read(lambda c: find_facts(c, where, None))
+            values = {"facts": facts, "back": _back(form)}
+            return self._ctx.render(request, login, "fact_delete.html", values)
+        if action not in ("deactivate", "activate"):
+            return self._ctx.render(
+                request, login, "error.html", {"message": "Unknown action."}, status=400
+            )
+        changed = 0
+        for fact_id in ids:
+            done = await self._ctx.facts.update(
+                fact_id, active=action == "activate", actor=login.actor.id, now=self._ctx.clock()
+            )
+            changed += done is not None
+        log.info("fact change by %s: %sd %d facts", login.actor.id, action, changed)
+        return see_other(_back(form))
+
+    async def delete(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``POST /admin/facts/delete`` with ids and ``confirm=yes``: delete exactly those."""
+        form = await request.post()
+        ids = _ids(form)
+        if form_text(form, "confirm") != "yes" or not ids:
+            return see_other(_back(form))
+        deleted = await self._ctx.facts.delete(FactFilter(ids=ids))
+        log.info("fact change by %s: deleted %d facts", login.actor.id, deleted)
+        return see_other(_back(form))
+
+    # --- memories ----------------------------------------------------------------------
+
+    def _memory_target(self, source: Mapping[str, object]) -> tuple[str, str]:
+        user, key = source.get("user"), source.get("key")
+        if not isinstance(user, str) or not user or not isinstance(key, str) or not key:
+            raise web.HTTPBadRequest(text="Name the user and the memory key.")
+        return user, key
+
+    async def confirm_memory(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/memories/delete?user=&key=``: are you sure?"""
+        user, key = self._memory_target(request.query)
+        memory = await self._ctx.memories.get(user, key)
+        if memory is None:
+            raise web.HTTPNotFound(text="No such memory (it may have been deleted).")
+        return self._ctx.render(request, login, "memory_delete.html", {"memory": memory})
+
+    async def delete_memory(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``POST /admin/memories/delete`` with user, key and ``confirm=yes``."""
+        form = await request.post()
+        user, key = self._memory_target(form)
+        if form_text(form, "confirm") == "yes" and await self._ctx.memories.delete(user, key):
+            log.info("memory change by %s: deleted memory %r of %s", login.actor.id, key, user)
+        return see_other("/admin/facts")

@@ -1,0 +1,93 @@
+"""The Sessions page (list, search, fork ancestry), a session's timeline, and Search.
+
+Read-only: these pages change nothing. Search uses the same keyword extraction and
+index as recall, ``/search`` and the admin API.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from picobot.dashboard.context import Context
+from picobot.dashboard.guard import Guard
+from picobot.dashboard.session import Login
+from picobot.kernel.keywords import extract_terms
+from picobot.store.overview import session_family, session_previews
+from picobot.store.search import SearchIndex
+from picobot.store.sessions import SessionRepo
+from picobot.store.timeline import session_timeline
+
+PAGE_SIZE = 50
+SEARCH_LIMIT = 50
+
+
+def _offset(raw: str) -> int:
+    return int(raw) if raw.isdigit() else 0
+
+
+class SessionViews:
+    """Handlers of the Sessions, Timeline and Search pages."""
+
+    def __init__(self, ctx: Context) -> None:
+        self._ctx = ctx
+        self._sessions = SessionRepo(ctx.db)
+        self._index = SearchIndex(ctx.db)
+
+    def routes(self, guard: Guard) -> list[web.RouteDef]:
+        """This page's routes, each behind the guard."""
+        p = guard.page
+        return [
+            web.get("/admin/sessions", p(self.sessions), allow_head=False),
+            web.get("/admin/sessions/{id}", p(self.timeline), allow_head=False),
+            web.get("/admin/search", p(self.search), allow_head=False),
+        ]
+
+    async def sessions(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/sessions?user=&q=&offset=``: sessions, most recently active first."""
+        user = request.query.get("user", "").strip()
+        text = request.query.get("q", "").strip()
+        offset = _offset(request.query.get("offset", ""))
+        found = await self._ctx.db.read(
+            lambda c: session_previews(
+                c, user_id=user or None, text=text or None, limit=PAGE_SIZE + 1, offset=offset
+            )
+        )
+        values = {
+            "sessions": found[:PAGE_SIZE],
+            "user": user,
+            "q": text,
+            "offset": offset,
+            "next_offset": offset + PAGE_SIZE if len(found) > PAGE_SIZE else None,
+            "prev_offset": max(0, offset - PAGE_SIZE) if offset else None,
+        }
+        return self._ctx.render(request, login, "sessions.html", values)
+
+    async def timeline(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/sessions/{id}``: everything that happened in the session, in order."""
+        session_id = request.match_info["id"]
+        info = await self._sessions.get(session_id)
+        if info is None:
+            raise web.HTTPNotFound(text="No such session (it may have been purged).")
+        items = await self._ctx.db.read(lambda c: session_timeline(c, session_id))
+        ancestors, forks = await self._ctx.db.read(lambda c: session_family(c, session_id))
+        values = {"info": info, "items": items, "ancestors": ancestors, "forks": forks}
+        return self._ctx.render(request, login, "timeline.html", values)
+
+    async def search(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/search?user=&q=``: one user's messages and memories, best first."""
+        user = request.query.get("user", "").strip()
+        query = request.query.get("q", "").strip()
+        terms: list[str] = []
+        hits = []
+        error = None
+        if query and not user:
+            error = "Name the user whose history to search."
+        elif user and query:
+            limit = self._ctx.settings.session.memory.recall_max_terms
+            terms = extract_terms(query, limit)
+            if terms:
+                hits = await self._index.search(user, terms, limit=SEARCH_LIMIT)
+            else:
+                error = "Those words are too common to search for; try more specific ones."
+        values = {"user": user, "q": query, "terms": terms, "hits": hits, "error": error}
+        return self._ctx.render(request, login, "search.html", values)

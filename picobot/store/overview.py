@@ -1,0 +1,145 @@
+"""Reads for the operator dashboard: counts, listings across users, session previews.
+
+Each takes a plain ``sqlite3`` connection (run through :meth:`Database.read`) so a page
+is drawn from one read snapshot. Nothing here writes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+from picobot.store.events import Event, EventFilter, latest_event_id, list_events
+from picobot.store.memories import Memory, list_memories
+from picobot.store.sessions import _SELECT, SessionInfo, _info
+
+PREVIEW_CHARS = 120
+"""How much of a session's first user message its listing row shows."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCounts:
+    """How much is stored, for the overview card."""
+
+    users: int
+    sessions: int
+    messages: int
+    facts: int
+    active_facts: int
+    memories: int
+
+
+def store_counts(conn: sqlite3.Connection) -> StoreCounts:
+    """Rows of each kind; ``users`` counts everyone with a session, a memory or a fact."""
+    row = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM (SELECT user_id FROM sessions UNION"
+        " SELECT user_id FROM user_memories UNION SELECT user_id FROM facts)),"
+        " (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages),"
+        " (SELECT COUNT(*) FROM facts), (SELECT COUNT(*) FROM facts WHERE active = 1),"
+        " (SELECT COUNT(*) FROM user_memories)"
+    ).fetchone()
+    return StoreCounts(*(int(v) for v in tuple(row)))
+
+
+def all_memories(conn: sqlite3.Connection, user_id: str | None, limit: int) -> list[Memory]:
+    """Memories of ``user_id`` (None: of every user), most recently updated first."""
+    if user_id is not None:
+        return list_memories(conn, user_id, limit)
+    users = [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT user_id FROM user_memories GROUP BY user_id ORDER BY MAX(updated_at) DESC"
+        ).fetchall()
+    ]
+    found: list[Memory] = []
+    for user in users:
+        found += list_memories(conn, user, limit - len(found))
+        if len(found) >= limit:
+            break
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPreview:
+    """A session with the start of its first user message and its forks."""
+
+    info: SessionInfo
+    preview: str
+    forks: int
+
+
+def session_previews(
+    conn: sqlite3.Connection,
+    *,
+    user_id: str | None,
+    text: str | None,
+    limit: int,
+    offset: int,
+) -> list[SessionPreview]:
+    """Sessions, most recently active first; ``text`` matches (case-insensitively) the
+    session id, the user id or any message of the session."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if user_id is not None:
+        parts.append("s.user_id = ?")
+        params.append(user_id)
+    if text:
+        needle = text.lower()
+        parts.append(
+            "(instr(lower(s.id), ?) > 0 OR instr(lower(s.user_id), ?) > 0 OR EXISTS"
+            " (SELECT 1 FROM messages f WHERE f.session_id = s.id"
+            " AND instr(lower(f.content), ?) > 0))"
+        )
+        params += [needle, needle, needle]
+    where = " WHERE " + " AND ".join(parts) if parts else ""
+    rows = conn.execute(
+        f"{_SELECT}{where} ORDER BY s.last_active DESC, s.id LIMIT ? OFFSET ?",
+        (*params, limit, offset),
+    ).fetchall()
+    out = []
+    for row in rows:
+        info = _info(row)
+        first = conn.execute(
+            "SELECT substr(content, 1, ?) FROM messages WHERE session_id = ? AND role = 'user'"
+            " ORDER BY seq_order LIMIT 1",
+            (PREVIEW_CHARS + 1, info.id),
+        ).fetchone()
+        forks = conn.execute(
+            "SELECT COUNT(*) FROM sessions WHERE parent_session_id = ?", (info.id,)
+        ).fetchone()
+        preview = str(first[0]) if first else ""
+        if len(preview) > PREVIEW_CHARS:
+            preview = preview[:PREVIEW_CHARS] + "…"
+        out.append(SessionPreview(info, preview, int(forks[0])))
+    return out
+
+
+def session_family(conn: sqlite3.Connection, session_id: str) -> tuple[list[str], list[str]]:
+    """The ids of a session's ancestors (its parent first) and of its direct forks."""
+    ancestors: list[str] = []
+    current = session_id
+    seen = {session_id}
+    while True:
+        row = conn.execute(
+            "SELECT parent_session_id FROM sessions WHERE id = ?", (current,)
+        ).fetchone()
+        if row is None or row[0] is None or row[0] in seen:
+            break
+        current = str(row[0])
+        seen.add(current)
+        ancestors.append(current)
+    forks = [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT id FROM sessions WHERE parent_session_id = ? ORDER BY created_at",
+            (session_id,),
+        ).fetchall()
+    ]
+    return ancestors, forks
+
+
+def recent_events(conn: sqlite3.Connection, limit: int) -> list[Event]:
+    """The newest ``limit`` events, newest first."""
+    after = max(0, latest_event_id(conn) - limit)
+    return list(reversed(list_events(conn, EventFilter(after_id=after), limit)))

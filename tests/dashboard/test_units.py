@@ -1,0 +1,103 @@
+"""The dashboard's pieces without a server: logins and their expiry, CSRF comparison,
+highlighting that never lets markup through, and the facts page's filters."""
+
+from __future__ import annotations
+
+from picobot.dashboard.render import highlight
+from picobot.dashboard.session import MAX_LOGINS, LoginStore
+from picobot.dashboard.views_facts import read_filters
+from picobot.privacy.controller import Actor
+
+OPERATOR = Actor("api:dash-adm", operator=True)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_login_ends_when_idle_too_long() -> None:
+    clock = Clock()
+    logins = LoginStore(idle_secs=60, max_secs=3600, clock=clock)
+    token, login = logins.create(OPERATOR)
+    clock.now += 59
+    assert logins.get(token) is login  # and the use refreshes its idle time
+    clock.now += 59
+    assert logins.get(token) is login
+    clock.now += 61
+    assert logins.get(token) is None
+    assert login.ended
+    assert len(logins) == 0
+
+
+def test_a_login_ends_at_its_maximum_age_however_active() -> None:
+    clock = Clock()
+    logins = LoginStore(idle_secs=60, max_secs=150, clock=clock)
+    token, _ = logins.create(OPERATOR)
+    for _ in range(3):
+        clock.now += 50
+        assert logins.get(token) is not None
+    clock.now += 1
+    assert logins.get(token) is None
+
+
+def test_logout_forgets_the_login_and_tokens_are_not_the_keys_of_the_store() -> None:
+    logins = LoginStore(idle_secs=60, max_secs=3600, clock=Clock())
+    token, login = logins.create(OPERATOR)
+    other, _ = logins.create(OPERATOR)
+    assert token != other and login.csrf != token
+    assert token not in vars(logins)["_logins"]  # kept by digest only
+    assert logins.end(token)
+    assert logins.get(token) is None
+    assert not logins.end(token)
+    assert logins.get(other) is not None
+    assert logins.get(None) is None and logins.get("") is None
+
+
+def test_the_store_holds_a_bounded_number_of_logins() -> None:
+    logins = LoginStore(idle_secs=60, max_secs=3600, clock=Clock())
+    first, _ = logins.create(OPERATOR)
+    for _ in range(MAX_LOGINS):
+        logins.create(OPERATOR)
+    assert len(logins) == MAX_LOGINS
+    assert logins.get(first) is None
+
+
+def test_csrf_tokens_compare_exactly() -> None:
+    _, login = LoginStore(idle_secs=60, max_secs=60, clock=Clock()).create(OPERATOR)
+    assert login.csrf_ok(login.csrf)
+    assert not login.csrf_ok(login.csrf + "x")
+    assert not login.csrf_ok(login.csrf[:-1])
+    assert not login.csrf_ok("")
+    assert not login.csrf_ok(None)
+    assert not login.csrf_ok("\udcff")
+
+
+def test_highlight_marks_terms_and_escapes_everything_else() -> None:
+    text = "<script>alert(1)</script> Tea & TEA time"
+    out = str(highlight(text, ["tea"]))
+    assert "<script>" not in out
+    assert "&lt;script&gt;" in out
+    assert out.count("<mark>") == 2
+    assert "<mark>Tea</mark> &amp; <mark>TEA</mark>" in out
+    assert str(highlight("<b>", [])) == "&lt;b&gt;"
+    # A term that is markup itself is matched as text and escaped inside the mark.
+    assert str(highlight("a <b> c", ["<b>"])) == "a <mark>&lt;b&gt;</mark> c"
+
+
+def test_filters_read_what_the_operator_typed_and_report_bad_bounds() -> None:
+    found = read_filters(
+        {"user": " ws:alice ", "active": "no", "min": "0.2", "max": "2", "text": "tea"}
+    )
+    assert found.where.user_id == "ws:alice"
+    assert found.where.active is False
+    assert found.where.min_confidence == 0.2
+    assert found.where.max_confidence is None
+    assert found.error == "Maximum confidence must be between 0 and 1, not '2'."
+    assert "user=ws%3Aalice" in found.query and "max=2" in found.query
+    nothing = read_filters({})
+    assert nothing.where.where()[0] == "1" and nothing.error is None
+    assert read_filters({"min": "abc"}).error is not None
