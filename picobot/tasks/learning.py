@@ -32,6 +32,7 @@ from picobot.memory.facts import LifecycleRules
 from picobot.store.db import Database
 from picobot.store.fact_writes import FactStore
 from picobot.store.messages import SessionGone, StoredMessage
+from picobot.tasks.reflection import ReflectionTask
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,16 @@ class LearningTask:
         """The time source (the runtime shares the kernel's, so tests can move it)."""
         self._chunk = max(1, max_input_tokens)
         self.store = FactStore(db, rules=lifecycle_rules(settings), redact=self._redact)
+        self.reflections = ReflectionTask(
+            db,
+            provider,
+            estimator,
+            settings,
+            redact=self._redact,
+            clock=lambda: self.clock(),
+            max_input_tokens=max_input_tokens,
+        )
+        """Session reflections and digests (same model, settings and clock)."""
         self._busy: set[str] = set()
         self._failures = FailureBackoff()
 
