@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from picobot.config.learning import LearningSettings
+from picobot.config.settings import Settings
 from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
+from picobot.messages import Identity
 from picobot.privacy.redaction import Redactor
+from picobot.runtime import open_runtime
 from picobot.store.db import Database
 from picobot.store.digests import Digest, user_digests
 from picobot.store.events import EventFilter, list_events
@@ -16,9 +20,11 @@ from picobot.store.purge import PurgeStore
 from picobot.store.recall import RecallQuery, recall_records
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.reflection import ReflectionTask
+from tests.memory.test_learning_turns import say
 from tests.tasks.test_learning import KEY, T0
 
 ALICE, BOB = "tui:alice", "tui:bob"
+IDENT = Identity("tui", ALICE, "local")
 
 
 def reflection(*words: str) -> str:
@@ -227,3 +233,46 @@ async def test_users_never_recall_each_others_reflections_or_digests(db: Databas
         f"{BOB} kiwizzx": [],
         f"{BOB} rexzzx": ["reflection"],
     }
+
+
+async def test_new_reflects_on_the_session_left_behind_and_reflect_on_the_current(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider(
+        ["Enjoy Kyoto!", reflection("planned kyotozzx"), "Sure.", "[]", reflection("asked x")]
+    )
+    config = Settings(data={"dir": str(tmp_path / "data")}, llm={"provider": "scripted"})
+    async with open_runtime(config, provider=provider) as rt:
+        first = (await say(rt, IDENT, "I go to kyotozzx in May"))[-1].session_id
+        await say(rt, IDENT, "/new")
+        await rt.tasks.join()  # the reflection runs in the background
+        assert "reflection" in provider.prompts[1][0].content
+        second = (await say(rt, IDENT, "what should I pack?"))[-1].session_id
+        reply = "\n".join(e.text for e in await say(rt, IDENT, "/reflect"))
+        rows = await layers(rt.db, IDENT.user_id)
+        # A later turn recalls the reflection within the budget, as quoted data.
+        await say(rt, IDENT, "remind me about kyotozzx")
+    assert [(r.session_id, r.text) for r in rows] == [
+        (first, reflection("planned kyotozzx")),
+        (second, reflection("asked x")),
+    ]
+    assert "A reflection of this conversation is stored." in reply
+    recalled = [m.content for m in provider.prompts[-1] if m.role == "user"]
+    assert any("reflection: " + reflection("planned kyotozzx") in c for c in recalled)
+
+
+async def test_learning_off_makes_no_reflection_and_recalls_none(tmp_path: Path) -> None:
+    provider = ScriptedProvider(["ok", "ok"])
+    config = Settings(
+        data={"dir": str(tmp_path / "data")},
+        llm={"provider": "scripted"},
+        memory={"learning": {"reflections": False}},
+    )
+    async with open_runtime(config, provider=provider) as rt:
+        await say(rt, IDENT, "I go to kyotozzx")
+        await say(rt, IDENT, "/new")
+        await rt.tasks.join()
+        assert rt.learning is not None
+        assert await rt.learning.reflections.check_idle() == "disabled"
+        rows = await layers(rt.db, IDENT.user_id)
+    assert rows == [] and len(provider.prompts) == 1
