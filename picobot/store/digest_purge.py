@@ -86,6 +86,12 @@ class DigestPurge:
         return await self._db.read(lambda c: _count(c, _OF_USER, user_id))
 
     async def delete_user(self, user_id: str) -> tuple[int, int]:
-        """Delete every reflection and digest of ``user_id`` with its index entries."""
+        """Delete every reflection and digest of ``user_id`` with its index entries, and
+        the user's events of pins, reflections and digests (ids only, but the user's)."""
         async with self._db.transaction() as conn:
+            await conn.execute(
+                "DELETE FROM events WHERE user_id = ? AND type IN"
+                " ('pin.added', 'pin.removed', 'reflection.stored', 'digest.updated')",
+                (user_id,),
+            )
             return await _delete(conn, _OF_USER, user_id)

@@ -21,7 +21,6 @@ from picobot.memory.facts import (
     same_text,
 )
 from picobot.store.db import Database
-from picobot.store.events import record_event
 from picobot.store.fact_rows import add_source, insert_fact, record_change, set_fact
 from picobot.store.facts import _COLUMNS, Fact, FactFilter, fact_from_row, get_fact
 from picobot.store.messages import SessionGone
@@ -278,13 +277,6 @@ class FactStore:
                 assert new is not None
                 record_change(
                     conn, fact, new, "pinned" if pinned else "unpinned", now, actor=user_id
-                )
-                record_event(
-                    conn,
-                    "pin.added" if pinned else "pin.removed",
-                    now,
-                    user_id=user_id,
-                    payload={"kind": "fact", "fact_id": fact_id},
                 )
                 return new
             return fact
