@@ -4,8 +4,9 @@ A prompt is, from the most stable part to the least: the system prompt; one cont
 message holding user memories, learned facts (while learning is on) and the session
 summary (only when history older than the window exists), each a delimited ``<data>``
 block the model is told not to obey;
-the history window; the records recalled for the current message, in a message of
-their own; and the current message.
+the history window; the records recalled for the current message (past messages and,
+while learning is on, session reflections and digests), in a message of their own; and
+the current message.
 
 Consecutive turns share a long prefix, so model servers reuse their cache (llama.cpp's
 KV cache, OpenAI's and Anthropic's prompt caching): the window and what was recalled
