@@ -13,6 +13,10 @@ Wiring (done by the runtime)::
 
     supervisor.every("learn", learning.check_interval_secs, task.check_idle)
     supervisor.every("fact-decay", learning.decay_interval_secs, task.decay)
+    supervisor.every("reflect", learning.check_interval_secs, task.reflections.check_idle)
+
+``task.reflections`` (:mod:`picobot.tasks.reflection`) shares the model, settings and
+clock: session reflections and the digests they fold into.
 """
 
 from __future__ import annotations

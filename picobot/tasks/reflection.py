@@ -101,8 +101,12 @@ class ReflectionTask:
 
     def session_ended(self, session_id: str | None) -> None:
         """Reflect on ``session_id`` in the background (``/new``, a stored summary)."""
-        if self.enabled and session_id is not None and self.spawn is not None:
+        if not self.enabled or session_id is None or self.spawn is None:
+            return
+        try:
             self.spawn(f"reflect:{session_id}", self.reflect_session(session_id))
+        except RuntimeError:  # shutting down: the idle check reflects on it next time
+            log.info("reflection of session %s left to the idle check", session_id)
 
     async def check_idle(self) -> str:
         """Reflect on sessions idle for ``idle_secs`` with unreflected user messages,

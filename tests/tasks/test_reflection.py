@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+
+import pytest
 
 from picobot.config.learning import LearningSettings
 from picobot.config.settings import Settings
@@ -18,6 +21,7 @@ from picobot.store.events import EventFilter, list_events
 from picobot.store.messages import MessageRepo
 from picobot.store.purge import PurgeStore
 from picobot.store.recall import RecallQuery, recall_records
+from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.reflection import ReflectionTask
 from tests.memory.test_learning_turns import say
@@ -97,8 +101,9 @@ async def test_secrets_are_redacted_before_and_after_and_answers_are_bounded(
 
 
 async def test_junk_is_dropped_without_content_and_not_asked_for_again(
-    db: Database, caplog: object
+    db: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO)
     now = [T0 + 10_000]
     sid = await chat(db, ALICE, ["hello secretwordx", "hi"])
     provider = ScriptedProvider(["I'm sorry, I can't help with that.", reflection("x")])
@@ -108,7 +113,8 @@ async def test_junk_is_dropped_without_content_and_not_asked_for_again(
     await reflect.check_idle()
     assert len(provider.prompts) == 1
     assert [r.text for r in await layers(db)] == [""]  # only marks the range as read
-    assert "secretwordx" not in caplog.text  # type: ignore[attr-defined]
+    assert "dropped an empty, refusing or too short reflection answer" in caplog.text
+    assert "secretwordx" not in caplog.text and "sorry" not in caplog.text.lower()
     assert (
         await db.read(lambda c: list_events(c, EventFilter(types=("reflection.stored",)), 5)) == []
     )
@@ -149,6 +155,16 @@ async def test_ten_reflections_fold_into_a_period_digest_and_ten_of_those_into_l
     assert CharTokenEstimator().estimate(period.text) <= 250  # digest_max_tokens
     events = await db.read(lambda c: list_events(c, EventFilter(types=("digest.updated",)), 5))
     assert [(e.payload["level"], e.payload["sources"]) for e in events] == [(1, 10)]
+    await SearchIndex(db).index_pending()  # the messages too, as the runtime's indexer does
+    query = RecallQuery(ALICE, ["number3x"], include_digests=True)
+    hits = await db.read(lambda c: recall_records(c, query))
+    assert "message" in {h.kind for h in hits}
+    assert {(h.kind, h.row_id) for h in hits if h.kind != "message"} == {
+        ("digest", period.id),
+        ("reflection", rows[3].id),
+    }
+    plain = await db.read(lambda c: recall_records(c, RecallQuery(ALICE, ["number3x"])))
+    assert {h.kind for h in plain} == {"message"}  # only when asked for
 
 
 async def test_digest_levels_fold_by_the_configured_fanout(db: Database) -> None:
@@ -276,3 +292,43 @@ async def test_learning_off_makes_no_reflection_and_recalls_none(tmp_path: Path)
         assert await rt.learning.reflections.check_idle() == "disabled"
         rows = await layers(rt.db, IDENT.user_id)
     assert rows == [] and len(provider.prompts) == 1
+
+
+async def test_a_stored_summary_ends_the_session_and_its_reflection_reads_it(
+    tmp_path: Path,
+) -> None:
+    provider = ScriptedProvider(["ok", "Alice lives in Oslo.", reflection("moved to Oslo")])
+    config = Settings(
+        data={"dir": str(tmp_path / "data")},
+        llm={"provider": "scripted"},
+        session={"memory": {"summarization_trigger_tokens": 100, "summarization_keep_recent": 0}},
+        memory={"learning": {"idle_secs": 10_000}},
+    )
+    async with open_runtime(config, provider=provider) as rt:
+        assert rt.learning is not None
+        rt.learning.settings = rt.learning.settings.model_copy(update={"enabled": False})
+        rt.learning.reflections.settings = config.memory.learning  # extraction off, not this
+        await say(rt, IDENT, "I live in Oslo. " + "More words about my town. " * 30)
+        await rt.tasks.join()  # the summary, then the reflection it started
+        rows = await layers(rt.db, IDENT.user_id)
+    assert "summary" in provider.prompts[1][0].content
+    assert '<data source="summary"' in provider.prompts[2][1].content
+    assert "Alice lives in Oslo." in provider.prompts[2][1].content
+    assert [r.text for r in rows] == [reflection("moved to Oslo")]
+
+
+async def test_a_purged_reflection_leaves_the_prompt_at_once(tmp_path: Path) -> None:
+    provider = ScriptedProvider(["Have fun!", reflection("planned the kyotozzx trip")])
+    config = Settings(data={"dir": str(tmp_path / "data")}, llm={"provider": "scripted"})
+    async with open_runtime(config, provider=provider) as rt:
+        first = (await say(rt, IDENT, "I travel to Japan in May"))[-1].session_id or ""
+        await say(rt, IDENT, "/new")
+        await rt.tasks.join()
+        await say(rt, IDENT, "what about kyotozzx?")  # recalls the reflection only
+        shown = provider.prompts[-1]
+        await PurgeStore(rt.db).delete_session(first)
+        await say(rt, IDENT, "and kyotozzx hotels?")  # the same session's next turn
+        after = provider.prompts[-1]
+    text = reflection("planned the kyotozzx trip")
+    assert any(text in m.content for m in shown)
+    assert not any(text in m.content for m in after)
