@@ -102,7 +102,8 @@ class SearchHit:
     created_at: float
     score: float
     role: str = ""
-    """``user`` or ``assistant`` for a message; empty for a memory."""
+    """``user`` or ``assistant`` for a message; ``reflection`` or ``digest`` for those;
+    empty for a memory or a fact."""
 
 
 @dataclass(frozen=True, slots=True)

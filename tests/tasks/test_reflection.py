@@ -232,22 +232,28 @@ async def test_a_digest_left_without_sources_is_deleted(db: Database) -> None:
 
 async def test_users_never_recall_each_others_reflections_or_digests(db: Database) -> None:
     now = [T0 + 10_000]
-    await chat(db, ALICE, ["my cat kiwizzx", "cute"])
-    await chat(db, BOB, ["my dog rexzzx", "nice"])
-    provider = ScriptedProvider([reflection("talked about kiwizzx"), reflection("about rexzzx")])
-    await task(db, provider, now).check_idle()
+    for i in range(2):
+        await chat(db, ALICE, [f"my cat kiwizzx {i}", "cute"], at=T0 + i)
+    for i in range(2):
+        await chat(db, BOB, [f"my dog rexzzx {i}", "nice"], at=T0 + 2 + i)
+    answers = [reflection("talked about kiwizzx"), reflection("kiwizzx again")]
+    answers += ["Digest: the cat kiwizzx", reflection("about rexzzx"), reflection("rexzzx again")]
+    answers += ["Digest: the dog rexzzx"]
+    await task(db, ScriptedProvider(answers), now, digest_fanout=2).check_idle()
+    assert [r.level for r in await layers(db, ALICE)] == [0, 0, 1]
+    assert [r.level for r in await layers(db, BOB)] == [0, 0, 1]
 
-    hits: dict[str, list[object]] = {}
+    hits: dict[str, set[str]] = {}
     for user in (ALICE, BOB):
         for word in ("kiwizzx", "rexzzx"):
             query = RecallQuery(user, [word], include_digests=True)
             found = await db.read(lambda c, q=query: recall_records(c, q))
-            hits[f"{user} {word}"] = [h.kind for h in found if h.kind == "reflection"]
+            hits[f"{user} {word}"] = {h.kind for h in found if h.kind != "message"}
     assert hits == {
-        f"{ALICE} kiwizzx": ["reflection"],
-        f"{ALICE} rexzzx": [],
-        f"{BOB} kiwizzx": [],
-        f"{BOB} rexzzx": ["reflection"],
+        f"{ALICE} kiwizzx": {"reflection", "digest"},
+        f"{ALICE} rexzzx": set(),
+        f"{BOB} kiwizzx": set(),
+        f"{BOB} rexzzx": {"reflection", "digest"},
     }
 
 
