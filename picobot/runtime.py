@@ -19,6 +19,7 @@ from picobot.kernel.kernel import Kernel
 from picobot.kernel.memory_commands import MemoryCommands
 from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.kernel.permissions import grants_for
+from picobot.kernel.pin_commands import PinCommands
 from picobot.kernel.purge_commands import PurgeCommands
 from picobot.kernel.search_commands import SearchCommands
 from picobot.kernel.summary_commands import SummaryCommands
@@ -35,6 +36,7 @@ from picobot.store.fact_writes import FactStore
 from picobot.store.memories import MemoryRepo
 from picobot.store.memory_cache import MemoryCache
 from picobot.store.migrations import require_current_schema
+from picobot.store.pins import PinStore
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks.learning import LearningTask, extraction_input_tokens
@@ -153,6 +155,7 @@ def build_kernel(
     # The fact commands stay with learning off: people can still see and delete theirs.
     facts = learning.store if learning is not None else FactStore(db, redact=redact)
     FactCommands(db, facts, learning, clock=kernel.clock).register(kernel.commands)
+    PinCommands(PinStore(db), learning, clock=kernel.clock).register(kernel.commands)
     if learning is not None:
         kernel.learner = ReplyLearner(learning.store, kernel.clock)
         if markers_taught(settings):
@@ -252,4 +255,9 @@ async def open_runtime(
             summarizer.on_summarized.append(
                 lambda sid: tasks.spawn(f"learn:{sid}", learning.extract_session(sid))
             )
+            # A session ends (idle, /new, a summary): reflect on it in the background.
+            reflections = learning.reflections
+            reflections.spawn = tasks.spawn
+            tasks.every("reflect", learn.check_interval_secs, reflections.check_idle)
+            summarizer.on_summarized.append(reflections.session_ended)
         yield Runtime(settings, db, llm, kernel, tasks, summarizer, learning)

@@ -45,6 +45,21 @@ class LearningSettings(Section):
     """Days a fact may stay untouched before it starts to decay (pinned facts never do)."""
     decay_every_days: float = Field(default=7.0, gt=0.0, le=36_500.0)
     """Days per decay step."""
+    reflections: bool = True
+    """Store a short reflection of each session when it ends (idle, /new, a summary) and
+    fold them into per-user digests (docs/learning.md). Needs enabled."""
+    reflection_max_words: int = Field(default=120, ge=10, le=400)
+    """Longest reflection, in words (a longer answer is cut)."""
+    digest_fanout: int = Field(default=10, ge=2, le=100)
+    """Rows of one level folded into one digest of the next: reflections into a period
+    digest (level 1), period digests into a long-term digest (level 2)."""
+    digest_levels: int = Field(default=2, ge=1, le=4)
+    """Highest digest level; digests of this level are not folded further."""
+    digest_max_tokens: int = Field(default=250, ge=50, le=2000)
+    """Longest digest, in estimated tokens (a longer answer is cut)."""
+    recall_digests: bool = True
+    """Reflections and digests are recall candidates: they may enter a prompt, within the
+    recall budget, when they match the message."""
 
 
 class MemoryRootSettings(Section):

@@ -1,5 +1,8 @@
 """/facts, /forget fact N, /pin fact N, /unpin fact N, /pins, /reflect.
 
+``/reflect`` also stores the session's reflection (:mod:`picobot.tasks.reflection`);
+message pins wrap these commands (:mod:`picobot.kernel.pin_commands`).
+
 The chat side of learned facts. Every command acts on the facts of the authenticated
 caller (``call.identity.user_id``) only: a fact number of someone else is answered
 like one that does not exist. ``/reflect`` runs extraction on the current session now
@@ -131,13 +134,17 @@ class FactCommands:
         if call.session_id is None:
             raise UserError("There is no conversation here to reflect on yet.")
         done = await self._learning.extract_session(call.session_id)
-        if done.failed:
+        # The session's reflection too (the digests it completes are folded with it).
+        reflected = await self._learning.reflections.reflect_session(call.session_id)
+        if done.failed or reflected.failed:
             raise UserError("I could not reflect just now; please try again later.")
-        if not done.messages:
+        if not done.messages and not reflected.messages:
             text = "Nothing new to reflect on since last time."
         else:
             text = (
-                f"Reflected on {done.messages} messages: {done.created} new facts,"
-                f" {done.reinforced} confirmed. /facts lists them."
+                f"Reflected on {max(done.messages, reflected.messages)} messages:"
+                f" {done.created} new facts, {done.reinforced} confirmed. /facts lists them."
             )
+            if reflected.stored:
+                text += " A reflection of this conversation is stored."
         return [notice(text, call.session_id)]

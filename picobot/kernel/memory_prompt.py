@@ -4,8 +4,9 @@ A prompt is, from the most stable part to the least: the system prompt; one cont
 message holding user memories, learned facts (while learning is on) and the session
 summary (only when history older than the window exists), each a delimited ``<data>``
 block the model is told not to obey;
-the history window; the records recalled for the current message, in a message of
-their own; and the current message.
+the history window; the records recalled for the current message (past messages and,
+while learning is on, session reflections and digests), in a message of their own; and
+the current message.
 
 Consecutive turns share a long prefix, so model servers reuse their cache (llama.cpp's
 KV cache, OpenAI's and Anthropic's prompt caching): the window and what was recalled
@@ -60,6 +61,7 @@ from picobot.kernel.untrusted import escape_data, one_line
 from picobot.llm.base import ChatMessage
 from picobot.memory.facts_block import render_facts_block
 from picobot.store.db import Database
+from picobot.store.digests import LAYER_KINDS, layers_intact
 from picobot.store.facts import Fact, active_facts
 from picobot.store.memories import GLOBAL_USER, Memory
 from picobot.store.memory_cache import CachedMemories, MemoryCache
@@ -85,7 +87,20 @@ class _Epoch:
     inserts: dict[int, list[RecallLine]] = field(default_factory=dict)
 
     def shown_ids(self) -> set[int]:
-        return {line.hit.row_id for lines in self.inserts.values() for line in lines}
+        """The messages recalled (other kinds' row ids are another number space)."""
+        return {h.row_id for h in self._hits() if h.kind == "message"}
+
+    def shown_layers(self) -> dict[int, float]:
+        """The reflections and digests recalled, with the version shown."""
+        return {h.row_id: h.created_at for h in self._hits() if h.kind in LAYER_KINDS}
+
+    def shows(self, hit: SearchHit, messages: set[int]) -> bool:
+        if hit.kind in LAYER_KINDS:
+            return hit.row_id in self.shown_layers()
+        return hit.row_id in messages
+
+    def _hits(self) -> list[SearchHit]:
+        return [line.hit for lines in self.inserts.values() for line in lines]
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +204,7 @@ class MemoryRetriever:
             slots = self._cfg.max_session_messages - len(history) - 2
             left = room - used - self._budget.recall_framing() - self._growth(history, slots)
             shown = epoch.shown_ids() | {m.id for m in history}
-            fresh = [h for h in fetched.hits if h.row_id not in shown]
+            fresh = [h for h in fetched.hits if not epoch.shows(h, shown)]
             lines = recall_block.pack(
                 fresh,
                 self._est,
@@ -332,13 +347,17 @@ class MemoryRetriever:
             if terms:
                 # What the prompt holds already: the window and the current message.
                 query = RecallQuery(
-                    user, terms, exclude_ids=[*(m.id for m in window), request.current.id]
+                    user,
+                    terms,
+                    exclude_ids=[*(m.id for m in window), request.current.id],
+                    include_digests=self._learning is not None and self._learning.recall_digests,
                 )
                 hits = recall_records(conn, query)
         intact = True
         if epoch is not None:
             shown = epoch.shown_ids()
             intact = len(existing_ids(conn, shown)) == len(shown)
+            intact = intact and layers_intact(conn, epoch.shown_layers())
         return _Fetched(window, memories, summary, facts, hits, intact)
 
     def _memory_items(self, groups: Sequence[CachedMemories], item_cap: int) -> list[Item]:

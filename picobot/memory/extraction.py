@@ -42,7 +42,8 @@ SYSTEM_PROMPT = (
 )
 
 
-def _line(message: StoredMessage) -> str:
+def quote_line(message: StoredMessage) -> str:
+    """One message as a line of quoted conversation: ``[#seq role] text``."""
     return f"[#{message.seq_order} {message.role}] {' '.join(message.content.split())}"
 
 
@@ -57,7 +58,7 @@ def chunk_messages(
     current: list[StoredMessage] = []
     used = 0
     for message in messages:
-        cost = estimator.estimate(_line(message)) + 1
+        cost = estimator.estimate(quote_line(message)) + 1
         if current and used + cost > max_tokens:
             chunks.append(current)
             current, used = [], 0
@@ -76,7 +77,7 @@ def build_prompt(
     redact: Callable[[str], str] = str,
 ) -> list[ChatMessage]:
     """The extraction prompt for one chunk: the messages as quoted, redacted data."""
-    body = "\n".join(_line(m) for m in messages)
+    body = "\n".join(quote_line(m) for m in messages)
     body = truncate_to_tokens(estimator, redact(body), max_input_tokens)
     user = (
         '<data source="conversation" trust="untrusted">\n'

@@ -6,9 +6,9 @@ API for streamed downloads) serializes each record as a line, and :func:`export_
 writes either that or the Markdown view to a text stream.
 
 Order: the header, the user's memories, their learned facts (each with its sources and
-change history), then each session (oldest first) followed by
-its summary, its messages in ``seq_order`` and its tool records, then the user's rows
-of the webhook inbox and of the outbound reply queue. Every table is read
+change history), their reflections, digests and message pins, then each session (oldest
+first) followed by its summary, its messages in ``seq_order`` and its tool records, then
+the user's rows of the webhook inbox and of the outbound reply queue. Every table is read
 page by page with keyset pagination, so memory use does not grow with the export.
 Reads are not one snapshot: rows written while an export runs may or may not appear.
 """
@@ -19,19 +19,17 @@ import json
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import IO, Any, Literal
 
+from picobot.privacy.export_layers import layer_records
 from picobot.privacy.export_markdown import MarkdownRenderer
+from picobot.privacy.export_pages import Record, iso
+from picobot.privacy.export_pages import pages as _pages
 from picobot.store.db import Database, Row
 
 FORMAT_VERSION = 1
 """Version of the JSONL record layout; bumped on any incompatible change."""
 
-PAGE_SIZE = 500
-"""Rows read per query; bounds memory whatever the size of the export."""
-
-Record = dict[str, Any]
 ExportFormat = Literal["jsonl", "markdown"]
 
 
@@ -47,6 +45,9 @@ class ExportStats:
     webhook_messages: int = 0
     outbound_replies: int = 0
     facts: int = 0
+    reflections: int = 0
+    digests: int = 0
+    pins: int = 0
 
     @property
     def empty(self) -> bool:
@@ -57,12 +58,9 @@ class ExportStats:
             and self.webhook_messages == 0
             and self.outbound_replies == 0
             and self.facts == 0
+            and self.reflections == 0
+            and self.digests == 0
         )
-
-
-def iso(ts: float) -> str:
-    """A unix time as ISO 8601 in UTC (microsecond precision)."""
-    return datetime.fromtimestamp(ts, UTC).isoformat()
 
 
 async def count_user_data(db: Database, user_id: str) -> ExportStats:
@@ -79,7 +77,10 @@ async def count_user_data(db: Database, user_id: str) -> ExportStats:
         "  WHERE s.user_id = ?1),"
         " (SELECT COUNT(*) FROM webhook_inbox WHERE user_id = ?1),"
         " (SELECT COUNT(*) FROM outbound_queue WHERE user_id = ?1),"
-        " (SELECT COUNT(*) FROM facts WHERE user_id = ?1)",
+        " (SELECT COUNT(*) FROM facts WHERE user_id = ?1),"
+        " (SELECT COUNT(*) FROM digests WHERE user_id = ?1 AND level = 0 AND text <> ''),"
+        " (SELECT COUNT(*) FROM digests WHERE user_id = ?1 AND level > 0 AND text <> ''),"
+        " (SELECT COUNT(*) FROM message_pins WHERE user_id = ?1)",
         (user_id,),
     )
     assert row is not None  # an aggregate query always returns one row
@@ -92,7 +93,8 @@ async def iter_user_records(
     """Every record stored about ``user_id``, in export order (see the module docstring).
 
     Each record is a plain JSON-ready dict whose ``type`` is one of ``export_header``,
-    ``memory``, ``fact``, ``session``, ``summary``, ``message``, ``tool_record``,
+    ``memory``, ``fact``, ``reflection``, ``digest``, ``pin``, ``session``, ``summary``,
+    ``message``, ``tool_record``,
     ``webhook_message``, ``outbound_reply``.
     """
     yield {
@@ -117,6 +119,8 @@ async def iter_user_records(
             "updated_at": iso(row["updated_at"]),
         }
     async for record in fact_records(db, user_id):
+        yield record
+    async for record in layer_records(db, user_id):
         yield record
     async for session in _pages(
         db,
@@ -284,30 +288,6 @@ def _state(raw: str) -> Any:
         return raw
 
 
-async def _pages(
-    db: Database,
-    sql: str,
-    params: tuple[Any, ...],
-    *,
-    key: Callable[[Row], tuple[Any, ...]],
-    start: tuple[Any, ...],
-) -> AsyncIterator[Row]:
-    """Rows of a keyset-paginated query.
-
-    ``sql`` takes ``params``, then the key of the last row seen, then the page size;
-    ``key`` extracts that key from a row. Unlike OFFSET, each page is one index seek
-    and rows inserted meanwhile cannot shift a page and repeat or skip rows.
-    """
-    last = start
-    while True:
-        rows = await db.fetchall(sql, (*params, *last, PAGE_SIZE))
-        for row in rows:
-            yield row
-        if len(rows) < PAGE_SIZE:
-            return
-        last = key(rows[-1])
-
-
 def jsonl_line(record: Record) -> str:
     """One record as a JSON Lines line (newline included, non-ASCII kept readable)."""
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
@@ -330,6 +310,9 @@ _COUNTED = (
     "webhook_message",
     "outbound_reply",
     "fact",
+    "reflection",
+    "digest",
+    "pin",
 )
 """The record types :class:`ExportStats` counts, in the order of its fields."""
 

@@ -17,6 +17,11 @@ def _quote(text: str) -> str:
     return "\n".join(f"> {line}" if line else ">" for line in text.splitlines() or [""])
 
 
+_LAYER_HEADINGS = {
+    "reflection": "## Session reflections",
+    "digest": "## Digests",
+    "pin": "## Pinned messages",
+}
 # The webhook tables' records come last, each kind under one heading of its own.
 _WEBHOOK_HEADINGS = {
     "webhook_message": "## Webhook messages\n\nMessages received from a chat platform; "
@@ -55,6 +60,8 @@ class MarkdownRenderer:
             self._close_memories()
         if kind == "fact" and self._kind != "fact":
             self._emit("## Learned facts")
+        if kind in _LAYER_HEADINGS and kind != self._kind:
+            self._emit(_LAYER_HEADINGS[kind])
         if kind in _WEBHOOK_HEADINGS and kind != self._kind:
             self._emit(_WEBHOOK_HEADINGS[kind])
         self._kind = kind
@@ -79,6 +86,23 @@ class MarkdownRenderer:
                 f" {state}, updated {_when(record['updated_at'])}):"
             )
             self._entry(head, record["text"])
+        elif kind == "reflection":
+            head = (
+                f"**Session {record['session_id']}**, messages {record['first_message_id']} to"
+                f" {record['last_message_id']} ({_when(record['created_at'])}):"
+            )
+            self._entry(head, record["text"])
+        elif kind == "digest":
+            head = (
+                f"**Level {record['level']}** of {len(record['sources'])} sources"
+                f" (updated {_when(record['updated_at'])}):"
+            )
+            self._entry(head, record["text"])
+        elif kind == "pin":
+            self._emit(
+                f"Message {record['message_id']} of session {record['session_id']}"
+                f" (pinned {_when(record['pinned_at'])})."
+            )
         elif kind == "session":
             parent = record["parent_session_id"]
             self._emit(

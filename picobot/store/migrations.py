@@ -19,6 +19,7 @@ from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
 from picobot.store.migrations_events import m014_events
 from picobot.store.migrations_facts import m012_learned_facts
+from picobot.store.migrations_layers import m015_memory_layers
 from picobot.store.migrations_search import (
     m002_search_index,
     m005_user_terms,
@@ -215,6 +216,7 @@ MIGRATIONS: list[Migration] = [
     m012_learned_facts,
     m013_webhook_replay_guard,
     m014_events,
+    m015_memory_layers,
 ]
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
+from picobot.store.digest_purge import DigestPurge
 from picobot.store.fact_purge import FactPurge
 from picobot.store.webhooks import WebhookStore
 
@@ -39,6 +40,7 @@ _NAMES = {
     "tool_records": ("tool record", "tool records"),
     "webhook_rows": ("webhook queue entry", "webhook queue entries"),
     "facts": ("learned fact", "learned facts"),
+    "digests": ("reflection or digest", "reflections and digests"),
 }
 
 
@@ -58,6 +60,8 @@ class PurgeCounts:
     """Inbox and outbound-queue rows of the messaging channels (they hold text too)."""
     facts: int = 0
     """Learned facts (with their sources and history); see picobot.store.fact_purge."""
+    digests: int = 0
+    """Session reflections and digests; see picobot.store.digest_purge."""
 
     @property
     def total(self) -> int:
@@ -129,8 +133,13 @@ def _older_scope(cutoff: float) -> _Scope:
     # The same predicates serve count and delete. Evaluated after the old messages
     # are gone, "no message at or after the cutoff" equals "no message left", which is
     # what makes a summary or session expire; evaluated before, it predicts it.
+    # A pinned message (m015) stays, and so does the session it belongs to.
     return _Scope(
-        messages=("created_at < ?", (cutoff,)),
+        messages=(
+            "created_at < ? AND NOT EXISTS (SELECT 1 FROM message_pins p"
+            " WHERE p.message_id = messages.id)",
+            (cutoff,),
+        ),
         tool_records=("created_at < ?", (cutoff,)),
         memories=_NOTHING,  # explicit user memories live until deleted
         summaries=(
@@ -141,7 +150,8 @@ def _older_scope(cutoff: float) -> _Scope:
         ),
         sessions=(
             "last_active < ? AND NOT EXISTS (SELECT 1 FROM messages m"
-            " WHERE m.session_id = sessions.id AND m.created_at >= ?)",
+            " WHERE m.session_id = sessions.id AND m.created_at >= ?) AND NOT EXISTS"
+            " (SELECT 1 FROM message_pins p WHERE p.session_id = sessions.id)",
             (cutoff, cutoff),
         ),
     )
@@ -158,7 +168,10 @@ class PurgeStore:
         counts = await self._count(_session_scope(session_id))
         queued = await WebhookStore(self._db).count_session(session_id)
         facts, entries = await FactPurge(self._db).count_session(session_id)
-        return counts + PurgeCounts(webhook_rows=queued, facts=facts, index_entries=entries)
+        layers, more = await DigestPurge(self._db).count_session(session_id)
+        return counts + PurgeCounts(
+            webhook_rows=queued, facts=facts, digests=layers, index_entries=entries + more
+        )
 
     async def delete_session(
         self, session_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
@@ -169,28 +182,36 @@ class PurgeStore:
         counts = await self._delete(_session_scope(session_id), batch_size)
         # After the session: a fact learned meanwhile checks its session in its write.
         facts, entries = await FactPurge(self._db).delete_session(session_id)
-        return counts + PurgeCounts(webhook_rows=queued, facts=facts, index_entries=entries)
+        layers, more = await DigestPurge(self._db).delete_session(session_id)
+        return counts + PurgeCounts(
+            webhook_rows=queued, facts=facts, digests=layers, index_entries=entries + more
+        )
 
     async def count_user(self, user_id: str) -> PurgeCounts:
         """What :meth:`delete_user` would remove now."""
         counts = await self._count(_user_scope(user_id))
         facts, entries = await FactPurge(self._db).count_user(user_id)
+        layers, more = await DigestPurge(self._db).count_user(user_id)
         return counts + PurgeCounts(
             webhook_rows=await WebhookStore(self._db).count_user(user_id),
             facts=facts,
-            index_entries=entries,
+            digests=layers,
+            index_entries=entries + more,
         )
 
     async def delete_user(
         self, user_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
     ) -> PurgeCounts:
         """Delete everything of ``user_id``: sessions (with all they hold), memories,
-        tool records, current-session pointers, index entries, webhook queue rows and
-        learned facts."""
+        tool records, current-session pointers, index entries, webhook queue rows,
+        learned facts, reflections and digests."""
         counts = await self._delete(_user_scope(user_id), batch_size)
         queued = await WebhookStore(self._db).delete_user(user_id)
         facts, entries = await FactPurge(self._db).delete_user(user_id)
-        return counts + PurgeCounts(webhook_rows=queued, facts=facts, index_entries=entries)
+        layers, more = await DigestPurge(self._db).delete_user(user_id)
+        return counts + PurgeCounts(
+            webhook_rows=queued, facts=facts, digests=layers, index_entries=entries + more
+        )
 
     async def count_older(self, cutoff_ts: float) -> PurgeCounts:
         """What :meth:`delete_older` would remove for the same cutoff."""

@@ -54,6 +54,8 @@ class RecallQuery:
     """A neighbour at distance d scores ``neighbour_decay ** d`` of its match."""
     include_memories: bool = False
     """Saved memories compete too (a listing); the prompt has them in a block of their own."""
+    include_digests: bool = False
+    """Session reflections and digests compete too (the prompt's recall, while on)."""
 
 
 def recall_records(conn: sqlite3.Connection, query: RecallQuery) -> list[SearchHit]:
@@ -66,11 +68,13 @@ def recall_records(conn: sqlite3.Connection, query: RecallQuery) -> list[SearchH
             limit=query.candidates,
             include_memories=query.include_memories,
             exclude_ids=query.exclude_ids,
+            include_digests=query.include_digests,
         ),
     )
     if query.neighbours <= 0 or query.context_hits <= 0:
         return hits
-    seen_ids = {h.row_id for h in hits} | set(query.exclude_ids)
+    # Message ids only: another kind's row id may equal a message's.
+    seen_ids = {h.row_id for h in hits if h.kind == "message"} | set(query.exclude_ids)
     seen_texts = {(h.text, h.created_at) for h in hits}
     found: list[SearchHit] = []
     for hit in hits[: query.context_hits]:

@@ -15,7 +15,8 @@ Layout (migration ``m005_user_terms``):
 
 - ``rowid`` is ``messages.id`` for a message, ``-user_memories.id`` for a memory and
   ``-(2**40 + facts.id)`` for an active learned fact (``m012_learned_facts``): the
-  kind and source row follow from the sign and size, and a trigger deletes an entry with
+  kind and source row follow from the sign and size (reflections and digests lie below,
+  see :mod:`picobot.store.search_kinds`), and a trigger deletes an entry with
   one rowid lookup (no text needed, unlike an external-content table whose 'delete'
   command must be fed the exact old values or it silently keeps the old tokens).
 - ``owner`` holds the user token (:func:`user_token`).
@@ -65,6 +66,7 @@ from typing import Any, TypeVar
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
 from picobot.store.migrations_facts import FACT_ROWID_BASE
+from picobot.store.search_kinds import joins, kind_of, rowid_filter
 from picobot.store.search_writes import (
     INDEX_BATCH,
     MERGE_STEP_PAGES,
@@ -100,7 +102,8 @@ class SearchHit:
     created_at: float
     score: float
     role: str = ""
-    """``user`` or ``assistant`` for a message; empty for a memory."""
+    """``user`` or ``assistant`` for a message; ``reflection`` or ``digest`` for those;
+    empty for a memory or a fact."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,8 @@ class SearchQuery:
     exclude_ids: Sequence[int] = ()
     include_facts: bool = False
     """Learned facts (active ones) compete too, as hits of kind ``fact``."""
+    include_digests: bool = False
+    """Session reflections and digests compete too (kinds ``reflection``, ``digest``)."""
 
 
 def user_token(user_id: str) -> str:
@@ -180,13 +185,11 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     """
     where = "search_index MATCH ?"
     params: list[Any] = [fts_query(query.user_id, query.terms)]
-    # rowid > 0: a message; below -FACT_ROWID_BASE: a fact; in between: a memory.
-    if not query.include_memories and not query.include_facts:
-        where += " AND rowid > 0"
-    elif not query.include_memories:
-        where += f" AND (rowid > 0 OR rowid < -{FACT_ROWID_BASE})"
-    elif not query.include_facts:
-        where += f" AND rowid >= -{FACT_ROWID_BASE}"
+    kinds = rowid_filter(
+        memories=query.include_memories, facts=query.include_facts, layers=query.include_digests
+    )
+    if kinds:
+        where += f" AND {kinds}"
     ids = [int(i) for i in query.exclude_ids]
     if len(ids) > EXCLUDED_AS_PARAMETERS:
         # Any number of ids in one parameter (SQLite caps the parameters of a statement).
@@ -204,33 +207,18 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per
     # query). The inner SELECT names no stored column: the sorter would read each one
     # for every match (a row lookup each), not just for the hits.
-    # Facts are joined only when asked for (the table exists from m012 on).
-    fact_text, fact_time, fact_join = "", "", ""
-    if query.include_facts:
-        fact_text = ", COALESCE(f.subject || ': ', '') || f.text"
-        fact_time = ", f.updated_at"
-        fact_join = (
-            f" LEFT JOIN facts f ON h.id < -{FACT_ROWID_BASE} AND f.id = -h.id - {FACT_ROWID_BASE}"
-        )
+    # Facts and layers are joined only when asked for (their tables come with m012, m015).
+    text, when, session, role, join = joins(facts=query.include_facts, layers=query.include_digests)
     sql = (
-        f"SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content{fact_text}),"  # noqa: S608
-        f" m.session_id, m.seq_order, COALESCE(m.created_at, u.updated_at{fact_time}), h.score,"
-        " m.role FROM (SELECT rowid AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
+        f"SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content{text}),"  # noqa: S608
+        f" {session}, m.seq_order, COALESCE(m.created_at, u.updated_at{when}), h.score, {role}"
+        " FROM (SELECT rowid AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
         f" WHERE {where} ORDER BY score LIMIT ?) AS h"
         " LEFT JOIN messages m ON h.id > 0 AND m.id = h.id"
         f" LEFT JOIN user_memories u ON h.id < 0 AND h.id >= -{FACT_ROWID_BASE} AND u.id = -h.id"
-        f"{fact_join} ORDER BY h.score"
+        f"{join} ORDER BY h.score"
     )
     return sql, params
-
-
-def _kind(rowid: int) -> tuple[str, int]:
-    """The kind and source row id of an index rowid."""
-    if rowid > 0:
-        return "message", rowid
-    if rowid < -FACT_ROWID_BASE:
-        return "fact", -rowid - FACT_ROWID_BASE
-    return "memory", -rowid
 
 
 def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchHit]:
@@ -245,7 +233,7 @@ def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchH
     seen: set[tuple[str, float]] = set()
     for row in conn.execute(sql, params).fetchall():
         rowid, text, created_at = int(row[0]), str(row[1]), float(row[4])
-        kind, row_id = _kind(rowid)
+        kind, row_id = kind_of(rowid)
         if (text, created_at) in seen:
             continue
         seen.add((text, created_at))

@@ -13,6 +13,10 @@ Wiring (done by the runtime)::
 
     supervisor.every("learn", learning.check_interval_secs, task.check_idle)
     supervisor.every("fact-decay", learning.decay_interval_secs, task.decay)
+    supervisor.every("reflect", learning.check_interval_secs, task.reflections.check_idle)
+
+``task.reflections`` (:mod:`picobot.tasks.reflection`) shares the model, settings and
+clock: session reflections and the digests they fold into.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from picobot.memory.facts import LifecycleRules
 from picobot.store.db import Database
 from picobot.store.fact_writes import FactStore
 from picobot.store.messages import SessionGone, StoredMessage
+from picobot.tasks.reflection import ReflectionTask
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +111,16 @@ class LearningTask:
         """The time source (the runtime shares the kernel's, so tests can move it)."""
         self._chunk = max(1, max_input_tokens)
         self.store = FactStore(db, rules=lifecycle_rules(settings), redact=self._redact)
+        self.reflections = ReflectionTask(
+            db,
+            provider,
+            estimator,
+            settings,
+            redact=self._redact,
+            clock=lambda: self.clock(),
+            max_input_tokens=max_input_tokens,
+        )
+        """Session reflections and digests (same model, settings and clock)."""
         self._busy: set[str] = set()
         self._failures = FailureBackoff()
 

@@ -76,7 +76,9 @@ def format_hits(hits: Sequence[SearchHit], terms: Sequence[str] = ()) -> str:
         return "no matches"
     lines = []
     for n, hit in enumerate(hits, start=1):
-        where = f"session {hit.session_id} #{hit.seq_order}" if hit.kind == "message" else "saved"
+        where = "saved"
+        if hit.kind == "message":  # the message number is what /pin message N takes
+            where = f"session {hit.session_id} #{hit.seq_order}, message {hit.row_id}"
         lines.append(
             f"{n}. [{hit.kind}] {_when(hit.created_at)} {where}: {snippet(hit.text, terms)}"
         )

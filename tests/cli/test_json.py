@@ -30,6 +30,7 @@ COUNT_KEYS = {
     "tool_records",
     "webhook_rows",
     "facts",
+    "digests",
     "total",
 }
 

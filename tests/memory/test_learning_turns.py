@@ -128,7 +128,8 @@ async def test_reflect_extracts_the_sessions_new_messages_with_one_call_per_chun
         ]
     )
     provider = ScriptedProvider(["ok", answer, "Sorry, I cannot help with that."])
-    async with open_runtime(settings(tmp_path), provider=provider) as rt:
+    # Reflections (their own model call) are tested in tests/tasks/test_reflection.py.
+    async with open_runtime(settings(tmp_path, reflections=False), provider=provider) as rt:
         await say(rt, ALICE, "I live in Lyon")
         reply = (await say(rt, ALICE, "/reflect"))[-1].text
         assert len(provider.prompts) == 2
@@ -157,6 +158,7 @@ async def test_a_stored_summary_starts_extraction_of_its_session(tmp_path: Path)
         data={"dir": str(tmp_path / "data")},
         llm={"provider": "scripted"},
         session={"memory": {"summarization_trigger_tokens": 100, "summarization_keep_recent": 0}},
+        memory={"learning": {"reflections": False}},
     )
     async with open_runtime(config, provider=provider) as rt:
         await say(rt, ALICE, "I live in Oslo. " + "More words about my town. " * 30)

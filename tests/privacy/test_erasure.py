@@ -41,11 +41,13 @@ from picobot.privacy.controller import Actor, PrivacyController
 from picobot.privacy.fact_scope import choose_facts
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
+from picobot.store.digests import DigestStore, Provenance
 from picobot.store.erase import erase_residue
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import operator_filter
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
+from picobot.store.pins import PinStore
 from picobot.store.purge import PurgeStore
 from picobot.store.search import SearchIndex, user_token
 from picobot.store.summaries import SummaryRepo
@@ -124,6 +126,27 @@ class Person:
             found = Observation(subject, "preference", f"likes {self.mark(sid)}", replaces)
             await store.observe(self.user_id, [found], session_id=sid, message_id=1, now=at)
 
+    async def reflect(self, db: Database, sid: str, *, with_session: bool = True) -> int:
+        """A reflection of ``sid`` (its marker dies with the session unless told otherwise)."""
+        text = f"reflection {self.mark(sid if with_session else None)}"
+        source = Provenance(sid, 1, 2, 1, 2)
+        return await DigestStore(db).add_reflection(self.user_id, source, text, 5, now=T0)
+
+    async def digest(self, db: Database, ids: list[int], session: str | None = None) -> None:
+        """A level-1 digest of ``ids``; its marker dies with ``session`` (it folds it)."""
+        text = f"digest {self.mark(session)}"
+        assert await DigestStore(db).add_digest(self.user_id, 1, ids, text, 5, now=T0)
+
+    async def pin(
+        self, db: Database, sid: str, at: float = T0, *, with_session: bool = True
+    ) -> None:
+        """A pinned message in ``sid`` (its marker outlives retention, not purges)."""
+        await add_message(db, sid, f"pinned {self.mark(sid if with_session else None)}", at=at)
+        row = await db.fetchone("SELECT MAX(id) FROM messages WHERE session_id = ?", (sid,))
+        assert row is not None
+        assert await PinStore(db).set_pinned(self.user_id, [int(row[0])], True, now=at)
+        await SearchIndex(db).index_pending()
+
     async def remember(self, db: Database, count: int = 3, at: float = T0) -> None:
         for _ in range(count):
             await add_memory(db, self.user_id, self.mark(), f"note {self.mark()}", at=at)
@@ -146,11 +169,18 @@ async def assert_erased(db: Database, gone: list[str], kept: list[str]) -> None:
 async def test_purged_user_leaves_no_byte_in_any_file(db: Database, rng: random.Random) -> None:
     alice, bob = Person("alice", rng), Person("bob", rng)
     # Interleaved so their rows share pages and the delete rebalances them.
+    reflections: dict[str, list[int]] = {"a": [], "b": []}
     for i in range(4):
         await alice.fill(db, f"a{i}")
         await bob.fill(db, f"b{i}")
         await alice.learn(db, f"a{i}")
         await bob.learn(db, f"b{i}")
+        reflections["a"].append(await alice.reflect(db, f"a{i}"))
+        reflections["b"].append(await bob.reflect(db, f"b{i}"))
+        await alice.pin(db, f"a{i}")
+        await bob.pin(db, f"b{i}")
+    await alice.digest(db, reflections["a"])
+    await bob.digest(db, reflections["b"])
     await alice.remember(db)
     await bob.remember(db)
     await add_tool(db, "b0", alice.user_id, f"alice in bob's session {alice.mark()}")
@@ -160,7 +190,11 @@ async def test_purged_user_leaves_no_byte_in_any_file(db: Database, rng: random.
 
     counts = await PurgeStore(db).delete_user(alice.user_id, batch_size=5)
     assert counts.sessions == 4 and counts.memories == 3 and counts.facts == 8
+    assert counts.digests == 5  # four reflections and their digest
     await erase_residue(db)
+    assert (
+        await db.fetchone("SELECT 1 FROM message_pins WHERE user_id = ?", (alice.user_id,)) is None
+    )
 
     await assert_erased(db, alice.markers, bob.markers)
     hits = await SearchIndex(db).search(bob.user_id, [bob.sessions["b2"][0]])
@@ -170,14 +204,22 @@ async def test_purged_user_leaves_no_byte_in_any_file(db: Database, rng: random.
 
 async def test_purged_session_leaves_no_byte_in_any_file(db: Database, rng: random.Random) -> None:
     alice, bob = Person("alice", rng), Person("bob", rng)
+    reflections = []
     for i in range(3):
         await alice.fill(db, f"a{i}")
         await bob.fill(db, f"b{i}")
         await alice.learn(db, f"a{i}")
+        reflections.append(await alice.reflect(db, f"a{i}"))
+        await alice.pin(db, f"a{i}")
+    # The digest folds a1's reflection: its text goes with a1 (rebuilt later).
+    await alice.digest(db, reflections, session="a1")
     await alice.remember(db)
 
     counts = await PurgeStore(db).delete_session("a1", batch_size=3)
     assert counts.facts == 2  # learned only in a1
+    assert counts.digests == 1  # a1's reflection; the digest above is emptied, not deleted
+    pinned = await db.fetchall("SELECT session_id FROM message_pins ORDER BY session_id")
+    assert [r[0] for r in pinned] == ["a0", "a2"]
     await erase_residue(db)
 
     gone = alice.sessions["a1"]
@@ -194,9 +236,12 @@ async def test_expired_data_leaves_no_byte_in_any_file(db: Database, rng: random
     await alice.fill(db, "a-new", at=new)
     await bob.fill(db, "b-new", at=new)
     await alice.remember(db, at=old)  # memories never expire
+    # Derived data and pinned messages outlive retention (pins keep their session).
+    await alice.digest(db, [await alice.reflect(db, "a-old", with_session=False)])
+    await alice.pin(db, "a-old", at=old, with_session=False)
 
     counts = await PurgeStore(db).delete_older(T0 - 90 * DAY, batch_size=4)
-    assert counts.sessions == 2 and counts.memories == 0
+    assert counts.sessions == 1 and counts.memories == 0 and counts.digests == 0
     await erase_residue(db)
 
     gone = alice.sessions["a-old"] + bob.sessions["b-old"]

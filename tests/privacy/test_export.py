@@ -14,7 +14,7 @@ import pytest
 
 from picobot.cli import data as cli_data
 from picobot.config.settings import DataSettings, Settings
-from picobot.privacy import export
+from picobot.privacy import export, export_pages
 from picobot.privacy.export import count_user_data, export_user, iter_user_jsonl
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
@@ -169,7 +169,7 @@ async def test_small_pages_give_the_same_export(
     async with world.db.transaction() as conn:
         await conn.execute("UPDATE sessions SET created_at = ? WHERE user_id = ?", (T0, ALICE))
     whole = await _jsonl(world.db)
-    monkeypatch.setattr(export, "PAGE_SIZE", 1)
+    monkeypatch.setattr(export_pages, "PAGE_SIZE", 1)
     paged = await _jsonl(world.db)
     assert paged[1:] == whole[1:]
     assert sorted(r["id"] for r in paged if r["type"] == "session") == sorted(world.alice_sessions)
