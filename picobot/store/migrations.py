@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from picobot.errors import StoreUnavailable, UserError
 from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
+from picobot.store.migrations_channels import m016_channel_offsets
 from picobot.store.migrations_events import m014_events
 from picobot.store.migrations_facts import m012_learned_facts
 from picobot.store.migrations_search import (
@@ -215,6 +216,7 @@ MIGRATIONS: list[Migration] = [
     m012_learned_facts,
     m013_webhook_replay_guard,
     m014_events,
+    m016_channel_offsets,
 ]
 
 
