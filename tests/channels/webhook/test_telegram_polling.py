@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +21,10 @@ from picobot.channels.webhook.connections.metrics import ConnectionMetrics
 from picobot.channels.webhook.connections.registry import outbound_connections, routed
 from picobot.channels.webhook.connections.telegram_polling import TelegramPoller
 from picobot.channels.webhook.platforms.telegram import TelegramPlatform
+from picobot.cli.status import StoreStatus, describe_status, status_json
+from picobot.cli.status import read_status as store_status
 from picobot.config.channels import TelegramSettings
+from picobot.config.settings import Settings
 from picobot.errors import ConfigError
 from picobot.runtime import Runtime
 from picobot.store.channel_state import ChannelState
@@ -91,11 +95,12 @@ async def test_polled_messages_are_answered_through_the_reply_queue(
     api.webhook_url = "https://old.example/webhooks/telegram"
     first = api.push("hello there", user=USER, chat=USER, message_id=1)
     caplog.set_level(logging.INFO)
-    poller, _ = await polling.start(polling_platform(api))
+    poller, running = await polling.start(polling_platform(api))
     second = api.push("and again", user=USER, chat=USER, message_id=2)
 
     replies = await sent(api, 2)
     assert [r["text"] for r in replies] == ["You said: hello there", "You said: and again"]
+    await asyncio.wait_for(running.server.wait_for(lambda s: s.delivered >= 2), WAIT)
     assert {r["chat_id"] for r in replies} == {USER}
     # The stale webhook was deleted first (keeping the waiting updates), and the log says so.
     methods = [m for m, _ in api.calls]
@@ -235,3 +240,29 @@ def test_polling_needs_no_secret_token_but_a_webhook_does() -> None:
 class _NoSink:
     async def take(self, platform: Any, messages: Any, *, next_offset: int | None = None) -> None:
         raise AssertionError("no connection should take anything")
+
+
+async def test_status_shows_the_connection_as_the_server_recorded_it(
+    api: TelegramAPI, polling: Polling, bot_settings: Settings
+) -> None:
+    api.too_many_requests(retry_after=0)
+    await polling.start(polling_platform(api))
+    api.push("status please", user=USER, chat=USER, message_id=1)
+    await sent(api, 1)
+
+    found = await store_status(bot_settings)
+    assert isinstance(found, StoreStatus)
+    lines, warnings = describe_status(found, 3600, time.time())
+    [line] = [x for x in lines if x.startswith("connection telegram")]
+    assert line.startswith("connection telegram (polling): connected since ")
+    assert "1 error(s) (last: Telegram getUpdates answered HTTP 429" in line
+    assert "last update never" not in line
+    assert not any("telegram" in w for w in warnings)
+    [shown] = status_json(bot_settings.db_path, (1, 0), found, bot_settings, [])["connections"]
+    assert (shown["channel"], shown["state"], shown["errors"]) == ("telegram", "connected", 1)
+    assert BOT_TOKEN not in str(shown)
+
+    await polling.stop()
+    stopped = await store_status(bot_settings)
+    assert isinstance(stopped, StoreStatus)
+    assert stopped.connections[0].state == "stopped"
