@@ -37,6 +37,7 @@ from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.webhooks import WebhookStore
 from tests.channels.webhook.generic_client import SECRET, SIGNATURE_HEADER, signed_headers
+from tests.channels.webhook.stand_in import serving
 
 
 @dataclass(frozen=True)
@@ -114,15 +115,9 @@ class PlatformAPI:
 async def platform_api() -> AsyncIterator[PlatformAPI]:
     """A PlatformAPI on 127.0.0.1, any free port."""
     api = PlatformAPI()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", api.handle)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    api.base_url = str(server.make_url("")).rstrip("/")
-    try:
+    async with serving(api.handle) as base_url:
+        api.base_url = base_url
         yield api
-    finally:
-        await server.close()
 
 
 @pytest.fixture

@@ -10,25 +10,26 @@ API's ``event_callback`` body) that the app acknowledges with ``{"envelope_id"}`
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from aiohttp import web
-from aiohttp.test_utils import TestServer
 from websockets.asyncio.server import ServerConnection, serve
+
+from tests.channels.webhook.stand_in import StandIn, serving
 
 APP_ID = "A0PICOBOT1"
 
 
-class SlackSocketAPI:
+class SlackSocketAPI(StandIn):
     """One app's Socket Mode endpoint and Web API."""
 
     def __init__(self, app_token: str, bot_token: str) -> None:
+        super().__init__()
         self.app_token = app_token
         self.bot_token = bot_token
         self.base_url = ""
@@ -40,17 +41,6 @@ class SlackSocketAPI:
         self.sockets: list[ServerConnection] = []
         self._tickets: set[str] = set()
         self._ids = itertools.count(1)
-        self._changed = asyncio.Event()
-
-    async def wait(self, predicate: Callable[[SlackSocketAPI], bool]) -> None:
-        """Wait until ``predicate(self)`` holds (the caller bounds the wait)."""
-        while not predicate(self):
-            changed = self._changed
-            await changed.wait()
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
 
     @property
     def live(self) -> ServerConnection:
@@ -108,7 +98,7 @@ class SlackSocketAPI:
         )
 
     async def http(self, request: web.Request) -> web.StreamResponse:
-        method = request.match_info["method"]
+        method = request.match_info["tail"]
         auth = request.headers.get("Authorization", "")
         if method == "apps.connections.open":
             if auth != f"Bearer {self.app_token}":
@@ -116,13 +106,13 @@ class SlackSocketAPI:
             self.opens += 1
             ticket = f"ticket-{self.opens}"
             self._tickets.add(ticket)
-            self._notify()
+            self.notify()
             return web.json_response({"ok": True, "url": f"{self.ws_base}/link/?ticket={ticket}"})
         if method == "chat.postMessage":
             if auth != f"Bearer {self.bot_token}":
                 return web.json_response({"ok": False, "error": "invalid_auth"})
             self.posted.append(await request.json())
-            self._notify()
+            self.notify()
             return web.json_response({"ok": True, "channel": "D0CHAT", "ts": "1.000001"})
         return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
 
@@ -144,26 +134,19 @@ class SlackSocketAPI:
             )
         )
         self.hellos += 1
-        self._notify()
+        self.notify()
         async for raw in ws:
             ack = json.loads(raw)
             self.acks.append(str(ack.get("envelope_id")))
-            self._notify()
+            self.notify()
 
 
 @asynccontextmanager
 async def slack_socket_api(app_token: str, bot_token: str) -> AsyncIterator[SlackSocketAPI]:
     """A :class:`SlackSocketAPI` on 127.0.0.1 (any free ports)."""
     api = SlackSocketAPI(app_token, bot_token)
-    app = web.Application()
-    app.router.add_post("/{method}", api.http)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    api.base_url = str(server.make_url("")).rstrip("/")
-    async with serve(api.socket, "127.0.0.1", 0) as ws_server:
+    async with serving(api.http) as base_url, serve(api.socket, "127.0.0.1", 0) as ws_server:
+        api.base_url = base_url
         port = next(iter(ws_server.sockets)).getsockname()[1]
         api.ws_base = f"ws://127.0.0.1:{port}"
-        try:
-            yield api
-        finally:
-            await server.close()
+        yield api

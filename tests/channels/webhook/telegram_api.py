@@ -19,7 +19,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from aiohttp import web
-from aiohttp.test_utils import TestServer
+
+from tests.channels.webhook.stand_in import StandIn, serving
 
 CONFLICT = (
     "Conflict: can't use getUpdates method while webhook is active;"
@@ -27,10 +28,11 @@ CONFLICT = (
 )
 
 
-class TelegramAPI:
+class TelegramAPI(StandIn):
     """The Bot API of one bot: pending updates, a webhook setting, sent messages."""
 
     def __init__(self, token: str, *, first_update_id: int = 500_000) -> None:
+        super().__init__()
         self.token = token
         self.pending: list[dict[str, Any]] = []
         """Updates not confirmed yet, in id order."""
@@ -46,7 +48,6 @@ class TelegramAPI:
         self.after_serving: Callable[[list[int]], None] | None = None
         """Called with the ids of each non-empty getUpdates answer, once it is written."""
         self.base_url = ""
-        self._changed = asyncio.Event()
 
     def push(self, text: str, *, user: int, chat: int, message_id: int, **extra: Any) -> int:
         """Queue a text message update as Telegram would send it; its update_id."""
@@ -64,22 +65,12 @@ class TelegramAPI:
         """Queue any update body; its update_id."""
         self.next_id += 1
         self.pending.append({"update_id": self.next_id, **update})
-        self._notify()
+        self.notify()
         return self.next_id
 
     def polls(self) -> list[dict[str, Any]]:
         """The parameters of every getUpdates call so far."""
         return [params for method, params in self.calls if method == "getUpdates"]
-
-    async def wait(self, predicate: Callable[[TelegramAPI], bool]) -> None:
-        """Wait until ``predicate(self)`` holds (the caller bounds the wait)."""
-        while not predicate(self):
-            changed = self._changed
-            await changed.wait()
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         token, _, method = request.match_info["tail"].partition("/")
@@ -89,7 +80,7 @@ class TelegramAPI:
         if request.can_read_body:
             params.update(await request.json())
         self.calls.append((method, params))
-        self._notify()
+        self.notify()
         if method == "getUpdates":
             return await self._get_updates(params)
         if method == "getWebhookInfo":
@@ -107,7 +98,7 @@ class TelegramAPI:
             return _ok(True, description=said)
         if method == "sendMessage":
             self.sent.append(params)
-            self._notify()
+            self.notify()
             return _ok({"message_id": len(self.sent), "chat": {"id": params.get("chat_id")}})
         return _error(404, "Not Found: method not found")
 
@@ -167,12 +158,6 @@ def _error(code: int, description: str) -> web.Response:
 async def telegram_api(token: str, **kwargs: Any) -> AsyncIterator[TelegramAPI]:
     """A :class:`TelegramAPI` on 127.0.0.1, any free port."""
     api = TelegramAPI(token, **kwargs)
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", api.handle)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    api.base_url = str(server.make_url("")).rstrip("/")
-    try:
+    async with serving(api.handle) as base_url:
+        api.base_url = base_url
         yield api
-    finally:
-        await server.close()
