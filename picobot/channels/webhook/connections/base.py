@@ -20,7 +20,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
+
+import aiohttp
 
 from picobot.backoff import Backoff
 from picobot.channels.webhook.base import DeliveryError, Platform, PlatformMessage
@@ -29,6 +31,8 @@ from picobot.store.channel_state import ChannelState, ConnectionRecord
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
+
+P = TypeVar("P", bound=Platform)
 
 DEFAULT_BACKOFF = Backoff(base_secs=1.0, cap_secs=60.0, jitter=0.2)
 """Waits after failures in a row: 1 s doubling up to a minute, spread by up to 20 %."""
@@ -138,6 +142,37 @@ class Connection(Protocol):
     async def run(self) -> None:
         """Stay connected until cancelled."""
         ...
+
+
+class PlatformConnection(Generic[P]):
+    """The common part of a connection to platform ``P``: what it feeds, its status,
+    and :meth:`run`, which keeps :meth:`session` going with one HTTP client session."""
+
+    mode = ""
+    """The config ``mode`` it serves (``polling``, ``socket``)."""
+
+    def __init__(
+        self, platform: P, sink: Sink, state: ChannelState, *, backoff: Backoff = DEFAULT_BACKOFF
+    ) -> None:
+        self.platform = platform
+        self.sink = sink
+        self.state = state
+        self._backoff = backoff
+        self._status = ConnectionStatus(platform.name, self.mode, state)
+
+    @property
+    def status(self) -> ConnectionStatus:
+        """The connection's state."""
+        return self._status
+
+    async def run(self) -> None:
+        """Stay connected until cancelled."""
+        async with aiohttp.ClientSession() as http:
+            await keep_connected(self._status, lambda: self.session(http), self._backoff)
+
+    async def session(self, http: aiohttp.ClientSession) -> None:
+        """One connection: return to reconnect at once, raise to back off first."""
+        raise NotImplementedError
 
 
 async def keep_connected(

@@ -30,9 +30,8 @@ from picobot.backoff import Backoff
 from picobot.channels.webhook.base import WebhookError
 from picobot.channels.webhook.connections.base import (
     DEFAULT_BACKOFF,
-    ConnectionStatus,
+    PlatformConnection,
     Sink,
-    keep_connected,
 )
 from picobot.channels.webhook.platforms.slack import SlackPlatform
 from picobot.errors import UNREADABLE_JSON
@@ -46,8 +45,10 @@ MAX_ENVELOPE_BYTES = 1_048_576
 """Largest envelope accepted (an event is a few KiB)."""
 
 
-class SlackSocket:
+class SlackSocket(PlatformConnection[SlackPlatform]):
     """A Socket Mode connection that hands Slack's events to the webhook core."""
+
+    mode = "socket"
 
     def __init__(
         self,
@@ -57,26 +58,13 @@ class SlackSocket:
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
     ) -> None:
-        self._platform = platform
-        self._sink = sink
-        self._backoff = backoff
-        self._status = ConnectionStatus(platform.name, "socket", state)
+        super().__init__(platform, sink, state, backoff=backoff)
         self._app_id: str | None = None
 
-    @property
-    def status(self) -> ConnectionStatus:
-        """The connection's state."""
-        return self._status
-
-    async def run(self) -> None:
-        """Stay connected until cancelled."""
-        async with aiohttp.ClientSession() as http:
-            await keep_connected(self._status, lambda: self._session(http), self._backoff)
-
-    async def _session(self, http: aiohttp.ClientSession) -> None:
+    async def session(self, http: aiohttp.ClientSession) -> None:
         """One connection: open it, read envelopes; return on ``disconnect``."""
         await self._status.enter("connecting")
-        url, headers, api = self._platform.socket_opener()
+        url, headers, api = self.platform.socket_opener()
         answer = await api.post(http, url, {}, headers)
         ws_url = answer.field("url")
         if not answer.ok or answer.field("ok") is not True or not isinstance(ws_url, str):
@@ -134,9 +122,9 @@ class SlackSocket:
             log.warning("slack: refused an event for another app: %s", loggable(str(app)))
             return
         try:
-            messages = self._platform.parse(json.dumps(payload).encode())
+            messages = self.platform.parse(json.dumps(payload).encode())
         except WebhookError as exc:
             log.warning("slack: skipped a malformed event: %s", loggable(exc.reason))
             return
         await self._status.received()
-        await self._sink.take(self._platform, messages)
+        await self.sink.take(self.platform, messages)

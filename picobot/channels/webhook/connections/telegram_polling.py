@@ -34,9 +34,8 @@ from picobot.channels.webhook.base import PlatformMessage, WebhookError
 from picobot.channels.webhook.common import ApiAnswer
 from picobot.channels.webhook.connections.base import (
     DEFAULT_BACKOFF,
-    ConnectionStatus,
+    PlatformConnection,
     Sink,
-    keep_connected,
 )
 from picobot.channels.webhook.platforms.telegram import TelegramPlatform, retry_after
 from picobot.logsafe import loggable
@@ -52,8 +51,10 @@ ALLOWED_UPDATES = ["message"]
 """The only update kind that carries a chat message PicoBot answers."""
 
 
-class TelegramPoller:
+class TelegramPoller(PlatformConnection[TelegramPlatform]):
     """Fetches a bot's updates with getUpdates and hands them to the webhook core."""
+
+    mode = "polling"
 
     def __init__(
         self,
@@ -63,35 +64,20 @@ class TelegramPoller:
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
     ) -> None:
-        self._platform = platform
-        self._sink = sink
-        self._state = state
-        self._backoff = backoff
+        super().__init__(platform, sink, state, backoff=backoff)
         self._timeout = platform.settings.poll_timeout_secs
-        self._status = ConnectionStatus(platform.name, "polling", state)
         self._offset: int | None = None
         self._offset_loaded = False
         self._webhook_checked = False
 
-    @property
-    def status(self) -> ConnectionStatus:
-        """The connection's state."""
-        return self._status
-
-    async def run(self) -> None:
-        """Poll until cancelled."""
-        wait = aiohttp.ClientTimeout(total=self._timeout + EXTRA_WAIT_SECS)
-        async with aiohttp.ClientSession(timeout=wait) as http:
-            await keep_connected(self._status, lambda: self._session(http), self._backoff)
-
-    async def _session(self, http: aiohttp.ClientSession) -> None:
+    async def session(self, http: aiohttp.ClientSession) -> None:
         """Delete a webhook if one is set, then poll until something fails."""
         if not self._webhook_checked:
             await self._delete_webhook(http)
             self._webhook_checked = True
         if not self._offset_loaded:
-            self._offset = await self._state.offset(
-                self._platform.name, max_age_secs=OFFSET_MAX_AGE_SECS
+            self._offset = await self.state.offset(
+                self.platform.name, max_age_secs=OFFSET_MAX_AGE_SECS
             )
             self._offset_loaded = True
         while True:
@@ -123,7 +109,7 @@ class TelegramPoller:
         messages, last = self._parse(updates)
         if last is None:
             return
-        await self._sink.take(self._platform, messages, next_offset=last + 1)
+        await self.sink.take(self.platform, messages, next_offset=last + 1)
         self._offset = last + 1
         await self._status.received()
 
@@ -142,7 +128,7 @@ class TelegramPoller:
                 continue
             last = number if last is None else max(last, number)
             try:
-                messages += self._platform.parse(json.dumps(update).encode())
+                messages += self.platform.parse(json.dumps(update).encode())
             except WebhookError as exc:
                 log.warning("telegram: skipped update %d: %s", number, loggable(exc.reason))
         return messages, last
@@ -151,7 +137,7 @@ class TelegramPoller:
         self, http: aiohttp.ClientSession, method: str, payload: dict[str, Any], long: bool = False
     ) -> ApiAnswer:
         """Call ``method``; raise a DeliveryError (scrubbed) unless Telegram says ok."""
-        url, api = self._platform.method(method)
+        url, api = self.platform.method(method)
         deadline = aiohttp.ClientTimeout(total=self._timeout + EXTRA_WAIT_SECS if long else 30)
         answer = await api.post(http, url, payload, deadline=deadline)
         if answer.ok and answer.field("ok") is True:
