@@ -111,7 +111,8 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
         # Only outbound connections: nothing to listen for.
         log.info("no webhook route and %s: the HTTP server is not started", _admin_off(settings))
         if core is not None:
-            await core.start(stops, settings.server.shutdown_grace_secs)
+            stops.append(functools.partial(core.stop, settings.server.shutdown_grace_secs))
+            await core.start()
         return
     guard = HttpGuard(http_limits(settings.server))
     app = web.Application(
@@ -138,9 +139,11 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     await runner.setup()
 
     async def stop() -> None:
-        # Stop accepting HTTP first, then drain the webhooks.
+        # Stop accepting HTTP first, then fetch nothing more and drain the webhooks.
         guard.close()
         await runner.cleanup()
+        if core is not None:
+            await core.stop(settings.server.shutdown_grace_secs)
 
     stops.append(stop)
     try:
@@ -152,7 +155,7 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     port = guard.port
     info.http_url = f"http://{host_port(settings.server.host, port)}"
     if core is not None:
-        await core.start(stops, settings.server.shutdown_grace_secs)
+        await core.start()
 
 
 @dataclass(slots=True)
@@ -162,17 +165,15 @@ class _WebhookCore:
     webhooks: WebhookServer
     connections: OutboundConnections
 
-    async def start(self, stops: list[Stop], grace_secs: float) -> None:
-        """Start the workers, then the connections; ``stops`` gets what stops both."""
-
-        async def stop() -> None:
-            # Fetch nothing more, then let the turns in flight finish.
-            await self.connections.stop()
-            await self.webhooks.close(grace_secs)
-
-        stops.append(stop)
+    async def start(self) -> None:
+        """Start the workers, then the connections."""
         await self.webhooks.start()
         self.connections.start()
+
+    async def stop(self, grace_secs: float) -> None:
+        """Fetch nothing more, then let the turns in flight finish for ``grace_secs``."""
+        await self.connections.stop()
+        await self.webhooks.close(grace_secs)
 
 
 def _webhook_core(rt: Runtime, platforms: list[Platform], info: ServeInfo) -> _WebhookCore | None:
