@@ -10,6 +10,7 @@
 - ``client``: an aiohttp client session for posting webhooks.
 - ``generic``: the generic platform, replying to ``platform_api``'s ``/callback``;
   :func:`post_generic` signs and posts a message to it.
+- :class:`FailsOnce`: a store whose first write of fetched messages fails.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.server import WebhookServer
 from picobot.config.channels import GenericWebhookSettings, WebhookSettings
 from picobot.config.settings import DataSettings, Settings
+from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.webhooks import WebhookStore
@@ -292,3 +294,17 @@ async def rows(runtime: Runtime, sql: str, *params: object) -> list[tuple[object
 def texts(api: PlatformAPI) -> list[str]:
     """The texts the generic platform's stand-in API was sent, in order."""
     return [r.json()["text"] for r in api.requests]
+
+
+class FailsOnce(WebhookStore):
+    """A store whose first inbox write of fetched messages fails, like a locked disk."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime.db)
+        self.failed = False
+
+    async def accept_many(self, platform: str, messages: Any, **kw: Any) -> list[int | None]:
+        if not self.failed:
+            self.failed = True
+            raise StoreUnavailable("database is locked")
+        return await super().accept_many(platform, messages, **kw)

@@ -39,6 +39,8 @@ class SlackSocketAPI(StandIn):
         self.posted: list[dict[str, Any]] = []
         self.acks: list[str] = []
         self.sockets: list[ServerConnection] = []
+        self.envelopes: dict[str, dict[str, Any]] = {}
+        """Every events_api envelope sent, by id."""
         self._tickets: set[str] = set()
         self._ids = itertools.count(1)
 
@@ -77,19 +79,23 @@ class SlackSocketAPI(StandIn):
             "event_time": int(time.time()),
         }
         envelope_id = f"env-{n}"
-        await self.live.send(
-            json.dumps(
-                {
-                    "envelope_id": envelope_id,
-                    "payload": payload,
-                    "type": "events_api",
-                    "accepts_response_payload": False,
-                    "retry_attempt": 0,
-                    "retry_reason": "",
-                }
-            )
-        )
+        self.envelopes[envelope_id] = {
+            "envelope_id": envelope_id,
+            "payload": payload,
+            "type": "events_api",
+            "accepts_response_payload": False,
+            "retry_attempt": 0,
+            "retry_reason": "",
+        }
+        await self.live.send(json.dumps(self.envelopes[envelope_id]))
         return envelope_id
+
+    async def redeliver(self, envelope_id: str) -> None:
+        """Send an unacknowledged envelope again, as Slack retries one."""
+        envelope = self.envelopes[envelope_id]
+        envelope["retry_attempt"] += 1
+        envelope["retry_reason"] = "timeout"
+        await self.live.send(json.dumps(envelope))
 
     async def disconnect(self, reason: str = "refresh_requested") -> None:
         """Ask the app to reconnect, as Slack does before it rotates a connection."""

@@ -17,7 +17,7 @@ from picobot.config.channels import SlackSettings
 from picobot.errors import ConfigError
 from picobot.runtime import Runtime
 from picobot.store.channel_state import ChannelState
-from tests.channels.webhook.conftest import Webhooks, rows
+from tests.channels.webhook.conftest import FailsOnce, Webhooks, rows
 from tests.channels.webhook.slack_socket_api import SlackSocketAPI, slack_socket_api
 
 APP_TOKEN = "xapp-1-A0PICOBOT1-1234-abcdef0123456789"
@@ -143,3 +143,26 @@ def test_socket_mode_needs_the_app_token_not_the_signing_secret() -> None:
     assert routed([platform]) == []
     with pytest.raises(ConfigError, match="PICOBOT_SLACK_SIGNING_SECRET"):
         SlackPlatform(SlackSettings(enabled=True), signing_secret=None, bot_token=BOT_TOKEN)
+
+
+async def test_an_event_that_could_not_be_stored_is_not_acknowledged(
+    api: SlackSocketAPI, webhooks: Webhooks, runtime: Runtime
+) -> None:
+    platform = socket_platform(api)
+    running = await webhooks.start(platform, store=FailsOnce(runtime))
+    socket = SlackSocket(platform, running.server, ChannelState(runtime.db), backoff=FAST)
+    owner = OutboundConnections([socket], runtime.tasks)
+    owner.start()
+    try:
+        await asyncio.wait_for(api.wait(lambda a: a.hellos == 1), WAIT)
+        envelope = await api.send_event("keep me")
+        # Not stored: not acknowledged, and the connection starts over.
+        await asyncio.wait_for(api.wait(lambda a: a.hellos == 2), WAIT)
+        assert envelope not in api.acks
+        assert "store" in (socket.status.last_error or "")
+        await api.redeliver(envelope)  # Slack sends it again
+        assert [r["text"] for r in await posted(api, 1)] == ["You said: keep me"]
+        assert envelope in api.acks
+        assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
+    finally:
+        await owner.stop()

@@ -28,7 +28,7 @@ from picobot.config.settings import Settings
 from picobot.errors import ConfigError
 from picobot.runtime import Runtime
 from picobot.store.channel_state import ChannelState
-from tests.channels.webhook.conftest import Running, Webhooks, rows
+from tests.channels.webhook.conftest import FailsOnce, Running, Webhooks, rows
 from tests.channels.webhook.telegram_api import TelegramAPI, telegram_api
 
 BOT_TOKEN = "4242:polling-token-ABCdef0123456789"
@@ -266,3 +266,21 @@ async def test_status_shows_the_connection_as_the_server_recorded_it(
     stopped = await store_status(bot_settings)
     assert isinstance(stopped, StoreStatus)
     assert stopped.connections[0].state == "stopped"
+
+
+async def test_updates_that_could_not_be_stored_are_fetched_again(
+    api: TelegramAPI, webhooks: Webhooks, runtime: Runtime
+) -> None:
+    platform = polling_platform(api)
+    running = await webhooks.start(platform, store=FailsOnce(runtime))
+    poller = TelegramPoller(platform, running.server, ChannelState(runtime.db), backoff=FAST)
+    owner = OutboundConnections([poller], runtime.tasks)
+    update = api.push("keep me", user=USER, chat=USER, message_id=1)
+    owner.start()
+    try:
+        assert [r["text"] for r in await sent(api, 1)] == ["You said: keep me"]
+        assert api.served.count(update) == 2  # not confirmed until it was stored
+        assert poller.status.errors == 1 and "store" in (poller.status.last_error or "")
+        assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
+    finally:
+        await owner.stop()
