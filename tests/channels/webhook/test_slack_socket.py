@@ -41,8 +41,8 @@ async def api() -> AsyncIterator[SlackSocketAPI]:
 async def start(webhooks: Webhooks, runtime: Runtime) -> AsyncIterator[Any]:
     owners: list[OutboundConnections] = []
 
-    async def go(platform: SlackPlatform) -> SlackSocket:
-        running = await webhooks.start(platform)
+    async def go(platform: SlackPlatform, **core: Any) -> SlackSocket:
+        running = await webhooks.start(platform, **core)
         socket = SlackSocket(platform, running.server, ChannelState(runtime.db), backoff=FAST)
         owner = OutboundConnections([socket], runtime.tasks)
         owner.start()
@@ -146,23 +146,16 @@ def test_socket_mode_needs_the_app_token_not_the_signing_secret() -> None:
 
 
 async def test_an_event_that_could_not_be_stored_is_not_acknowledged(
-    api: SlackSocketAPI, webhooks: Webhooks, runtime: Runtime
+    api: SlackSocketAPI, start: Any, runtime: Runtime
 ) -> None:
-    platform = socket_platform(api)
-    running = await webhooks.start(platform, store=FailsOnce(runtime))
-    socket = SlackSocket(platform, running.server, ChannelState(runtime.db), backoff=FAST)
-    owner = OutboundConnections([socket], runtime.tasks)
-    owner.start()
-    try:
-        await asyncio.wait_for(api.wait(lambda a: a.hellos == 1), WAIT)
-        envelope = await api.send_event("keep me")
-        # Not stored: not acknowledged, and the connection starts over.
-        await asyncio.wait_for(api.wait(lambda a: a.hellos == 2), WAIT)
-        assert envelope not in api.acks
-        assert "store" in (socket.status.last_error or "")
-        await api.redeliver(envelope)  # Slack sends it again
-        assert [r["text"] for r in await posted(api, 1)] == ["You said: keep me"]
-        assert envelope in api.acks
-        assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
-    finally:
-        await owner.stop()
+    socket = await start(socket_platform(api), store=FailsOnce(runtime))
+    await asyncio.wait_for(api.wait(lambda a: a.hellos == 1), WAIT)
+    envelope = await api.send_event("keep me")
+    # Not stored: not acknowledged, and the connection starts over.
+    await asyncio.wait_for(api.wait(lambda a: a.hellos == 2), WAIT)
+    assert envelope not in api.acks
+    assert "store" in (socket.status.last_error or "")
+    await api.redeliver(envelope)  # Slack sends it again
+    assert [r["text"] for r in await posted(api, 1)] == ["You said: keep me"]
+    assert envelope in api.acks
+    assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1

@@ -59,8 +59,11 @@ class Polling:
         self.runtime = runtime
         self.owners: list[OutboundConnections] = []
 
-    async def start(self, platform: TelegramPlatform) -> tuple[TelegramPoller, Running]:
-        running = await self.webhooks.start(platform)
+    async def start(
+        self, platform: TelegramPlatform, **core: Any
+    ) -> tuple[TelegramPoller, Running]:
+        """Start the webhook core (``core``: its options) and a poller feeding it."""
+        running = await self.webhooks.start(platform, **core)
         poller = TelegramPoller(
             platform, running.server, ChannelState(self.runtime.db), backoff=FAST
         )
@@ -269,18 +272,11 @@ async def test_status_shows_the_connection_as_the_server_recorded_it(
 
 
 async def test_updates_that_could_not_be_stored_are_fetched_again(
-    api: TelegramAPI, webhooks: Webhooks, runtime: Runtime
+    api: TelegramAPI, polling: Polling, runtime: Runtime
 ) -> None:
-    platform = polling_platform(api)
-    running = await webhooks.start(platform, store=FailsOnce(runtime))
-    poller = TelegramPoller(platform, running.server, ChannelState(runtime.db), backoff=FAST)
-    owner = OutboundConnections([poller], runtime.tasks)
     update = api.push("keep me", user=USER, chat=USER, message_id=1)
-    owner.start()
-    try:
-        assert [r["text"] for r in await sent(api, 1)] == ["You said: keep me"]
-        assert api.served.count(update) == 2  # not confirmed until it was stored
-        assert poller.status.errors == 1 and "store" in (poller.status.last_error or "")
-        assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
-    finally:
-        await owner.stop()
+    poller, _ = await polling.start(polling_platform(api), store=FailsOnce(runtime))
+    assert [r["text"] for r in await sent(api, 1)] == ["You said: keep me"]
+    assert api.served.count(update) == 2  # not confirmed until it was stored
+    assert poller.status.errors == 1 and "store" in (poller.status.last_error or "")
+    assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
