@@ -18,6 +18,7 @@ import signal
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
@@ -35,6 +36,11 @@ from picobot.llm.base import LLMProvider
 from picobot.registry import Registry
 from picobot.runtime import Runtime, open_runtime
 
+if TYPE_CHECKING:
+    from picobot.channels.webhook.base import Platform
+    from picobot.channels.webhook.connections.base import OutboundConnections
+    from picobot.channels.webhook.server import WebhookServer
+
 log = logging.getLogger(__name__)
 
 
@@ -45,12 +51,13 @@ class ServeInfo:
     http_url: str | None = None
     websocket_url: str | None = None
     webhooks: list[str] = field(default_factory=list)
+    connections: list[str] = field(default_factory=list)
     admin_api: bool = False
     dashboard: bool = False
 
     def lines(self) -> list[str]:
         """Human-readable start-up lines."""
-        out = []
+        out = [f"outbound connection: {name}" for name in self.connections]
         if self.websocket_url:
             out.append(f"WebSocket chat: {self.websocket_url}")
         if self.http_url:
@@ -87,13 +94,13 @@ async def _stop_together(stops: list[Stop]) -> None:
 
 
 async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
-    """Webhooks and the admin API share one aiohttp app on [server] host:port."""
+    """Webhooks and the admin API share one aiohttp app on [server] host:port; outbound
+    connections (Telegram polling, Slack Socket Mode) feed the same webhook core."""
     from picobot.admin.api import AdminAPI, load_admin_keys
     from picobot.admin.metrics import webhook_metrics_middleware
+    from picobot.channels.webhook.connections.metrics import ConnectionMetrics
     from picobot.channels.webhook.metrics import WebhookMetrics
     from picobot.channels.webhook.registry import enabled_platforms
-    from picobot.channels.webhook.server import WebhookServer
-    from picobot.store.webhooks import WebhookStore
 
     settings = rt.settings
     hooks = settings.channels.webhook
@@ -102,26 +109,29 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     if not platforms and not keys:
         log.info("no webhook platform and %s: the HTTP server is not started", _admin_off(settings))
         return
+    core = _webhook_core(rt, platforms, info)
+    if not info.webhooks and not keys:
+        # Only outbound connections: nothing to listen for.
+        log.info("no webhook route and %s: the HTTP server is not started", _admin_off(settings))
+        if core is not None:
+            stops.append(functools.partial(core.stop, settings.server.shutdown_grace_secs))
+            await core.start()
+        return
     guard = HttpGuard(http_limits(settings.server))
     app = web.Application(
         client_max_size=hooks.max_body_bytes,
         # The guard's first: its deadlines must know when a request head is complete.
         middlewares=[guard.middleware, webhook_metrics_middleware()],
     )
-    webhooks: WebhookServer | None = None
-    if platforms:
-        webhooks = WebhookServer(
-            rt.kernel,
-            platforms,
-            hooks,
-            store=WebhookStore(rt.db),
-            max_attempts=settings.server.outbound_max_attempts,
-            supervisor=rt.tasks,
-        )
-        webhooks.add_routes(app)
-        info.webhooks = [p.name for p in platforms]
+    if core is not None:
+        core.webhooks.add_routes(app)
     if keys:
-        collectors = [] if webhooks is None else [WebhookMetrics(webhooks.stats)]
+        collectors: list[Any] = []
+        if core is not None:
+            collectors += [
+                WebhookMetrics(core.webhooks.stats),
+                ConnectionMetrics(core.connections.statuses),
+            ]
         admin = AdminAPI(rt, keys, collectors=collectors)
         admin.add_routes(app)
         info.admin_api = True
@@ -138,11 +148,11 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     await runner.setup()
 
     async def stop() -> None:
-        # Stop accepting HTTP first, then drain the webhooks.
+        # Stop accepting HTTP first, then fetch nothing more and drain the webhooks.
         guard.close()
         await runner.cleanup()
-        if webhooks is not None:
-            await webhooks.close(settings.server.shutdown_grace_secs)
+        if core is not None:
+            await core.stop(settings.server.shutdown_grace_secs)
 
     stops.append(stop)
     try:
@@ -153,8 +163,54 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
         raise PicobotError(f"cannot listen on {address}: {exc.strerror}") from None
     port = guard.port
     info.http_url = f"http://{host_port(settings.server.host, port)}"
-    if webhooks is not None:
-        await webhooks.start()
+    if core is not None:
+        await core.start()
+
+
+@dataclass(slots=True)
+class _WebhookCore:
+    """The webhook server (inbox, reply queue, routes) and the outbound connections."""
+
+    webhooks: WebhookServer
+    connections: OutboundConnections
+
+    async def start(self) -> None:
+        """Start the workers, then the connections."""
+        await self.webhooks.start()
+        self.connections.start()
+
+    async def stop(self, grace_secs: float) -> None:
+        """Fetch nothing more, then let the turns in flight finish for ``grace_secs``."""
+        await self.connections.stop()
+        await self.webhooks.close(grace_secs)
+
+
+def _webhook_core(rt: Runtime, platforms: list[Platform], info: ServeInfo) -> _WebhookCore | None:
+    """The webhook core for the enabled platforms (None without any); fills in ``info``."""
+    from picobot.channels.webhook.connections.base import OutboundConnections
+    from picobot.channels.webhook.connections.registry import outbound_connections, routed
+    from picobot.channels.webhook.server import WebhookServer
+    from picobot.store.channel_state import ChannelState
+    from picobot.store.webhooks import WebhookStore
+
+    if not platforms:
+        return None
+    settings = rt.settings
+    webhooks = WebhookServer(
+        rt.kernel,
+        platforms,
+        settings.channels.webhook,
+        store=WebhookStore(rt.db),
+        max_attempts=settings.server.outbound_max_attempts,
+        supervisor=rt.tasks,
+        routed=routed(platforms),
+    )
+    connections = OutboundConnections(
+        outbound_connections(platforms, webhooks, ChannelState(rt.db)), rt.tasks
+    )
+    info.webhooks = routed(platforms)
+    info.connections = [f"{s.channel} ({s.mode})" for s in connections.statuses]
+    return _WebhookCore(webhooks, connections)
 
 
 def http_limits(server: ServerSettings) -> HttpLimits:

@@ -13,14 +13,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from picobot.cli.common import EXIT_ATTENTION, EXIT_OK, iso, print_json, record_json, warn
+from picobot.cli.connection_views import connections_json, describe_connections
 from picobot.config.settings import Settings
 
 if TYPE_CHECKING:
+    from picobot.store.channel_state import ConnectionRecord
     from picobot.store.migrations import SchemaState
     from picobot.tasks.retention import ErasureState, TaskRun
 
@@ -41,6 +43,8 @@ class StoreStatus:
     erasure: ErasureState | None = None
     queued_for_index: int = 0
     """Messages the runtime's recall indexer has not indexed yet."""
+    connections: list[ConnectionRecord] = field(default_factory=list)
+    """The outbound connections as the server last recorded them."""
 
 
 def run_status(args: argparse.Namespace, settings: Settings) -> int:
@@ -54,7 +58,7 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
     lines: list[str] = []
     warnings: list[str] = []
     if path.is_file():
-        found = asyncio.run(_status(settings))
+        found = asyncio.run(read_status(settings))
         # Read after the open/close above: close checkpoints, so the WAL shows 0 bytes
         # unless a running server has written since.
         wal = path.with_name(path.name + "-wal")
@@ -81,13 +85,14 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_ATTENTION if warnings else EXIT_OK
 
 
-async def _status(settings: Settings) -> StoreStatus | SchemaState:
+async def read_status(settings: Settings) -> StoreStatus | SchemaState:
     """The status, or only the schema state when the schema is not current.
 
     The file is left as it is (status never migrates), and an older schema may lack
     the tables that are counted.
     """
     from picobot.runtime import open_database
+    from picobot.store.channel_state import ChannelState
     from picobot.store.migrations import schema_state
     from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
 
@@ -109,6 +114,7 @@ async def _status(settings: Settings) -> StoreStatus | SchemaState:
             queued_for_index=int(row[3]),
             retention=await last_run(db, TASK_NAME),
             erasure=await erasure_state(db, settings.session.retention.erase_interval_secs),
+            connections=await ChannelState(db).connections(),
         )
 
 
@@ -137,10 +143,12 @@ def describe_status(status: StoreStatus, interval_secs: float, now: float) -> De
         # Normal while a server runs (it indexes every INDEX_INTERVAL_SECS); without
         # one they wait for the next start or an explicit search.
         lines.append(f"recall index: {status.queued_for_index} new messages not indexed yet")
+    connection_lines, connection_warnings = describe_connections(status.connections)
+    lines += connection_lines
     run = status.retention
     # The purge warning comes first: a purge that failed before retention ever ran is
     # the case an operator most needs to hear about.
-    warnings = _purge_residue(status.erasure)
+    warnings = _purge_residue(status.erasure) + connection_warnings
     if run is None or run.last_started_at is None:
         lines.append("retention: never run")
         lines += _residue_waiting(status.erasure)
@@ -211,7 +219,9 @@ def status_json(
     schema: dict[str, Any] | None = None
     contents: dict[str, int] | None = None
     retention: dict[str, Any] | None = None
+    connections: list[dict[str, Any]] | None = None
     if isinstance(found, StoreStatus):
+        connections = connections_json(found.connections)
         schema = {"version": found.schema_version, "known": found.known_version}
         contents = {
             "sessions": found.sessions,
@@ -232,6 +242,7 @@ def status_json(
         "schema": schema,
         "contents": contents,
         "retention": retention,
+        "connections": connections,
         "warnings": warnings,
     }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, Field
 
@@ -98,14 +98,21 @@ class WhatsAppSettings(Section):
 
 
 class TelegramSettings(Section):
-    """Telegram Bot API webhook (/webhooks/telegram)."""
+    """Telegram Bot API: a webhook (/webhooks/telegram) or long polling."""
 
     enabled: bool = False
-    """Accept Telegram webhooks."""
+    """Chat over Telegram (webhooks or long polling, as mode says)."""
+    mode: Literal["webhook", "polling"] = "webhook"
+    """How updates arrive: "webhook" (Telegram POSTs them to /webhooks/telegram, which
+    needs a public HTTPS address) or "polling" (PicoBot asks getUpdates, which works
+    behind NAT; it deletes a webhook set for the bot at start)."""
     secret_token_env: EnvName = "PICOBOT_TELEGRAM_SECRET_TOKEN"
-    """Env var with the secret_token set in setWebhook (X-Telegram-Bot-Api-Secret-Token)."""
+    """Env var with the secret_token set in setWebhook (X-Telegram-Bot-Api-Secret-Token);
+    needed in webhook mode only."""
     bot_token_env: EnvName = "PICOBOT_TELEGRAM_BOT_TOKEN"
-    """Env var with the bot token used to send replies."""
+    """Env var with the bot token used to send replies (and to poll)."""
+    poll_timeout_secs: int = Field(default=30, ge=1, le=50)
+    """Polling mode: how long one getUpdates call waits for an update (long polling)."""
     api_base_url: HttpUrl = "https://api.telegram.org"
     """Base URL of the Bot API (an absolute http(s) URL, checked at load)."""
     bot_username: str = Field(default="", pattern=r"^([A-Za-z0-9_]{5,32})?$")
@@ -115,12 +122,20 @@ class TelegramSettings(Section):
 
 
 class SlackSettings(Section):
-    """Slack Events API webhook (/webhooks/slack)."""
+    """Slack: the Events API webhook (/webhooks/slack) or Socket Mode."""
 
     enabled: bool = False
-    """Accept Slack events."""
+    """Chat over Slack (Events API webhooks or Socket Mode, as mode says)."""
+    mode: Literal["webhook", "socket"] = "webhook"
+    """How events arrive: "webhook" (Slack POSTs them to /webhooks/slack, which needs a
+    public HTTPS address) or "socket" (Socket Mode: PicoBot opens a WebSocket to Slack,
+    which works behind NAT)."""
     signing_secret_env: EnvName = "PICOBOT_SLACK_SIGNING_SECRET"
-    """Env var with the signing secret (X-Slack-Signature v0)."""
+    """Env var with the signing secret (X-Slack-Signature v0); needed in webhook mode
+    only."""
+    app_token_env: EnvName = "PICOBOT_SLACK_APP_TOKEN"
+    """Env var with the app-level token (xapp-..., scope connections:write); needed in
+    socket mode only."""
     bot_token_env: EnvName = "PICOBOT_SLACK_BOT_TOKEN"
     """Env var with the bot token used for chat.postMessage."""
     api_base_url: HttpUrl = "https://slack.com/api"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from picobot.errors import StoreUnavailable, UserError
 from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
+from picobot.store.migrations_channels import m016_channel_offsets
 from picobot.store.migrations_events import m014_events
 from picobot.store.migrations_facts import m012_learned_facts
 from picobot.store.migrations_layers import m015_memory_layers
@@ -217,6 +218,7 @@ MIGRATIONS: list[Migration] = [
     m013_webhook_replay_guard,
     m014_events,
     m015_memory_layers,
+    m016_channel_offsets,
 ]
 
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from picobot.store.channel_state import save_offset
 from picobot.store.db import Database
 from picobot.store.webhook_rows import (
     InboundMessage,
@@ -102,27 +103,55 @@ class WebhookStore:
         also after its inbox row was purged. The text is redacted before it is stored.
         """
         key = seen_key if seen_key is not None else plain_key(platform, msg.message_id)
-        now = self._clock()
-        params = (
-            platform,
-            msg.message_id,
-            msg.user_id,
-            msg.chat_id,
-            self._db.redact(msg.text),
-            json.dumps(msg.reply_to, separators=(",", ":")),
-            now,
-        )
+        return (await self.accept_many(platform, [(msg, key)]))[0]
 
-        def insert(conn: sqlite3.Connection) -> int | None:
-            if not mark_seen(conn, key, now):
-                return None
-            cur = conn.execute(
-                "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
-                " reply_to_json, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (platform, message_id) DO NOTHING",
-                params,
+    async def accept_many(
+        self,
+        platform: str,
+        messages: Sequence[tuple[InboundMessage, bytes]],
+        *,
+        next_offset: int | None = None,
+    ) -> list[int | None]:
+        """Record messages (each with its replay-guard key) as :meth:`accept` does, in one
+        transaction; the inbox id of each, or None for one seen before.
+
+        With ``next_offset``, the platform's offset (:mod:`picobot.store.channel_state`)
+        is saved in the same transaction: the offset moves past these messages exactly
+        when they are stored.
+        """
+        now = self._clock()
+        rows = [
+            (
+                key,
+                (
+                    platform,
+                    msg.message_id,
+                    msg.user_id,
+                    msg.chat_id,
+                    self._db.redact(msg.text),
+                    json.dumps(msg.reply_to, separators=(",", ":")),
+                    now,
+                ),
             )
-            return cur.lastrowid if cur.rowcount == 1 else None
+            for msg, key in messages
+        ]
+
+        def insert(conn: sqlite3.Connection) -> list[int | None]:
+            ids: list[int | None] = []
+            for key, params in rows:
+                if not mark_seen(conn, key, now):
+                    ids.append(None)
+                    continue
+                cur = conn.execute(
+                    "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
+                    " reply_to_json, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (platform, message_id) DO NOTHING",
+                    params,
+                )
+                ids.append(cur.lastrowid if cur.rowcount == 1 else None)
+            if next_offset is not None:
+                save_offset(conn, platform, next_offset, now)
+            return ids
 
         # One trip to the writer, group-committed with concurrent webhooks and turns.
         return await self._db.write(insert)

@@ -56,6 +56,7 @@ def test_status_json_without_a_database(capsys: pytest.CaptureFixture[str]) -> N
         "schema": None,
         "contents": None,
         "retention": None,
+        "connections": None,
         "warnings": [],
     }
 
@@ -65,7 +66,8 @@ def test_status_json_reports_contents_and_warnings(
 ) -> None:
     seed(tmp_path)
     report = run_json(capsys, "status", status=4)
-    assert set(report) == {"database", "schema", "contents", "retention", "warnings"}
+    assert set(report) == {"database", "schema", "contents", "retention", "connections", "warnings"}
+    assert report["connections"] == []  # no outbound connection has run
     assert report["database"]["exists"] is True and report["database"]["size_bytes"] > 0
     n = len(MIGRATIONS)
     assert report["schema"] == {"version": n, "known": n, "state": "current"}

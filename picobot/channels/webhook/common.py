@@ -209,10 +209,15 @@ class ReplyApi:
         url: str,
         payload: Mapping[str, Any],
         headers: Mapping[str, str] | None = None,
+        *,
+        deadline: aiohttp.ClientTimeout = SEND_TIMEOUT,
     ) -> ApiAnswer:
-        """POST ``payload`` as JSON; network failures raise a retryable DeliveryError."""
+        """POST ``payload`` as JSON; network failures raise a retryable DeliveryError.
+
+        ``deadline`` bounds the whole call (a long poll needs more than a send).
+        """
         data = json.dumps(payload, ensure_ascii=False).encode()
-        return await self.post_body(session, url, data, headers)
+        return await self.post_body(session, url, data, headers, deadline=deadline)
 
     async def post_body(
         self,
@@ -220,6 +225,8 @@ class ReplyApi:
         url: str,
         body: bytes,
         headers: Mapping[str, str] | None = None,
+        *,
+        deadline: aiohttp.ClientTimeout = SEND_TIMEOUT,
     ) -> ApiAnswer:
         """POST ``body``, JSON already encoded (so a signature covers the bytes sent).
 
@@ -231,7 +238,7 @@ class ReplyApi:
             # No redirects: a bearer token or a token in the path goes where it was
             # configured to go, or nowhere.
             async with session.post(
-                url, data=body, headers=all_headers, allow_redirects=False, timeout=SEND_TIMEOUT
+                url, data=body, headers=all_headers, allow_redirects=False, timeout=deadline
             ) as resp:
                 raw = await resp.read()
                 wait = retry_after_secs(resp.headers.get("Retry-After"))

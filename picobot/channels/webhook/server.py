@@ -23,7 +23,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Collection, Coroutine, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -64,8 +64,10 @@ class WebhookServer:
     outbound_max_attempts``); retries wait ``backoff_base_secs * 2**(n-1)`` up to
     ``backoff_cap_secs``, or longer when the platform says Retry-After. ``concurrency``
     bounds turns and sends in flight (each); ``store_retry_secs`` is the pause after a
-    store failure. ``session`` is used for platform API calls (one is created and
-    closed here if not given). The workers run as tasks of ``supervisor``.
+    store failure. ``routed`` names the platforms that get a webhook route (default:
+    all); the others reach the inbox through :meth:`take`. ``session`` is used for
+    platform API calls (one is created and closed here if not given). The workers run
+    as tasks of ``supervisor``.
     """
 
     def __init__(
@@ -83,12 +85,14 @@ class WebhookServer:
         backoff_cap_secs: float = 300.0,
         concurrency: int = 8,
         store_retry_secs: float = 5.0,
+        routed: Collection[str] | None = None,
     ) -> None:
         self._platforms: dict[str, Platform] = {}
         for platform in platforms:
             if platform.name in self._platforms:
                 raise ValueError(f"two webhook platforms are named {platform.name!r}")
             self._platforms[platform.name] = platform
+        self._routed = set(self._platforms if routed is None else routed)
         self._max_body = settings.max_body_bytes
         self._max_age = settings.max_message_age_secs
         self._clock = clock
@@ -126,9 +130,11 @@ class WebhookServer:
         return dict(self._platforms)
 
     def routes(self) -> list[web.RouteDef]:
-        """GET and POST ``/webhooks/<name>`` for every platform."""
+        """GET and POST ``/webhooks/<name>`` for every routed platform."""
         defs: list[web.RouteDef] = []
         for name, platform in self._platforms.items():
+            if name not in self._routed:
+                continue
             handler = self._handler(platform)
             defs += [web.get(f"/webhooks/{name}", handler), web.post(f"/webhooks/{name}", handler)]
         return defs
@@ -242,10 +248,8 @@ class WebhookServer:
                 return _error(405, "method not allowed")
             self._verify(platform, request, body)
             messages = platform.parse(body)
-            for m in messages:
-                reply_to = json.dumps(m.reply_to, ensure_ascii=False)
-                if not storable(m.message_id, m.user_id, m.chat_id, m.sender, m.text, reply_to):
-                    raise WebhookError(400, "text is not valid Unicode")
+            if not all(_storable(platform, m) for m in messages):
+                raise WebhookError(400, "text is not valid Unicode")
         except WebhookError as exc:
             log.warning("%s webhook refused (%d): %s", name, exc.status, loggable(exc.reason))
             return _error(exc.status, exc.reason)
@@ -276,7 +280,38 @@ class WebhookServer:
             self._notify()
             raise WebhookError(401, "signature check failed") from None
 
+    async def take(
+        self,
+        platform: Platform,
+        messages: Sequence[PlatformMessage],
+        *,
+        next_offset: int | None = None,
+    ) -> None:
+        """Admit messages that a connection of ours fetched (long polling, Socket Mode)
+        as a webhook request's are: allow-list, age, replay guard, durable inbox.
+
+        With ``next_offset`` the platform's offset is saved in the same transaction, so
+        it moves past these messages exactly when they are stored. A message that cannot
+        be stored (not valid Unicode) is skipped with a warning. Raises StoreUnavailable
+        when nothing was stored: the caller must fetch the messages again.
+        """
+        admitted = [m for m in messages if _storable(platform, m) and self._admissible(platform, m)]
+        keys = [(m, platform.seen_key(m.message_id)) for m in admitted]
+        ids = await self.store.accept_many(platform.name, keys, next_offset=next_offset)
+        for msg, inbox_id in zip(admitted, ids, strict=True):
+            self._count(platform, msg, inbox_id)
+        self._notify()
+        if admitted:
+            self._inbox.wake()
+
     async def _admit(self, platform: Platform, msg: PlatformMessage) -> None:
+        if self._admissible(platform, msg):
+            key = platform.seen_key(msg.message_id)
+            self._count(platform, msg, await self.store.accept(platform.name, msg, seen_key=key))
+        self._notify()
+
+    def _admissible(self, platform: Platform, msg: PlatformMessage) -> bool:
+        """Whether the sender is allowed and the message fresh (counted and logged if not)."""
         allowed = platform.allowed_senders
         if allowed and msg.sender not in allowed:
             # Still 200: the platform must not retry a message we chose to ignore.
@@ -284,7 +319,8 @@ class WebhookServer:
                 "%s webhook: ignored a sender not allowed: %s", platform.name, loggable(msg.sender)
             )
             self.stats.ignored_senders += 1
-        elif self._stale(msg):
+            return False
+        if self._stale(msg):
             # Still 200, for the same reason; the log names no id and no text.
             log.warning(
                 "%s webhook: dropped a message sent more than %ds ago (a replay or a very"
@@ -293,17 +329,17 @@ class WebhookServer:
                 self._max_age,
             )
             self.stats.stale += 1
-        elif (
-            await self.store.accept(platform.name, msg, seen_key=platform.seen_key(msg.message_id))
-            is None
-        ):
+            return False
+        return True
+
+    def _count(self, platform: Platform, msg: PlatformMessage, inbox_id: int | None) -> None:
+        if inbox_id is None:
             log.info(
                 "%s webhook: message %s already received", platform.name, loggable(msg.message_id)
             )
             self.stats.duplicates += 1
         else:
             self.stats.accepted += 1
-        self._notify()
 
     def _stale(self, msg: PlatformMessage) -> bool:
         """Whether the message's vouched-for send time is outside the accepted window.
@@ -315,6 +351,15 @@ class WebhookServer:
             return False
         age = self._clock() - msg.sent_at
         return age > self._max_age or age < -MAX_FUTURE_SECS
+
+
+def _storable(platform: Platform, msg: PlatformMessage) -> bool:
+    """Whether every text of ``msg`` can be stored (no lone surrogates); warns if not."""
+    reply_to = json.dumps(msg.reply_to, ensure_ascii=False)
+    if storable(msg.message_id, msg.user_id, msg.chat_id, msg.sender, msg.text, reply_to):
+        return True
+    log.warning("%s: skipped a message whose text is not valid Unicode", platform.name)
+    return False
 
 
 async def _read(request: web.Request, limit: int) -> bytes | None:

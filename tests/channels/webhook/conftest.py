@@ -10,6 +10,7 @@
 - ``client``: an aiohttp client session for posting webhooks.
 - ``generic``: the generic platform, replying to ``platform_api``'s ``/callback``;
   :func:`post_generic` signs and posts a message to it.
+- :class:`FailsOnce`: a store whose first write of fetched messages fails.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.server import WebhookServer
 from picobot.config.channels import GenericWebhookSettings, WebhookSettings
 from picobot.config.settings import DataSettings, Settings
+from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.webhooks import WebhookStore
 from tests.channels.webhook.generic_client import SECRET, SIGNATURE_HEADER, signed_headers
+from tests.channels.webhook.stand_in import serving
 
 
 @dataclass(frozen=True)
@@ -114,15 +117,9 @@ class PlatformAPI:
 async def platform_api() -> AsyncIterator[PlatformAPI]:
     """A PlatformAPI on 127.0.0.1, any free port."""
     api = PlatformAPI()
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", api.handle)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    api.base_url = str(server.make_url("")).rstrip("/")
-    try:
+    async with serving(api.handle) as base_url:
+        api.base_url = base_url
         yield api
-    finally:
-        await server.close()
 
 
 @pytest.fixture
@@ -297,3 +294,17 @@ async def rows(runtime: Runtime, sql: str, *params: object) -> list[tuple[object
 def texts(api: PlatformAPI) -> list[str]:
     """The texts the generic platform's stand-in API was sent, in order."""
     return [r.json()["text"] for r in api.requests]
+
+
+class FailsOnce(WebhookStore):
+    """A store whose first inbox write of fetched messages fails, like a locked disk."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        super().__init__(runtime.db)
+        self.failed = False
+
+    async def accept_many(self, platform: str, messages: Any, **kw: Any) -> list[int | None]:
+        if not self.failed:
+            self.failed = True
+            raise StoreUnavailable("database is locked")
+        return await super().accept_many(platform, messages, **kw)

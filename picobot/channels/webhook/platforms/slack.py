@@ -69,14 +69,23 @@ class SlackPlatform:
         self,
         settings: SlackSettings,
         *,
-        signing_secret: str,
+        signing_secret: str | None,
         bot_token: str,
+        app_token: str | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
-        self._signing_secret = require_secret(
-            signing_secret, settings.signing_secret_env, "Slack signing secret"
-        )
+        if settings.mode == "webhook" or signing_secret:
+            signing_secret = require_secret(
+                signing_secret or "", settings.signing_secret_env, "Slack signing secret"
+            )
+        if settings.mode == "socket" or app_token:
+            app_token = require_secret(app_token or "", settings.app_token_env, "Slack app token")
+        self._signing_secret = signing_secret or None
+        self._app_token = app_token or None
+        # The replay guard's key: the signing secret, or (Socket Mode without one) the
+        # app token, which is what makes an event on the socket authentic.
+        self._seen_secret = signing_secret or app_token or ""
         bot_token = require_secret(bot_token, settings.bot_token_env, "Slack bot token")
         self._auth = {"Authorization": f"Bearer {bot_token}"}
         self._clock = clock
@@ -87,16 +96,39 @@ class SlackPlatform:
     def from_settings(
         cls, settings: SlackSettings, *, clock: Callable[[], float] = time.time
     ) -> SlackPlatform:
-        """Build from config; each secret comes from the env var the config names."""
+        """Build from config; each secret comes from the env var the config names.
+
+        Webhook mode needs the signing secret, socket mode the app-level token.
+        """
         key = "channels.webhook.slack"
+        signing_secret = app_token = None
+        if settings.mode == "webhook":
+            signing_secret = secret_from_env(
+                settings.signing_secret_env, f"{key}.signing_secret_env"
+            )
+        else:
+            app_token = secret_from_env(settings.app_token_env, f"{key}.app_token_env")
         return cls(
             settings,
-            signing_secret=secret_from_env(
-                settings.signing_secret_env, f"{key}.signing_secret_env"
-            ),
+            signing_secret=signing_secret,
             bot_token=secret_from_env(settings.bot_token_env, f"{key}.bot_token_env"),
+            app_token=app_token,
             clock=clock,
         )
+
+    @property
+    def settings(self) -> SlackSettings:
+        """The platform's config section."""
+        return self._settings
+
+    def socket_opener(self) -> tuple[str, dict[str, str], ReplyApi]:
+        """What opens a Socket Mode connection: the URL of ``apps.connections.open``, its
+        headers (the app-level token) and a client that scrubs that token from errors."""
+        if self._app_token is None:
+            raise RuntimeError("Socket Mode needs the app-level token")
+        url = f"{self._settings.api_base_url.rstrip('/')}/apps.connections.open"
+        auth = {"Authorization": f"Bearer {self._app_token}"}
+        return url, auth, ReplyApi("Slack apps.connections.open", secrets=(self._app_token,))
 
     @property
     def name(self) -> str:
@@ -140,6 +172,8 @@ class SlackPlatform:
         """Check the timestamp window, then the v0 signature, in constant time."""
         stamp = request.headers.get(TIMESTAMP_HEADER, "").strip()
         given = request.headers.get(SIGNATURE_HEADER)
+        if self._signing_secret is None:
+            raise WebhookError(401, "webhooks are off: events come over Socket Mode")
         if not stamp or not given:
             raise WebhookError(401, "missing signature or timestamp")
         check_timestamp(stamp, self._clock(), MAX_SKEW_SECS)
@@ -149,8 +183,9 @@ class SlackPlatform:
             raise WebhookError(401, "invalid signature")
 
     def seen_key(self, message_id: str) -> bytes:
-        """The replay-guard key of an event id, keyed with the signing secret."""
-        return seen_key(self._signing_secret, self.name, message_id)
+        """The replay-guard key of an event id, keyed with the signing secret (the app
+        token in Socket Mode without one)."""
+        return seen_key(self._seen_secret, self.name, message_id)
 
     def parse(self, body: bytes) -> list[PlatformMessage]:
         """The one chat message of a verified event callback, or nothing."""

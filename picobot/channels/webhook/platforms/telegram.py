@@ -33,6 +33,7 @@ from aiohttp import web
 
 from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
 from picobot.channels.webhook.common import (
+    ApiAnswer,
     ReplyApi,
     load_object,
     optional,
@@ -55,33 +56,57 @@ _COMMAND = re.compile(r"/([A-Za-z0-9_]+)(?:@([A-Za-z0-9_]+))?(?=\s|$)")
 class TelegramPlatform:
     """The Telegram Bot API: secret-token webhooks, sendMessage replies."""
 
-    def __init__(self, settings: TelegramSettings, *, secret_token: str, bot_token: str) -> None:
-        secret_token = require_secret(
-            secret_token, settings.secret_token_env, "Telegram secret token"
-        )
-        if not _SECRET_TOKEN.fullmatch(secret_token):
-            # Telegram would refuse it in setWebhook, so no webhook could ever pass.
-            raise ConfigError(
-                f"the Telegram secret token ({settings.secret_token_env}) must be 1-256 "
-                "characters of A-Z, a-z, 0-9, _ and -"
-            )
-        self._settings = settings
-        self._secret_token = secret_token
+    def __init__(
+        self, settings: TelegramSettings, *, secret_token: str | None, bot_token: str
+    ) -> None:
         bot_token = require_secret(bot_token, settings.bot_token_env, "Telegram bot token")
-        self._send_url = f"{settings.api_base_url.rstrip('/')}/bot{bot_token}/sendMessage"
+        if settings.mode == "webhook" or secret_token:
+            secret_token = require_secret(
+                secret_token or "", settings.secret_token_env, "Telegram secret token"
+            )
+            if not _SECRET_TOKEN.fullmatch(secret_token):
+                # Telegram would refuse it in setWebhook, so no webhook could ever pass.
+                raise ConfigError(
+                    f"the Telegram secret token ({settings.secret_token_env}) must be 1-256 "
+                    "characters of A-Z, a-z, 0-9, _ and -"
+                )
+        self._settings = settings
+        self._secret_token = secret_token or None
+        # The replay guard's key: the webhook's secret, or (polling without one) the
+        # bot token, which is what makes a polled update authentic.
+        self._seen_secret = secret_token or bot_token
+        self._bot_token = bot_token
+        self._base = f"{settings.api_base_url.rstrip('/')}/bot{bot_token}"
+        self._send_url = f"{self._base}/sendMessage"
         self._allowed = frozenset(settings.allowed_senders)
         self._username = settings.bot_username.lower()  # Telegram ignores its case
         self._api = ReplyApi("Telegram sendMessage", secrets=(bot_token,))
 
     @classmethod
     def from_settings(cls, settings: TelegramSettings) -> TelegramPlatform:
-        """Build from config; each secret comes from the env var the config names."""
+        """Build from config; each secret comes from the env var the config names.
+
+        In polling mode the secret token is not needed (there is no webhook to check).
+        """
         key = "channels.webhook.telegram"
+        secret_token = None
+        if settings.mode == "webhook":
+            secret_token = secret_from_env(settings.secret_token_env, f"{key}.secret_token_env")
         return cls(
             settings,
-            secret_token=secret_from_env(settings.secret_token_env, f"{key}.secret_token_env"),
+            secret_token=secret_token,
             bot_token=secret_from_env(settings.bot_token_env, f"{key}.bot_token_env"),
         )
+
+    @property
+    def settings(self) -> TelegramSettings:
+        """The platform's config section."""
+        return self._settings
+
+    def method(self, name: str) -> tuple[str, ReplyApi]:
+        """The URL of Bot API method ``name`` and a client that scrubs the bot token
+        (part of the URL) from every error text."""
+        return f"{self._base}/{name}", ReplyApi(f"Telegram {name}", secrets=(self._bot_token,))
 
     @property
     def name(self) -> str:
@@ -105,14 +130,17 @@ class TelegramPlatform:
     def verify(self, request: web.Request, body: bytes) -> None:
         """Check the secret token header in constant time."""
         given = request.headers.get(SECRET_HEADER)
+        if self._secret_token is None:
+            raise WebhookError(401, "webhooks are off: the bot polls")
         if not given:
             raise WebhookError(401, "missing secret token")
         if not same(given, self._secret_token):
             raise WebhookError(401, "invalid secret token")
 
     def seen_key(self, message_id: str) -> bytes:
-        """The replay-guard key of a message id, keyed with the secret token."""
-        return seen_key(self._secret_token, self.name, message_id)
+        """The replay-guard key of a message id, keyed with the secret token (the bot
+        token when polling without one)."""
+        return seen_key(self._seen_secret, self.name, message_id)
 
     def parse(self, body: bytes) -> list[PlatformMessage]:
         """The one text message of an Update, or nothing."""
@@ -187,14 +215,15 @@ class TelegramPlatform:
             answer = await self._api.post(session, self._send_url, payload)
             if answer.ok and answer.field("ok") is True:
                 continue
-            # A 429 says how long to wait in its body (parameters.retry_after).
-            wait = answer.field("parameters", "retry_after")
             raise self._api.failure(
-                answer,
-                answer.field("description"),
-                retry_after=float(wait) if _is_number(wait) else None,
+                answer, answer.field("description"), retry_after=retry_after(answer)
             )
 
 
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+def retry_after(answer: ApiAnswer) -> float | None:
+    """The wait a Bot API error asks for: a 429 says it in its body
+    (``parameters.retry_after``), not in a header."""
+    wait = answer.field("parameters", "retry_after")
+    if isinstance(wait, int | float) and not isinstance(wait, bool) and wait >= 0:
+        return float(wait)
+    return None

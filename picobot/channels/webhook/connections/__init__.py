@@ -1,0 +1,1 @@
+"""Outbound connections: channels that fetch their messages instead of receiving webhooks."""

@@ -1,0 +1,240 @@
+"""What every outbound connection shares: its status, the retry loop, the owner.
+
+An outbound connection is one PicoBot opens to a platform (Telegram long polling,
+Slack Socket Mode) so that a machine without a public address can chat. It hands the
+messages it fetches to the webhook core (:meth:`WebhookServer.take`, the :class:`Sink`
+here), so they go through the same allow-list, replay guard, durable inbox and reply
+queue as webhooks.
+
+:func:`keep_connected` runs a connection's session again and again: a session that
+returns (a platform asked us to reconnect) is opened again at once; one that fails
+waits by exponential backoff (or the platform's retry-after, if longer) first.
+:class:`ConnectionStatus` is what ``/metrics`` shows and what is recorded in the store
+for ``picobot status``. :class:`OutboundConnections` starts them with ``serve`` and
+cancels them on shutdown; an interrupted fetch is fetched again on the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, Protocol, TypeVar
+
+import aiohttp
+
+from picobot.backoff import Backoff
+from picobot.channels.webhook.base import DeliveryError, Platform, PlatformMessage
+from picobot.errors import StoreUnavailable
+from picobot.store.channel_state import ChannelState, ConnectionRecord
+from picobot.tasks.supervisor import TaskSupervisor
+
+log = logging.getLogger(__name__)
+
+P = TypeVar("P", bound=Platform)
+
+DEFAULT_BACKOFF = Backoff(base_secs=1.0, cap_secs=60.0, jitter=0.2)
+"""Waits after failures in a row: 1 s doubling up to a minute, spread by up to 20 %."""
+
+
+class Sink(Protocol):
+    """Where fetched messages go: the webhook core's admission and inbox."""
+
+    async def take(
+        self,
+        platform: Platform,
+        messages: Sequence[PlatformMessage],
+        *,
+        next_offset: int | None = None,
+    ) -> None:
+        """Admit ``messages`` durably (with the platform's offset, if given)."""
+        ...
+
+
+class ConnectionStatus:
+    """One outbound connection's state, counters and last error, kept in memory and
+    recorded in the store (errors never hold a secret or message content)."""
+
+    def __init__(
+        self,
+        channel: str,
+        mode: str,
+        state: ChannelState,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.channel = channel
+        self.mode = mode
+        self.state = "connecting"
+        self.since = clock()
+        self.last_update_at: float | None = None
+        self.errors = 0
+        self.last_error: str | None = None
+        self.failures_in_row = 0
+        self._store = state
+        self._clock = clock
+        self._changed = asyncio.Event()
+
+    @property
+    def connected(self) -> bool:
+        """Whether the connection is up now."""
+        return self.state == "connected"
+
+    async def enter(self, state: str) -> None:
+        """Move to ``state`` (connecting, connected, stopped) and record it.
+
+        Being connected ends a run of failures: the next one waits the shortest time.
+        """
+        if state == "connected":
+            self.failures_in_row = 0
+        if state != self.state:
+            self.state, self.since = state, self._clock()
+            await self.save()
+
+    async def received(self) -> None:
+        """Something arrived from the platform just now."""
+        self.last_update_at = self._clock()
+        await self.save()
+
+    async def failed(self, reason: str) -> int:
+        """Count a failure (the connection retries); return the failures in a row."""
+        self.errors += 1
+        self.failures_in_row += 1
+        self.last_error = reason
+        self.state, self.since = "retrying", self._clock()
+        await self.save()
+        return self.failures_in_row
+
+    async def save(self) -> None:
+        """Record the status; a store failure is logged, never raised (it is only status)."""
+        record = ConnectionRecord(
+            channel=self.channel,
+            mode=self.mode,
+            state=self.state,
+            since=self.since,
+            last_update_at=self.last_update_at,
+            errors=self.errors,
+            last_error=self.last_error,
+            updated_at=self._clock(),
+        )
+        try:
+            await self._store.record(record)
+        except StoreUnavailable:
+            log.warning("%s: could not record the connection status", self.channel)
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    async def wait_for(self, predicate: Callable[[ConnectionStatus], bool]) -> None:
+        """Wait until ``predicate(self)`` holds (tests, health checks)."""
+        while not predicate(self):
+            await self._changed.wait()
+
+
+class Connection(Protocol):
+    """One outbound connection to a platform."""
+
+    @property
+    def status(self) -> ConnectionStatus:
+        """Its state for /metrics and ``picobot status``."""
+        ...
+
+    async def run(self) -> None:
+        """Stay connected until cancelled."""
+        ...
+
+
+class PlatformConnection(Generic[P]):
+    """The common part of a connection to platform ``P``: what it feeds, its status,
+    and :meth:`run`, which keeps :meth:`session` going with one HTTP client session."""
+
+    mode = ""
+    """The config ``mode`` it serves (``polling``, ``socket``)."""
+
+    def __init__(
+        self, platform: P, sink: Sink, state: ChannelState, *, backoff: Backoff = DEFAULT_BACKOFF
+    ) -> None:
+        self.platform = platform
+        self.sink = sink
+        self.state = state
+        self._backoff = backoff
+        self._status = ConnectionStatus(platform.name, self.mode, state)
+
+    @property
+    def status(self) -> ConnectionStatus:
+        """The connection's state."""
+        return self._status
+
+    async def run(self) -> None:
+        """Stay connected until cancelled."""
+        async with aiohttp.ClientSession() as http:
+            await keep_connected(self._status, lambda: self.session(http), self._backoff)
+
+    async def session(self, http: aiohttp.ClientSession) -> None:
+        """One connection: return to reconnect at once, raise to back off first."""
+        raise NotImplementedError
+
+
+async def keep_connected(
+    status: ConnectionStatus,
+    session: Callable[[], Awaitable[None]],
+    backoff: Backoff,
+) -> None:
+    """Run ``session`` until cancelled: again at once when it returns, after a backoff
+    when it fails.
+
+    A :class:`DeliveryError` is a failure the platform or the network reported (its text
+    is already scrubbed of secrets); its ``retry_after_secs`` is a floor of the wait.
+    Anything else is logged with its traceback and retried the same way: one bad answer
+    must not end the channel.
+    """
+    while True:
+        retry_after: float | None = None
+        try:
+            await session()
+            continue
+        except DeliveryError as exc:
+            reason, retry_after = str(exc), exc.retry_after_secs
+        except StoreUnavailable:
+            log.exception("%s: the store is unavailable", status.channel)
+            reason = "the store is unavailable"
+        except Exception as exc:
+            log.exception("%s: the connection failed", status.channel)
+            reason = f"unexpected error: {type(exc).__name__}"
+        failures = await status.failed(reason)
+        delay = backoff.delay(failures, retry_after)
+        log.warning("%s: %s; trying again in %.1fs", status.channel, reason, delay)
+        await asyncio.sleep(delay)
+
+
+class OutboundConnections:
+    """Runs outbound connections as supervised tasks; :meth:`stop` ends them."""
+
+    def __init__(self, connections: Sequence[Connection], supervisor: TaskSupervisor) -> None:
+        self.connections = list(connections)
+        self._supervisor = supervisor
+        self._tasks: list[asyncio.Task[None]] = []
+
+    @property
+    def statuses(self) -> list[ConnectionStatus]:
+        """The status of every connection."""
+        return [c.status for c in self.connections]
+
+    def start(self) -> None:
+        """Start every connection."""
+        for connection in self.connections:
+            name = f"connection-{connection.status.channel}"
+            self._tasks.append(self._supervisor.spawn(name, connection.run()))
+
+    async def stop(self) -> None:
+        """Cancel every connection and wait for it; record each as stopped.
+
+        Safe at any moment: what a connection fetched is stored with its offset in one
+        transaction, or not at all and fetched again on the next start.
+        """
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        for status in self.statuses:
+            await status.enter("stopped")

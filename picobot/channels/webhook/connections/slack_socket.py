@@ -1,0 +1,130 @@
+"""Slack Socket Mode (``[channels.webhook.slack] mode = "socket"``).
+
+PicoBot opens the connection: ``apps.connections.open`` with the app-level token
+(``xapp-...``) returns a one-time WebSocket URL, and Slack sends events down it
+instead of POSTing them to a public address. The app-level token makes the source
+authentic (only Slack hands out the URL, over TLS, for this app); the events inside
+are the Events API's own, parsed by :class:`SlackPlatform` exactly as a webhook's, so
+identities (``slack:<team>:<user>``), the allow-list and the replay guard are the same.
+When Slack's ``hello`` names the app, an event for another app is refused.
+
+Every envelope is acknowledged (``{"envelope_id": ...}``) right after its message is
+stored in the inbox, well within Slack's 3 seconds; one that could not be stored is
+not acknowledged, so Slack sends it again. A ``disconnect`` envelope (Slack rotates
+connections every few hours) opens a new connection at once; a dropped connection or
+a failed open is retried with backoff (1 s doubling up to a minute, or Slack's
+Retry-After).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import aiohttp
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from picobot.backoff import Backoff
+from picobot.channels.webhook.base import WebhookError
+from picobot.channels.webhook.connections.base import (
+    DEFAULT_BACKOFF,
+    PlatformConnection,
+    Sink,
+)
+from picobot.channels.webhook.platforms.slack import SlackPlatform
+from picobot.errors import UNREADABLE_JSON
+from picobot.logsafe import loggable
+from picobot.store.channel_state import ChannelState
+
+log = logging.getLogger(__name__)
+
+OPEN_TIMEOUT_SECS = 10.0
+MAX_ENVELOPE_BYTES = 1_048_576
+"""Largest envelope accepted (an event is a few KiB)."""
+
+
+class SlackSocket(PlatformConnection[SlackPlatform]):
+    """A Socket Mode connection that hands Slack's events to the webhook core."""
+
+    mode = "socket"
+
+    def __init__(
+        self,
+        platform: SlackPlatform,
+        sink: Sink,
+        state: ChannelState,
+        *,
+        backoff: Backoff = DEFAULT_BACKOFF,
+    ) -> None:
+        super().__init__(platform, sink, state, backoff=backoff)
+        self._app_id: str | None = None
+
+    async def session(self, http: aiohttp.ClientSession) -> None:
+        """One connection: open it, read envelopes; return on ``disconnect``."""
+        await self._status.enter("connecting")
+        url, headers, api = self.platform.socket_opener()
+        answer = await api.post(http, url, {}, headers)
+        ws_url = answer.field("url")
+        if not answer.ok or answer.field("ok") is not True or not isinstance(ws_url, str):
+            error = answer.field("error")
+            raise api.failure(answer, error if isinstance(error, str) else None, retry=True)
+        try:
+            async with connect(
+                ws_url, open_timeout=OPEN_TIMEOUT_SECS, max_size=MAX_ENVELOPE_BYTES
+            ) as ws:
+                async for raw in ws:
+                    if not await self._envelope(ws, raw):
+                        return
+        except (OSError, TimeoutError, InvalidHandshake, InvalidURI, ConnectionClosed) as exc:
+            # The URL carries a one-time ticket: name the kind of failure only.
+            reason = f"Slack Socket Mode connection failed: {type(exc).__name__}"
+            raise api.error(reason, retry=True) from None
+        raise api.error("Slack closed the Socket Mode connection", retry=True)
+
+    async def _envelope(self, ws: ClientConnection, raw: str | bytes) -> bool:
+        """Handle one envelope; False when Slack asks us to reconnect."""
+        try:
+            envelope = json.loads(raw)
+        except UNREADABLE_JSON:
+            log.warning("slack: ignored a Socket Mode frame that is not JSON")
+            return True
+        if not isinstance(envelope, dict):
+            return True
+        kind = envelope.get("type")
+        if kind == "hello":
+            info = envelope.get("connection_info")
+            app = info.get("app_id") if isinstance(info, dict) else None
+            self._app_id = app if isinstance(app, str) and app else None
+            await self._status.enter("connected")
+            return True
+        if kind == "disconnect":
+            log.info("slack: Slack asked to reconnect (%s)", loggable(str(envelope.get("reason"))))
+            return False
+        envelope_id = envelope.get("envelope_id")
+        if not isinstance(envelope_id, str) or not envelope_id:
+            return True
+        if kind == "events_api":
+            await self._event(envelope.get("payload"))
+        # Stored (or not ours to answer): acknowledge, so Slack does not send it again.
+        await ws.send(json.dumps({"envelope_id": envelope_id}))
+        return True
+
+    async def _event(self, payload: Any) -> None:
+        """Admit the chat message of an events_api payload; a StoreUnavailable escapes
+        (the envelope is then not acknowledged and comes again)."""
+        if not isinstance(payload, dict):
+            log.warning("slack: skipped an events_api envelope without a payload")
+            return
+        app = payload.get("api_app_id")
+        if self._app_id is not None and app != self._app_id:
+            log.warning("slack: refused an event for another app: %s", loggable(str(app)))
+            return
+        try:
+            messages = self.platform.parse(json.dumps(payload).encode())
+        except WebhookError as exc:
+            log.warning("slack: skipped a malformed event: %s", loggable(exc.reason))
+            return
+        await self._status.received()
+        await self.sink.take(self.platform, messages)

@@ -1,0 +1,150 @@
+"""Telegram long polling (``[channels.webhook.telegram] mode = "polling"``).
+
+PicoBot asks the Bot API for updates (``getUpdates`` with a long-poll ``timeout``)
+instead of waiting for webhooks, so a machine behind NAT can chat. The bot token makes
+the source authentic: only Telegram answers ``api.telegram.org`` over TLS, and only for
+this bot. Every update is parsed exactly as a webhook's (:class:`TelegramPlatform`),
+so identities, commands, the allow-list and the replay guard are the same.
+
+Offsets: an update counts as confirmed once ``getUpdates`` is called with a higher
+offset. The next offset is saved in the transaction that stores the update's inbox row
+(:meth:`WebhookServer.take`), and a restart asks from the saved offset: an update is
+stored and confirmed, or neither and fetched again (and then still de-duplicated by
+the replay guard), so a crash at any moment loses and repeats nothing. An offset saved
+more than a day ago is not used: Telegram keeps an update for 24 hours, so none it
+could skip is left, and update ids restart at random after a quiet week.
+
+At start a webhook set for the bot is deleted (``deleteWebhook``, keeping the updates
+waiting) and the log says so: Telegram refuses ``getUpdates`` (409) while one is set.
+Errors back off (1 s doubling up to a minute, or ``parameters.retry_after`` of a 429);
+a 409 later (someone set a webhook again, or a second process polls) checks the
+webhook again before the next poll.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import aiohttp
+
+from picobot.backoff import Backoff
+from picobot.channels.webhook.base import PlatformMessage, WebhookError
+from picobot.channels.webhook.common import ApiAnswer
+from picobot.channels.webhook.connections.base import (
+    DEFAULT_BACKOFF,
+    PlatformConnection,
+    Sink,
+)
+from picobot.channels.webhook.platforms.telegram import TelegramPlatform, retry_after
+from picobot.logsafe import loggable
+from picobot.store.channel_state import ChannelState
+
+log = logging.getLogger(__name__)
+
+OFFSET_MAX_AGE_SECS = 86_400
+"""A saved offset older than this is not used (Telegram keeps updates for 24 hours)."""
+EXTRA_WAIT_SECS = 15
+"""How much longer than the long-poll timeout a getUpdates call may take."""
+ALLOWED_UPDATES = ["message"]
+"""The only update kind that carries a chat message PicoBot answers."""
+
+
+class TelegramPoller(PlatformConnection[TelegramPlatform]):
+    """Fetches a bot's updates with getUpdates and hands them to the webhook core."""
+
+    mode = "polling"
+
+    def __init__(
+        self,
+        platform: TelegramPlatform,
+        sink: Sink,
+        state: ChannelState,
+        *,
+        backoff: Backoff = DEFAULT_BACKOFF,
+    ) -> None:
+        super().__init__(platform, sink, state, backoff=backoff)
+        self._timeout = platform.settings.poll_timeout_secs
+        self._offset: int | None = None
+        self._offset_loaded = False
+        self._webhook_checked = False
+
+    async def session(self, http: aiohttp.ClientSession) -> None:
+        """Delete a webhook if one is set, then poll until something fails."""
+        if not self._webhook_checked:
+            await self._delete_webhook(http)
+            self._webhook_checked = True
+        if not self._offset_loaded:
+            self._offset = await self.state.offset(
+                self.platform.name, max_age_secs=OFFSET_MAX_AGE_SECS
+            )
+            self._offset_loaded = True
+        while True:
+            await self._poll(http)
+
+    async def _delete_webhook(self, http: aiohttp.ClientSession) -> None:
+        answer = await self._call(http, "getWebhookInfo", {})
+        url = answer.field("result", "url")
+        if not isinstance(url, str) or not url:
+            log.info("telegram: no webhook is set for the bot; long polling")
+            return
+        await self._call(http, "deleteWebhook", {"drop_pending_updates": False})
+        # The webhook's URL is not logged: it may carry a secret path.
+        log.warning(
+            "telegram: the bot had a webhook set; deleted it (deleteWebhook) so that long"
+            ' polling gets the updates (those waiting are kept). Set mode = "webhook" to'
+            " use webhooks again."
+        )
+
+    async def _poll(self, http: aiohttp.ClientSession) -> None:
+        payload: dict[str, Any] = {"timeout": self._timeout, "allowed_updates": ALLOWED_UPDATES}
+        if self._offset is not None:
+            payload["offset"] = self._offset
+        answer = await self._call(http, "getUpdates", payload, long=True)
+        await self._status.enter("connected")
+        updates = answer.field("result")
+        if not isinstance(updates, list) or not updates:
+            return
+        messages, last = self._parse(updates)
+        if last is None:
+            return
+        await self.sink.take(self.platform, messages, next_offset=last + 1)
+        self._offset = last + 1
+        await self._status.received()
+
+    def _parse(self, updates: list[Any]) -> tuple[list[PlatformMessage], int | None]:
+        """The chat messages of ``updates`` and the highest update id among them.
+
+        A malformed update is skipped (it is confirmed with the others, or Telegram would
+        send it for ever); the log names no content.
+        """
+        messages: list[PlatformMessage] = []
+        last: int | None = None
+        for update in updates:
+            number = update.get("update_id") if isinstance(update, dict) else None
+            if not isinstance(number, int) or isinstance(number, bool):
+                log.warning("telegram: skipped an update without an update_id")
+                continue
+            last = number if last is None else max(last, number)
+            try:
+                messages += self.platform.parse(json.dumps(update).encode())
+            except WebhookError as exc:
+                log.warning("telegram: skipped update %d: %s", number, loggable(exc.reason))
+        return messages, last
+
+    async def _call(
+        self, http: aiohttp.ClientSession, method: str, payload: dict[str, Any], long: bool = False
+    ) -> ApiAnswer:
+        """Call ``method``; raise a DeliveryError (scrubbed) unless Telegram says ok."""
+        url, api = self.platform.method(method)
+        deadline = aiohttp.ClientTimeout(total=self._timeout + EXTRA_WAIT_SECS if long else 30)
+        answer = await api.post(http, url, payload, deadline=deadline)
+        if answer.ok and answer.field("ok") is True:
+            return answer
+        if answer.status == 409:
+            # A webhook was set again, or another process polls this bot.
+            self._webhook_checked = False
+        raise api.failure(
+            answer, answer.field("description"), retry=True, retry_after=retry_after(answer)
+        )
