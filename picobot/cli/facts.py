@@ -238,7 +238,7 @@ async def _delete(args: argparse.Namespace, db: Any, store: Any, actor: str) -> 
     # Exactly the facts counted: ones matching the filter only since are left alone.
     from picobot.store.facts import FactFilter
 
-    deleted = await store.delete(FactFilter(ids=tuple(f.id for f in doomed)))
+    deleted = await store.delete(FactFilter(ids=tuple(f.id for f in doomed)), actor=actor)
     log.info("fact change by %s: deleted %d facts of %d users", actor, deleted, users)
     print(f"Deleted {deleted} facts.")
     return EXIT_OK

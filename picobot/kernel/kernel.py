@@ -377,14 +377,22 @@ class Kernel:
                     calls += event.calls
             if not calls or not offer:
                 return
+            offered = {spec.name for spec in specs}
             for call in exchange.call("".join(round_text), calls):
+                # Events name a tool only when it is one of ours: a model's made-up name
+                # is model output, which events never carry.
+                label = call.name if call.name in offered else "unknown"
+                if (sid := ctx.session_id) is not None:
+                    await self.tool_records.started(sid, ctx.user_id, label, self.clock())
                 ok, output = await self.tools.call(ctx, call.name, call.arguments)
-                await self._record_tool(ctx, call, ok, output)
+                await self._record_tool(ctx, call, ok, output, label)
                 exchange.result(call, output)
             if exchange.overflows(prompt):
                 prompt = await self.retriever.build(replace(request, reserve_tokens=exchange.used))
 
-    async def _record_tool(self, ctx: ToolContext, call: ToolCall, ok: bool, output: str) -> None:
+    async def _record_tool(
+        self, ctx: ToolContext, call: ToolCall, ok: bool, output: str, label: str
+    ) -> None:
         if ctx.session_id is None:
             return
         await self.tool_records.add(
@@ -395,5 +403,6 @@ class Kernel:
             self.redact(output),
             ok,
             self.clock(),
+            event_name=label,
         )
         log.info("tool %s for %s: %s", call.name, ctx.user_id, "ok" if ok else "failed")

@@ -24,6 +24,7 @@ from typing import Any
 
 from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
+from picobot.store.event_prune import prune_events_before, prune_user_events
 from picobot.store.fact_purge import FactPurge
 from picobot.store.webhooks import WebhookStore
 
@@ -185,11 +186,12 @@ class PurgeStore:
         self, user_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
     ) -> PurgeCounts:
         """Delete everything of ``user_id``: sessions (with all they hold), memories,
-        tool records, current-session pointers, index entries, webhook queue rows and
-        learned facts."""
+        tool records, current-session pointers, index entries, webhook queue rows,
+        learned facts and events."""
         counts = await self._delete(_user_scope(user_id), batch_size)
         queued = await WebhookStore(self._db).delete_user(user_id)
         facts, entries = await FactPurge(self._db).delete_user(user_id)
+        await prune_user_events(self._db, user_id, batch_size)
         return counts + PurgeCounts(webhook_rows=queued, facts=facts, index_entries=entries)
 
     async def count_older(self, cutoff_ts: float) -> PurgeCounts:
@@ -206,10 +208,12 @@ class PurgeStore:
         Removes messages and tool records older than the cutoff, summaries whose
         covered messages are all gone, and sessions left empty whose last activity is
         older than the cutoff, and finished webhook queue rows older than the cutoff.
+        Events older than the cutoff go too (those of deleted sessions went with them).
         User memories are never touched.
         """
         counts = await self._delete(_older_scope(cutoff_ts), batch_size)
         queued = await WebhookStore(self._db).delete_before(cutoff_ts)
+        await prune_events_before(self._db, cutoff_ts, batch_size)
         return counts + PurgeCounts(webhook_rows=queued)
 
     # --- counting -------------------------------------------------------------------
@@ -357,6 +361,7 @@ async def _del_sessions(conn: AsyncConnection, keys: str) -> PurgeCounts:
     tools = await _delete_in(conn, "tool_records", "session_id", keys)
     sums = await _delete_in(conn, "session_summaries", "session_id", keys)
     await _delete_in(conn, "current_sessions", "session_id", keys)
+    await _delete_in(conn, "events", "session_id", keys)  # what happened in them goes too
     n = await _delete_in(conn, "sessions", "id", keys)
     return done + PurgeCounts(sessions=n, summaries=sums, tool_records=tools)
 
