@@ -37,9 +37,9 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
 from picobot.memory.facts import Observation
+from picobot.privacy.controller import Actor, PrivacyController, SessionScope, UserScope
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
-from picobot.privacy.controller import Actor, PrivacyController, SessionScope, UserScope
 from picobot.store.erase import erase_residue
 from picobot.store.events import Event, EventFilter, list_events
 from picobot.store.fact_writes import FactStore
