@@ -223,3 +223,5 @@ class ServerSettings(Section):
     """The window of admin_auth_max_failures: that many failures per window at most."""
     ready_min_free_mb: int = Field(default=64, ge=0, le=MAX_FREE_MB)
     """/readyz answers 503 when the data directory's disk has less free space (MiB)."""
+    admin_event_streams: int = Field(default=8, ge=1, le=1024)
+    """Admin API event streams (/api/v1/events/stream) open at once; more get 503."""
