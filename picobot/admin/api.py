@@ -10,10 +10,12 @@ or "unavailable". Failed authentications are limited per peer (429 with Retry-Af
 :mod:`picobot.admin.auth_limit`). Chat keys (WebSocket) are a different set and never
 open this API.
 
-Each key acts as the operator ``api:<first 8 characters>``. Purges use the same
-two-step exchange as the chat: ``POST /api/v1/purge`` returns the exact counts and a
-confirmation token bound to that key; ``POST /api/v1/purge/{token}/confirm`` with
-``{"answer": "y"}`` executes it. Reference: ``docs/api.md`` and ``/api/v1/openapi.json``.
+Each key acts as the operator ``api:<first 8 characters>``. ``/api/v1/events`` lists
+what happened and ``/api/v1/events/stream`` follows it live (Server-Sent Events).
+Purges use the same two-step exchange as the chat: ``POST /api/v1/purge`` returns the
+exact counts and a confirmation token bound to that key;
+``POST /api/v1/purge/{token}/confirm`` with ``{"answer": "y"}`` executes it.
+Reference: ``docs/api.md`` and ``/api/v1/openapi.json``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from picobot.admin.models import NoQuery
 from picobot.admin.openapi import OPENAPI
 from picobot.admin.readiness import ReadinessProbe
 from picobot.admin.routes_data import DataRoutes
+from picobot.admin.routes_events import EventRoutes
 from picobot.admin.routes_facts import FactRoutes
 from picobot.admin.routes_ops import OpsRoutes
 from picobot.auth import KEY_PREFIX_LENGTH, KeyRing, key_prefix, parse_key_list, presented_key
@@ -143,6 +146,7 @@ class AdminAPI:
         self._facts = FactRoutes(runtime.db, fact_store(runtime), self._clock)
         self._ops = OpsRoutes(runtime.db, settings, runtime.tasks, privacy, self._clock)
         server = settings.server
+        self.events = EventRoutes(runtime.db, max_streams=server.admin_event_streams)
         self._auth_limit = FailedAuthLimit(
             server.admin_auth_max_failures, server.admin_auth_window_secs, clock=self._clock
         )
@@ -174,12 +178,19 @@ class AdminAPI:
             web.get("/api/v1/retention", p(o.retention), allow_head=False),
             web.post("/api/v1/purge", p(o.purge)),
             web.post("/api/v1/purge/{token}/confirm", p(o.confirm)),
+            web.get("/api/v1/events", p(self.events.list_events), allow_head=False),
+            web.get("/api/v1/events/stream", p(self.events.stream), allow_head=False),
         ]
 
     def add_routes(self, app: web.Application) -> None:
         """Mount the admin routes on ``app`` (shared with the webhook routes)."""
         app.add_routes(self.routes())
+        app.on_shutdown.append(self._shutdown)
         app.on_cleanup.append(self._cleanup)
+
+    async def _shutdown(self, app: web.Application) -> None:
+        # Before aiohttp waits for the handlers: open event streams end now.
+        self.events.close()
 
     async def _cleanup(self, app: web.Application) -> None:
         self._auth_limit.close()

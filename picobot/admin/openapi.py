@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
+from picobot.admin import event_models as em
 from picobot.admin import models as m
 from picobot.admin import purge_models as pm
 from picobot.admin.fact_models import FACT_OPERATIONS
@@ -163,6 +164,26 @@ OPERATIONS: tuple[Operation, ...] = (
         path_params={"token": "The confirm_token of the plan."},
     ),
     *FACT_OPERATIONS,
+    Operation(
+        "get",
+        "/api/v1/events",
+        "What happened (ids and counts, no content), oldest first, filtered and paged",
+        {200: Reply("A page of events and the cursor of the next.", em.EventList)},
+        query=em.EventsQuery,
+    ),
+    Operation(
+        "get",
+        "/api/v1/events/stream",
+        "New events as Server-Sent Events (id, event type, JSON data); resumes after Last-Event-ID",
+        {
+            200: Reply(
+                "An endless text/event-stream; each data line is an Event (see docs/api.md).",
+                media_type="text/event-stream",
+            ),
+            503: _error("Too many streams are open, or the server is shutting down."),
+        },
+        query=em.EventsStreamQuery,
+    ),
 )
 
 PROTECTED_REPLIES = {
@@ -227,7 +248,8 @@ def _content(reply: Reply) -> Schema:
 
 
 def _operation(op: Operation) -> Schema:
-    replies = op.replies if op.public else {**op.replies, **PROTECTED_REPLIES}
+    # An operation's own words for a status win (the event stream's 503).
+    replies = op.replies if op.public else {**PROTECTED_REPLIES, **op.replies}
     spec: Schema = {
         "summary": op.summary,
         "responses": {str(status): _content(r) for status, r in sorted(replies.items())},

@@ -113,7 +113,7 @@ class DataRoutes:
         # overwrite what the user saved (PUT is the explicit overwrite).
         if await self._memories.get(user, key) is not None:
             raise ApiError(409, "exists", f"Memory {key!r} already exists; use PUT to change it.")
-        memory = await self._save(user, key, content)
+        memory = await self._save(user, key, content, actor)
         log.info("admin %s created memory %r of %s", actor.id, key, user)
         return json_response(m.Memory.model_validate(memory), status=201)
 
@@ -125,7 +125,7 @@ class DataRoutes:
         key, content = self._validated(request.match_info["key"], body.content)
         if await self._memories.get(user, key) is None:
             raise ApiError(404, "not_found", f"No memory {key!r}; create it with POST.")
-        memory = await self._save(user, key, content)
+        memory = await self._save(user, key, content, actor)
         log.info("admin %s updated memory %r of %s", actor.id, key, user)
         return json_response(m.Memory.model_validate(memory))
 
@@ -134,7 +134,7 @@ class DataRoutes:
         read_query(request, m.NoQuery)
         user = user_id_value(request.match_info["user_id"], "user_id")
         key = validate_key(request.match_info["key"])
-        if not await self._memories.delete(user, key):
+        if not await self._memories.delete(user, key, actor=actor.id):
             raise ApiError(404, "not_found", f"No memory {key!r}.")
         log.info("admin %s deleted memory %r of %s", actor.id, key, user)
         return web.Response(status=204)
@@ -147,10 +147,10 @@ class DataRoutes:
             validate_content(content, self._settings.max_memory_chars)
         )
 
-    async def _save(self, user: str, key: str, content: str) -> Memory:
+    async def _save(self, user: str, key: str, content: str, actor: Actor) -> Memory:
         try:
             return await self._memories.save(
-                user, key, content, max_count=self._settings.max_user_memories
+                user, key, content, max_count=self._settings.max_user_memories, actor=actor.id
             )
         except UserError as exc:
             # The only refusal of save() itself is the per-user cap.

@@ -103,7 +103,9 @@ async def _change(args: argparse.Namespace, settings: Settings) -> int:
             key = validate_key(args.set[0])
             content = validate_content(args.set[1], memory.max_memory_chars)
             content = Redactor.from_settings(settings.privacy).redact(content)
-            saved = await repo.save(args.user, key, content, max_count=memory.max_user_memories)
+            saved = await repo.save(
+                args.user, key, content, max_count=memory.max_user_memories, actor=operator_id()
+            )
             log.info("memory change by %s: saved 1 memory of %s", operator_id(), args.user)
             if args.json:
                 print_json({"user_id": args.user, "saved": memory_json(saved)})
@@ -111,7 +113,7 @@ async def _change(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"saved {key} for {args.user}")
             return EXIT_OK
         key = validate_key(args.delete)
-        if not await repo.delete(args.user, key):
+        if not await repo.delete(args.user, key, actor=operator_id()):
             fail(f"{args.user} has no memory {key}")
             return EXIT_ERROR
         log.info("memory change by %s: deleted 1 memory of %s", operator_id(), args.user)

@@ -105,6 +105,7 @@ async def _retention(settings: Settings, *, dry_run: bool) -> RetentionReport:
             db,
             max_age_days=settings.session.retention.max_age_days,
             batch_size=settings.privacy.retention_batch_size,
+            actor=operator_id(),
         )
         return await task.run(dry_run=dry_run)
 

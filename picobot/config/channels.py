@@ -247,3 +247,5 @@ class ServerSettings(Section):
     dashboard_secure_cookie: bool = False
     """Always mark the dashboard's cookie Secure (set this behind a TLS-terminating proxy);
     it is Secure anyway when the request itself came over TLS."""
+    admin_event_streams: int = Field(default=8, ge=1, le=1024)
+    """Admin API event streams (/api/v1/events/stream) open at once; more get 503."""

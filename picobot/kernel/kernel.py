@@ -377,23 +377,30 @@ class Kernel:
                     calls += event.calls
             if not calls or not offer:
                 return
+            offered = {spec.name for spec in specs}
             for call in exchange.call("".join(round_text), calls):
-                ok, output = await self.tools.call(ctx, call.name, call.arguments)
-                await self._record_tool(ctx, call, ok, output)
-                exchange.result(call, output)
+                exchange.result(call, await self._run_tool(ctx, call, offered))
             if exchange.overflows(prompt):
                 prompt = await self.retriever.build(replace(request, reserve_tokens=exchange.used))
 
-    async def _record_tool(self, ctx: ToolContext, call: ToolCall, ok: bool, output: str) -> None:
-        if ctx.session_id is None:
-            return
-        await self.tool_records.add(
-            ctx.session_id,
-            ctx.user_id,
-            call.name,
-            redact_json(call.arguments, self.redact),
-            self.redact(output),
-            ok,
-            self.clock(),
-        )
-        log.info("tool %s for %s: %s", call.name, ctx.user_id, "ok" if ok else "failed")
+    async def _run_tool(self, ctx: ToolContext, call: ToolCall, offered: set[str]) -> str:
+        """Run one call, recorded as it starts and ends; events name only our own tools
+        (a name the model made up is model output, which events never carry)."""
+        label, sid = (call.name if call.name in offered else "unknown"), ctx.session_id
+        if sid is not None:
+            await self.tool_records.started(sid, ctx.user_id, label, self.clock())
+        ok, output = await self.tools.call(ctx, call.name, call.arguments)
+        if sid is not None:
+            arguments = redact_json(call.arguments, self.redact)
+            await self.tool_records.add(
+                sid,
+                ctx.user_id,
+                call.name,
+                arguments,
+                self.redact(output),
+                ok,
+                self.clock(),
+                event_name=label,
+            )
+            log.info("tool %s for %s: %s", call.name, ctx.user_id, "ok" if ok else "failed")
+        return output

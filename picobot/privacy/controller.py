@@ -17,13 +17,14 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from picobot.errors import AccessDenied, UserError
 from picobot.metrics import observe_purge
 from picobot.privacy.fact_scope import FactsScope
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
+from picobot.store.event_prune import finish_purge, record_purge_step
 from picobot.store.fact_purge import FactPurge
 from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.sessions import SessionRepo
@@ -145,6 +146,11 @@ class PurgeResult:
         return f"Deleted {self.scope.describe()}: {self.counts.describe()}."
 
 
+def _event_actor(actor: Actor) -> str | None:
+    """The actor an event names: an operator; a user acting on their own data is null."""
+    return actor.id if actor.operator else None
+
+
 class PrivacyController:
     """Plans, confirms and executes purges; the only way data is deleted on request."""
 
@@ -208,6 +214,7 @@ class PrivacyController:
         pending = PendingPurge(secrets.token_urlsafe(16), plan, expires, origin)
         if plan.counts.total:
             self._pending[pending.token] = pending
+            await self._note("purge.requested", plan)
         return pending
 
     def pending_for(
@@ -245,6 +252,7 @@ class PrivacyController:
         if not is_yes(answer):
             log.info("purge cancelled: %s by %s", pending.plan.scope, actor.id)
             return None
+        await self._note("purge.confirmed", pending.plan)
         return await self.execute(pending.plan)
 
     async def execute(self, plan: PurgePlan) -> PurgeResult:
@@ -260,6 +268,17 @@ class PrivacyController:
         await record_start(self._db, PURGE_ERASE_TASK_NAME, started_at)
         try:
             counts = await self._delete(plan)
+            # Before the erasure, so the erased bytes include the events it deletes.
+            await finish_purge(
+                self._db,
+                _LABELS[type(scope)],
+                user_id=scope.user_id if isinstance(scope, UserScope) else None,
+                session_id=scope.session_id if isinstance(scope, SessionScope) else None,
+                counts=asdict(counts),
+                actor=_event_actor(plan.actor),
+                now=self._clock(),
+                batch_size=self._batch,
+            )
             await erase_residue(self._db)
         except Exception as exc:
             await self._record(started_at, error=error_text(exc))
@@ -289,6 +308,20 @@ class PrivacyController:
             return PurgeCounts(facts=facts, index_entries=entries)
         cutoff = plan.cutoff if plan.cutoff is not None else self._clock() - scope.days * DAY
         return await self._store.delete_older(cutoff, batch_size=self._batch)
+
+    async def _note(self, type_: str, plan: PurgePlan) -> None:
+        """Record a step of the exchange against the purged user or session."""
+        scope = plan.scope
+        await record_purge_step(
+            self._db,
+            type_,
+            _LABELS[type(scope)],
+            user_id=scope.user_id if isinstance(scope, UserScope) else None,
+            session_id=scope.session_id if isinstance(scope, SessionScope) else None,
+            actor=_event_actor(plan.actor),
+            total=plan.counts.total,
+            now=self._clock(),
+        )
 
     async def _record(self, started_at: float, error: str | None = None) -> None:
         """Record the purge's end: erased, or failed (its residue left for retention)."""

@@ -8,7 +8,8 @@ writes either that or the Markdown view to a text stream.
 Order: the header, the user's memories, their learned facts (each with its sources and
 change history), their reflections, digests and message pins, then each session (oldest
 first) followed by its summary, its messages in ``seq_order`` and its tool records, then
-the user's rows of the webhook inbox and of the outbound reply queue. Every table is read
+the user's rows of the webhook inbox and of the outbound reply queue, then the user's
+events (what happened, in order; ids and counts only). Every table is read
 page by page with keyset pagination, so memory use does not grow with the export.
 Reads are not one snapshot: rows written while an export runs may or may not appear.
 """
@@ -94,8 +95,7 @@ async def iter_user_records(
 
     Each record is a plain JSON-ready dict whose ``type`` is one of ``export_header``,
     ``memory``, ``fact``, ``reflection``, ``digest``, ``pin``, ``session``, ``summary``,
-    ``message``, ``tool_record``,
-    ``webhook_message``, ``outbound_reply``.
+    ``message``, ``tool_record``, ``webhook_message``, ``outbound_reply``, ``event``.
     """
     yield {
         "type": "export_header",
@@ -147,6 +147,23 @@ async def iter_user_records(
                 **{name: row[name] for name in plain},
                 **{name: _iso_or_none(row[name]) for name in times},
             }
+    async for row in _pages(
+        db,
+        "SELECT id, at, session_id, type, actor, payload_json FROM events"
+        " WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
+        (user_id,),
+        key=lambda r: (r["id"],),
+        start=(0,),
+    ):
+        yield {
+            "type": "event",
+            "id": row["id"],
+            "event": row["type"],
+            "at": iso(row["at"]),
+            "session_id": row["session_id"],
+            "actor": row["actor"],
+            "payload": _state(row["payload_json"]),
+        }
 
 
 # The webhook tables' rows of the user: (record type, table, columns as stored, times).

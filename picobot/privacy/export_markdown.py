@@ -64,6 +64,8 @@ class MarkdownRenderer:
             self._emit(_LAYER_HEADINGS[kind])
         if kind in _WEBHOOK_HEADINGS and kind != self._kind:
             self._emit(_WEBHOOK_HEADINGS[kind])
+        if kind == "event" and self._kind != "event":
+            self._emit("## Activity", "What happened, oldest first (ids only, no text).")
         self._kind = kind
         if kind == "export_header":
             self._emit(
@@ -135,6 +137,10 @@ class MarkdownRenderer:
                 f"({_when(when)}, {record['status']}):",
                 record["text"],
             )
+        elif kind == "event":
+            where = f" in session {record['session_id']}" if record["session_id"] else ""
+            by = f" by {record['actor']}" if record["actor"] else ""
+            self._out.write(f"- {_when(record['at'])}: {record['event']}{where}{by}\n")
 
     def finish(self) -> None:
         """Close the document (a user with memories but no sessions still gets a note)."""

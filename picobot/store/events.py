@@ -14,6 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
+from picobot.store.connection import AsyncConnection
 from picobot.store.db import Row
 
 EVENT_TYPES: frozenset[str] = frozenset(
@@ -122,6 +123,24 @@ def record_event(
         ),
     )
     return int(cur.lastrowid or 0)
+
+
+async def record_event_in(
+    conn: AsyncConnection,
+    type_: str,
+    now: float,
+    *,
+    user_id: str | None = None,
+    session_id: str | None = None,
+    actor: str | None = None,
+    payload: dict[str, Any] | None = None,
+) -> int:
+    """:func:`record_event` inside a :meth:`Database.transaction` block (its connection)."""
+    return await conn.run(
+        lambda c: record_event(
+            c, type_, now, user_id=user_id, session_id=session_id, actor=actor, payload=payload
+        )
+    )
 
 
 def event_from_row(row: Row) -> Event:

@@ -15,6 +15,7 @@ import sqlite3
 
 from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
+from picobot.store.event_prune import delete_fact_events
 from picobot.store.migrations_facts import FACT_ROWID_BASE
 
 _ONLY_IN_SESSION = (
@@ -45,6 +46,7 @@ async def _delete(conn: AsyncConnection, doomed: str, key: str) -> tuple[int, in
     ) as cur:
         row = await cur.fetchone()
     entries = int(row[0]) if row else 0
+    await conn.run(delete_fact_events, ids)  # what happened to them goes with them
     for table, column in (
         ("fact_sources", "fact_id"),
         ("fact_history", "fact_id"),

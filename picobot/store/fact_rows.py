@@ -9,7 +9,25 @@ from __future__ import annotations
 import sqlite3
 
 from picobot.memory.facts import LifecycleRules, clamp, is_active
+from picobot.store.events import record_event
 from picobot.store.facts import Fact, get_fact
+
+_EVENT_OF_REASON = {
+    "extracted": "fact.created",
+    "reinforced": "fact.reinforced",
+    "contradicted": "fact.contradicted",
+    "decayed": "fact.decayed",
+    "pinned": "pin.added",
+    "unpinned": "pin.removed",
+}
+"""The event a history ``reason`` records; an operator's change is created or edited."""
+
+
+def fact_event(old: Fact | None, reason: str) -> str:
+    """The event type of a fact change with this history ``reason``."""
+    if reason in _EVENT_OF_REASON:
+        return _EVENT_OF_REASON[reason]
+    return "fact.created" if old is None else "fact.edited"
 
 
 def record_change(
@@ -22,7 +40,12 @@ def record_change(
     session_id: str | None = None,
     actor: str | None = None,
 ) -> None:
-    """Append the history row of a change from ``old`` (None: created) to ``new``."""
+    """Append the history row of a change from ``old`` (None: created) to ``new``, and
+    its event (:func:`fact_event`; ids, reason and confidence, never the text).
+
+    ``actor`` goes to the history as given; the event's actor is null when that is the
+    fact's own user (a user action, like a turn) and "supervisor" for decay.
+    """
     conn.execute(
         "INSERT INTO fact_history (fact_id, at, reason, old_text, new_text, old_confidence,"
         " new_confidence, old_active, new_active, session_id, actor)"
@@ -40,6 +63,26 @@ def record_change(
             session_id,
             actor,
         ),
+    )
+    kind = fact_event(old, reason)
+    # The user's own change (a pin) is a user action: actor null, as for a turn.
+    by = None if actor == new.user_id else actor
+    if reason == "decayed" and by is None:
+        by = "supervisor"
+    record_event(
+        conn,
+        kind,
+        now,
+        user_id=new.user_id,
+        session_id=session_id,
+        actor=by,
+        payload={
+            "fact_id": new.id,
+            "reason": reason,
+            "confidence": new.confidence,
+            "active": new.active,
+            **({"kind": "fact"} if kind.startswith("pin.") else {}),
+        },
     )
 
 

@@ -9,6 +9,7 @@ they are stored, whoever writes them (extraction, a reply marker, an operator).
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from picobot.memory.facts import (
     same_text,
 )
 from picobot.store.db import Database
+from picobot.store.events import record_event
 from picobot.store.fact_rows import add_source, insert_fact, record_change, set_fact
 from picobot.store.facts import _COLUMNS, Fact, FactFilter, fact_from_row, get_fact
 from picobot.store.messages import SessionGone
@@ -284,12 +286,29 @@ class FactStore:
 
         return await self._db.write(write)
 
-    async def delete(self, where: FactFilter) -> int:
-        """Delete the facts matching ``where`` with their sources and history; how many."""
+    async def delete(self, where: FactFilter, *, actor: str | None = None, now: float = 0) -> int:
+        """Delete the facts matching ``where`` with their sources and history; how many.
+
+        Each deleted fact records ``fact.deleted`` (by ``actor``: an operator, or None for
+        the user themselves) in the same write.
+        """
         sql, params = where.where()
+        at = now or time.time()
 
         def write(conn: sqlite3.Connection) -> int:
             doomed = f"SELECT id FROM facts WHERE {sql}"  # noqa: S608
+            for fact_id, user_id in conn.execute(
+                f"SELECT id, user_id FROM facts WHERE {sql}",  # noqa: S608
+                params,
+            ).fetchall():
+                record_event(
+                    conn,
+                    "fact.deleted",
+                    at,
+                    user_id=user_id,
+                    actor=actor,
+                    payload={"fact_id": fact_id, "reason": "deleted"},
+                )
             conn.execute(f"DELETE FROM fact_sources WHERE fact_id IN ({doomed})", params)  # noqa: S608
             conn.execute(f"DELETE FROM fact_history WHERE fact_id IN ({doomed})", params)  # noqa: S608
             return int(conn.execute(f"DELETE FROM facts WHERE {sql}", params).rowcount)  # noqa: S608

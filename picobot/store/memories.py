@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from picobot.errors import UserError
 from picobot.messages import storable
 from picobot.store.db import Database, Row
+from picobot.store.events import record_event_in
 from picobot.store.messages import SessionGone
 
 GLOBAL_USER = "global:shared"
@@ -132,6 +133,7 @@ class MemoryRepo:
         max_count: int,
         now: float | None = None,
         session_id: str | None = None,
+        actor: str | None = None,
     ) -> Memory:
         """Insert or update ``user_id``'s memory ``key``; return the stored row.
 
@@ -145,7 +147,9 @@ class MemoryRepo:
         one ``BEGIN IMMEDIATE`` transaction, so concurrent saves (even from another
         process) cannot push an owner past the cap. ``key`` is stored as given and
         ``content`` redacted (:attr:`Database.redact`): validate them first with
-        :func:`validate_key` and :func:`validate_content`.
+        :func:`validate_key` and :func:`validate_content`. Records ``memory.saved``
+        (the memory's id, never its key or content; ``actor``: an operator, None for the
+        user) in the same transaction.
         """
         ts = time.time() if now is None else now
         content = self._db.redact(content)  # a model's tool call may write it
@@ -182,7 +186,16 @@ class MemoryRepo:
                 (user_id, key),
             ) as cur:
                 saved = await cur.fetchone()
-        assert saved is not None  # written in this very transaction
+            assert saved is not None  # written in this very transaction
+            await record_event_in(
+                conn,
+                "memory.saved",
+                ts,
+                user_id=user_id,
+                session_id=session_id,
+                actor=actor,
+                payload={"memory_id": saved["id"], "created": not exists},
+            )
         return _memory(saved)
 
     async def get(self, user_id: str, key: str) -> Memory | None:
@@ -197,15 +210,24 @@ class MemoryRepo:
         """``user_id``'s memories, most recently updated first; at most ``limit``."""
         return await self._db.read(lambda conn: list_memories(conn, user_id, limit))
 
-    async def delete(self, user_id: str, key: str) -> bool:
-        """Delete ``user_id``'s memory ``key``; whether it existed."""
+    async def delete(self, user_id: str, key: str, *, actor: str | None = None) -> bool:
+        """Delete ``user_id``'s memory ``key``; whether it existed (``memory.deleted``)."""
         async with self._db.transaction() as conn:
-            cur = await conn.execute(
-                "DELETE FROM user_memories WHERE user_id = ? AND key = ?", (user_id, key)
-            )
-            deleted = cur.rowcount > 0
-            await cur.close()
-        return deleted
+            async with conn.execute(
+                "DELETE FROM user_memories WHERE user_id = ? AND key = ? RETURNING id",
+                (user_id, key),
+            ) as cur:
+                gone = await cur.fetchone()
+            if gone is not None:
+                await record_event_in(
+                    conn,
+                    "memory.deleted",
+                    time.time(),
+                    user_id=user_id,
+                    actor=actor,
+                    payload={"memory_id": gone[0]},
+                )
+        return gone is not None
 
     async def count(self, user_id: str) -> int:
         """How many memories ``user_id`` has."""

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from picobot.store.db import Database
+from picobot.store.events import record_event
 from picobot.store.sessions import CURRENT_SQL, ChatKey
 
 
@@ -35,7 +36,7 @@ _BY_SOURCE = f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND source_i
 _AT_SEQ = f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq_order = ?"  # noqa: S608
 _NO_SEQ = 2**62
 """Above every sequence number: "before it" means from the newest message."""
-_TOUCH = "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?"
+_TOUCH = "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ? RETURNING user_id"
 
 
 def last_messages(conn: sqlite3.Connection, session_id: str, limit: int) -> list[StoredMessage]:
@@ -108,6 +109,7 @@ class MessageRepo:
         it.
 
         ``content`` is redacted (:attr:`Database.redact`) before it is compared or stored.
+        A stored message records ``message.appended`` (ids and role) in the same write.
         """
         now = time.time() if created_at is None else created_at
         content = self._db.redact(content)
@@ -127,10 +129,20 @@ class MessageRepo:
                     source = None
             # Touched first: no row touched means the session is gone (a purge while the
             # model was answering), said plainly rather than as a foreign-key failure.
-            if conn.execute(_TOUCH, (now, session_id)).rowcount == 0:
+            owner = conn.execute(_TOUCH, (now, session_id)).fetchone()
+            if owner is None:
                 raise SessionGone(session_id)
             args = (session_id, session_id, role, content, token_estimate, now, source)
             msg_id, seq = conn.execute(_INSERT, args).fetchone()
+            # Ids and role only: the event stream never carries what was said.
+            record_event(
+                conn,
+                "message.appended",
+                now,
+                user_id=owner[0],
+                session_id=session_id,
+                payload={"message_id": msg_id, "role": role, "seq_order": seq},
+            )
             return StoredMessage(msg_id, session_id, seq, role, content, token_estimate, now)
 
         # One trip to the writer thread, group-committed with concurrent turns.

@@ -25,6 +25,7 @@ from typing import Any
 from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
 from picobot.store.digest_purge import DigestPurge
+from picobot.store.event_prune import prune_events_before, prune_user_events
 from picobot.store.fact_purge import FactPurge
 from picobot.store.webhooks import WebhookStore
 
@@ -167,10 +168,9 @@ class PurgeStore:
         """What :meth:`delete_session` would remove now."""
         counts = await self._count(_session_scope(session_id))
         queued = await WebhookStore(self._db).count_session(session_id)
-        facts, entries = await FactPurge(self._db).count_session(session_id)
-        layers, more = await DigestPurge(self._db).count_session(session_id)
-        return counts + PurgeCounts(
-            webhook_rows=queued, facts=facts, digests=layers, index_entries=entries + more
+        facts = await FactPurge(self._db).count_session(session_id)
+        return _derived(
+            counts, queued, facts, await DigestPurge(self._db).count_session(session_id)
         )
 
     async def delete_session(
@@ -181,37 +181,30 @@ class PurgeStore:
         queued = await WebhookStore(self._db).delete_session(session_id)
         counts = await self._delete(_session_scope(session_id), batch_size)
         # After the session: a fact learned meanwhile checks its session in its write.
-        facts, entries = await FactPurge(self._db).delete_session(session_id)
-        layers, more = await DigestPurge(self._db).delete_session(session_id)
-        return counts + PurgeCounts(
-            webhook_rows=queued, facts=facts, digests=layers, index_entries=entries + more
+        facts = await FactPurge(self._db).delete_session(session_id)
+        return _derived(
+            counts, queued, facts, await DigestPurge(self._db).delete_session(session_id)
         )
 
     async def count_user(self, user_id: str) -> PurgeCounts:
         """What :meth:`delete_user` would remove now."""
         counts = await self._count(_user_scope(user_id))
-        facts, entries = await FactPurge(self._db).count_user(user_id)
-        layers, more = await DigestPurge(self._db).count_user(user_id)
-        return counts + PurgeCounts(
-            webhook_rows=await WebhookStore(self._db).count_user(user_id),
-            facts=facts,
-            digests=layers,
-            index_entries=entries + more,
-        )
+        queued = await WebhookStore(self._db).count_user(user_id)
+        facts = await FactPurge(self._db).count_user(user_id)
+        return _derived(counts, queued, facts, await DigestPurge(self._db).count_user(user_id))
 
     async def delete_user(
         self, user_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
     ) -> PurgeCounts:
         """Delete everything of ``user_id``: sessions (with all they hold), memories,
         tool records, current-session pointers, index entries, webhook queue rows,
-        learned facts, reflections and digests."""
+        learned facts, reflections, digests and events."""
         counts = await self._delete(_user_scope(user_id), batch_size)
         queued = await WebhookStore(self._db).delete_user(user_id)
-        facts, entries = await FactPurge(self._db).delete_user(user_id)
-        layers, more = await DigestPurge(self._db).delete_user(user_id)
-        return counts + PurgeCounts(
-            webhook_rows=queued, facts=facts, digests=layers, index_entries=entries + more
-        )
+        facts = await FactPurge(self._db).delete_user(user_id)
+        layers = await DigestPurge(self._db).delete_user(user_id)
+        await prune_user_events(self._db, user_id, batch_size)
+        return _derived(counts, queued, facts, layers)
 
     async def count_older(self, cutoff_ts: float) -> PurgeCounts:
         """What :meth:`delete_older` would remove for the same cutoff."""
@@ -227,10 +220,12 @@ class PurgeStore:
         Removes messages and tool records older than the cutoff, summaries whose
         covered messages are all gone, and sessions left empty whose last activity is
         older than the cutoff, and finished webhook queue rows older than the cutoff.
+        Events older than the cutoff go too (those of deleted sessions went with them).
         User memories are never touched.
         """
         counts = await self._delete(_older_scope(cutoff_ts), batch_size)
         queued = await WebhookStore(self._db).delete_before(cutoff_ts)
+        await prune_events_before(self._db, cutoff_ts, batch_size)
         return counts + PurgeCounts(webhook_rows=queued)
 
     # --- counting -------------------------------------------------------------------
@@ -332,6 +327,19 @@ class PurgeStore:
 _IN_KEYS = "IN (SELECT value FROM json_each(?))"
 
 
+def _derived(
+    counts: PurgeCounts, queued: int, facts: tuple[int, int], layers: tuple[int, int]
+) -> PurgeCounts:
+    """``counts`` plus webhook rows, (facts, their index entries) and (reflections and
+    digests, their index entries)."""
+    return counts + PurgeCounts(
+        webhook_rows=queued,
+        facts=facts[0],
+        digests=layers[0],
+        index_entries=facts[1] + layers[1],
+    )
+
+
 async def _del_messages(conn: AsyncConnection, keys: str) -> PurgeCounts:
     # Counted before the delete: the triggers remove exactly these (indexed or queued).
     entries = await _scalar(
@@ -378,6 +386,7 @@ async def _del_sessions(conn: AsyncConnection, keys: str) -> PurgeCounts:
     tools = await _delete_in(conn, "tool_records", "session_id", keys)
     sums = await _delete_in(conn, "session_summaries", "session_id", keys)
     await _delete_in(conn, "current_sessions", "session_id", keys)
+    await _delete_in(conn, "events", "session_id", keys)  # what happened in them goes too
     n = await _delete_in(conn, "sessions", "id", keys)
     return done + PurgeCounts(sessions=n, summaries=sums, tool_records=tools)
 

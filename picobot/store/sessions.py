@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database, Row
+from picobot.store.events import record_event_in
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +110,10 @@ class SessionRepo:
         parent_session_id: str | None = None,
         make_current: bool = True,
     ) -> str:
-        """Start a session (optionally as a fork) and make it the chat's current one."""
+        """Start a session (optionally as a fork) and make it the chat's current one.
+
+        Records ``session.started`` (``session.forked`` for a fork) in the same write.
+        """
         async with self._db.transaction() as conn:
             session_id = await _insert(conn, channel, chat_id, user_id, parent_session_id)
             if parent_session_id is not None:
@@ -145,9 +149,15 @@ class SessionRepo:
         return session_id
 
     async def set_current(self, channel: str, chat_id: str, user_id: str, session_id: str) -> None:
-        """Switch the chat to an existing session (ownership is the caller's check)."""
+        """Switch the chat to an existing session (ownership is the caller's check).
+
+        A real switch records ``session.resumed``; naming the current one again does not.
+        """
         async with self._db.transaction() as conn:
-            await _set_current(conn, channel, chat_id, user_id, session_id)
+            if await _set_current(conn, channel, chat_id, user_id, session_id):
+                await record_event_in(
+                    conn, "session.resumed", time.time(), user_id=user_id, session_id=session_id
+                )
 
 
 async def _insert(
@@ -159,15 +169,22 @@ async def _insert(
         " created_at, last_active) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (session_id, parent, channel, chat_id, user_id, now, now),
     )
+    kind, payload = ("session.started", {"channel": channel})
+    if parent is not None:
+        kind, payload = "session.forked", {"channel": channel, "parent_session_id": parent}
+    await record_event_in(conn, kind, now, user_id=user_id, session_id=session_id, payload=payload)
     return session_id
 
 
 async def _set_current(
     conn: AsyncConnection, channel: str, chat_id: str, user_id: str, sid: str
-) -> None:
-    await conn.execute(
+) -> bool:
+    """Point the chat at ``sid``; whether that changed anything."""
+    async with conn.execute(
         "INSERT INTO current_sessions (channel, chat_id, user_id, session_id)"
         " VALUES (?, ?, ?, ?) ON CONFLICT (channel, chat_id, user_id)"
-        " DO UPDATE SET session_id = excluded.session_id",
+        " DO UPDATE SET session_id = excluded.session_id"
+        " WHERE session_id <> excluded.session_id",
         (channel, chat_id, user_id, sid),
-    )
+    ) as cur:
+        return cur.rowcount > 0

@@ -11,6 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from picobot.store.db import Database, Row
+from picobot.store.events import record_event_in
 from picobot.store.messages import StoredMessage
 
 
@@ -76,6 +77,7 @@ class SummaryRepo:
         now: float,
         *,
         replaces: int | None = None,
+        actor: str | None = None,
     ) -> bool:
         """Insert or replace the session's summary; return whether it was written.
 
@@ -86,7 +88,8 @@ class SummaryRepo:
         stored summary is another by now: another process folded further meanwhile,
         and writing would roll its summary back.
 
-        The summary is model output: it is redacted (:attr:`Database.redact`) first.
+        The summary is model output: it is redacted (:attr:`Database.redact`) first. A
+        written summary records ``summary.updated`` (how far it covers) in the same write.
         """
         summary = self._db.redact(summary)
         check = -1 if replaces is None else replaces
@@ -108,6 +111,20 @@ class SummaryRepo:
             )
             written = cur.rowcount > 0
             await cur.close()
+            if written:
+                async with conn.execute(
+                    "SELECT user_id FROM sessions WHERE id = ?", (session_id,)
+                ) as owner:
+                    row = await owner.fetchone()
+                await record_event_in(
+                    conn,
+                    "summary.updated",
+                    now,
+                    user_id=None if row is None else row[0],
+                    session_id=session_id,
+                    actor=actor,
+                    payload={"covered_seq": covered_seq, "token_estimate": token_estimate},
+                )
         return written
 
     async def unsummarized_tokens(self, session_id: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from picobot.privacy.redaction import redact_json
 from picobot.store.db import Database
+from picobot.store.events import record_event_in
 from picobot.store.messages import SessionGone
 
 
@@ -12,6 +13,24 @@ class ToolRecordRepo:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+
+    async def started(self, session_id: str, user_id: str, name: str, now: float) -> None:
+        """Record that tool ``name`` starts (``tool.started``; no arguments, no content).
+
+        Raises :class:`SessionGone` if the session no longer exists.
+        """
+        async with self._db.transaction() as conn:
+            async with conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) as cur:
+                if await cur.fetchone() is None:
+                    raise SessionGone(session_id)
+            await record_event_in(
+                conn,
+                "tool.started",
+                now,
+                user_id=user_id,
+                session_id=session_id,
+                payload={"name": name},
+            )
 
     async def add(
         self,
@@ -22,10 +41,14 @@ class ToolRecordRepo:
         result: str,
         ok: bool,
         created_at: float,
+        *,
+        event_name: str | None = None,
     ) -> None:
         """Store one invocation; ``arguments`` is the raw JSON text the model sent.
 
-        Both texts are redacted (:attr:`Database.redact`) before they are stored.
+        Both texts are redacted (:attr:`Database.redact`) before they are stored, and
+        ``tool.completed`` (record id, ok, and ``event_name``: the tool's name when the
+        caller knows it is a real one, else "unknown") is recorded in the same write.
         Raises :class:`SessionGone` if the session no longer exists.
         """
         arguments = redact_json(arguments, self._db.redact)
@@ -40,3 +63,15 @@ class ToolRecordRepo:
             if cur.rowcount == 0:
                 # Purged while the tool ran: said plainly, not as a foreign-key failure.
                 raise SessionGone(session_id)
+            await record_event_in(
+                conn,
+                "tool.completed",
+                created_at,
+                user_id=user_id,
+                session_id=session_id,
+                payload={
+                    "name": event_name or "unknown",
+                    "ok": ok,
+                    "tool_record_id": cur.lastrowid,
+                },
+            )

@@ -29,12 +29,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 from picobot.metrics import observe_retention
 from picobot.store.db import Database, Row
 from picobot.store.erase import erase_residue
+from picobot.store.event_prune import record_alone
 from picobot.store.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeStore
 from picobot.store.webhook_seen import SEEN_KEEP_SECS, SeenRecords
 
@@ -219,6 +220,7 @@ class RetentionTask:
     :func:`erase_residue`; turning it off leaves stale bytes of deleted rows possible in
     page free space (see there). ``erase_interval_secs`` is the least time between two
     erasures (0: after every sweep that deleted something; ``picobot retention run``).
+    ``actor`` is who runs it, as its ``retention.completed`` event says.
     """
 
     def __init__(
@@ -230,6 +232,7 @@ class RetentionTask:
         clock: Callable[[], float] = time.time,
         vacuum: bool = True,
         erase_interval_secs: float = 0.0,
+        actor: str = "supervisor",
     ) -> None:
         if max_age_days <= 0:
             raise ValueError(f"max_age_days must be positive, got {max_age_days}")
@@ -245,6 +248,7 @@ class RetentionTask:
         self._vacuum = vacuum
         self._erase_interval = erase_interval_secs
         self._first_run = True
+        self._actor = actor  # who runs it, as the retention.completed event says
 
     def cutoff(self) -> float:
         """The current cutoff: data created before it has expired."""
@@ -269,6 +273,14 @@ class RetentionTask:
             await record_start(self._db, TASK_NAME, started)
             counts = await self._purge.delete_older(cutoff, batch_size=self._batch_size)
             await SeenRecords(self._db).prune(started - SEEN_KEEP_SECS)
+            # Before the erasure, which then leaves the WAL empty of this write too.
+            await record_alone(
+                self._db,
+                "retention.completed",
+                self._clock(),
+                actor=self._actor,
+                payload={"counts": asdict(counts)},
+            )
             erased, due = await self._erase(previous, counts, started)
         except Exception as exc:
             log.exception("retention failed after %.2fs", time.monotonic() - t0)

@@ -318,6 +318,7 @@ class Summarizer:
             self._estimator.estimate(text),
             self._clock(),
             replaces=previous.covered_seq if previous else 0,
+            actor="supervisor",
         )
         if saved:
             for listener in self.on_summarized:

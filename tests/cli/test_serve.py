@@ -350,3 +350,28 @@ async def wait_closed(http: aiohttp.ClientSession, url: str) -> None:
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"{url} still answers")
+
+
+async def test_shutdown_ends_an_open_event_stream_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client listening to the admin event stream must not hold serve's shutdown: the
+    stream ends, completely (its last chunk sent), as serve stops."""
+    lines: list[bytes] = []
+
+    async def listen_then_stop(info: ServeInfo, stop: asyncio.Event) -> None:
+        assert info.http_url is not None
+        url = f"{info.http_url}/api/v1/events/stream"
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(url, headers={"X-API-Key": ADMIN_KEY}) as resp,
+        ):
+            assert resp.status == 200
+            lines.append(await resp.content.readline())
+            stop.set()
+            # Read to the end: a stream cut off by force would raise here instead.
+            lines.extend([line async for line in resp.content])
+
+    env = {"PICOBOT_ADMIN_API_KEYS": ADMIN_KEY}
+    await serve_while(listen_then_stop, monkeypatch, tmp_path, env)
+    assert lines[0] == b": stream open\n"

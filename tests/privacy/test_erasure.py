@@ -37,12 +37,13 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
 from picobot.memory.facts import Observation
-from picobot.privacy.controller import Actor, PrivacyController
+from picobot.privacy.controller import Actor, PrivacyController, SessionScope, UserScope
 from picobot.privacy.fact_scope import choose_facts
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
 from picobot.store.digests import DigestStore, Provenance
 from picobot.store.erase import erase_residue
+from picobot.store.events import Event, EventFilter, list_events
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import operator_filter
 from picobot.store.memories import MemoryRepo
@@ -51,6 +52,7 @@ from picobot.store.pins import PinStore
 from picobot.store.purge import PurgeStore
 from picobot.store.search import SearchIndex, user_token
 from picobot.store.summaries import SummaryRepo
+from picobot.store.tool_records import ToolRecordRepo
 from tests.channels.webhook.conftest import Webhooks, message, post_generic, rows
 from tests.channels.webhook.generic_client import SECRET, signed_headers
 from tests.privacy.test_purge_store import (
@@ -226,6 +228,82 @@ async def test_purged_session_leaves_no_byte_in_any_file(db: Database, rng: rand
     kept = [m for m in alice.markers + bob.markers if m not in gone]
     await assert_erased(db, gone, kept)
     assert len(await SearchIndex(db).search(alice.user_id, [alice.sessions["a2"][0]])) == 1
+
+
+async def all_events(db: Database) -> list[Event]:
+    return await db.read(lambda c: list_events(c, EventFilter(), 100_000))
+
+
+@pytest.mark.parametrize("who", ["operator", "the user"])
+async def test_a_user_purge_leaves_only_its_content_free_record(
+    db: Database, rng: random.Random, who: str
+) -> None:
+    alice, bob = Person("alice", rng), Person("bob", rng)
+    for i in range(2):
+        await alice.fill(db, f"a{i}")
+        await bob.fill(db, f"b{i}")
+        await alice.learn(db, f"a{i}")
+    await alice.remember(db)
+    await ToolRecordRepo(db).started("a0", alice.user_id, "memory_search", T0)
+    mine = [e for e in await all_events(db) if e.user_id == alice.user_id]
+    assert {e.type for e in mine} >= {
+        "message.appended",
+        "summary.updated",
+        "tool.started",
+        "tool.completed",
+        "fact.created",
+        "fact.contradicted",
+        "memory.saved",
+    }
+    bobs = [e for e in await all_events(db) if e.user_id == bob.user_id]
+
+    actor = Actor("cli:ops", operator=True) if who == "operator" else Actor(alice.user_id)
+    controller = PrivacyController(db, batch_size=5)
+    pending = await controller.request(UserScope(alice.user_id), actor)
+    assert await controller.confirm(pending.token, actor, "y") is not None
+
+    left = await all_events(db)
+    assert [e for e in left if e.user_id == bob.user_id] == bobs
+    [record] = [e for e in left if e.user_id != bob.user_id]
+    assert (record.type, record.user_id, record.session_id) == ("purge.completed", None, None)
+    # The operator who ran it is named; a user purging their own data is not.
+    assert record.actor == ("cli:ops" if who == "operator" else None)
+    assert record.payload["scope"] == "user" and record.payload["counts"]["sessions"] == 2
+    await db.checkpoint()  # the purge's task_runs record came after its erasure
+    await assert_erased(db, alice.markers, bob.markers)
+
+
+async def test_a_session_purge_takes_the_events_of_its_session_and_facts(
+    db: Database, rng: random.Random
+) -> None:
+    alice = Person("alice", rng)
+    for i in range(2):
+        await alice.fill(db, f"a{i}")
+        await alice.learn(db, f"a{i}")
+    store = FactStore(db)
+    learned = await store.observe(
+        alice.user_id,
+        [Observation(None, "preference", f"likes {alice.mark('a1')}", False)],
+        session_id="a1",
+        message_id=1,
+        now=T0,
+    )
+    assert await store.set_pinned(alice.user_id, learned[0].fact_id, True, now=T0) is not None
+    actor = Actor(alice.user_id)
+    controller = PrivacyController(db, batch_size=3)
+    pending = await controller.request(SessionScope("a1"), actor)
+    assert await controller.confirm(pending.token, actor, "y") is not None
+
+    left = await all_events(db)
+    assert not [e for e in left if e.session_id == "a1"]
+    assert not [e for e in left if e.payload.get("fact_id") == learned[0].fact_id]
+    assert [e.type for e in left if e.type.startswith("purge.")] == ["purge.completed"]
+    [record] = [e for e in left if e.type == "purge.completed"]
+    assert (record.user_id, record.session_id, record.actor) == (None, None, None)
+    assert {e.session_id for e in left if e.type == "message.appended"} == {"a0"}
+    gone = alice.sessions["a1"]
+    await db.checkpoint()
+    await assert_erased(db, gone, [m for m in alice.markers if m not in gone])
 
 
 async def test_expired_data_leaves_no_byte_in_any_file(db: Database, rng: random.Random) -> None:

@@ -106,7 +106,7 @@ async def test_jsonl_holds_every_record_of_the_user_and_nothing_else(world: Worl
     by_type: dict[str, list[dict[str, Any]]] = {}
     for record in records[1:]:
         by_type.setdefault(record["type"], []).append(record)
-    assert set(by_type) == {"session", "message", "memory", "summary", "tool_record"}
+    assert set(by_type) == {"session", "message", "memory", "summary", "tool_record", "event"}
 
     sessions = by_type["session"]
     assert [s["id"] for s in sessions] == world.alice_sessions
@@ -135,6 +135,13 @@ async def test_jsonl_holds_every_record_of_the_user_and_nothing_else(world: Worl
         "1 hit",
         True,
     )
+    # What happened, in order: ids and counts, never the text.
+    events = by_type["event"]
+    assert [e["id"] for e in events] == sorted(e["id"] for e in events)
+    assert {e["session_id"] for e in events} <= {*world.alice_sessions, None}
+    appended = [e for e in events if e["event"] == "message.appended"]
+    assert len(appended) == len(by_type["message"]) - 3  # the fork copied three
+    assert "zebra" not in json.dumps(events)
     raw = json.dumps(records)
     assert "BOBSECRET" not in raw and world.bob_session not in raw
 
@@ -144,6 +151,8 @@ async def test_each_session_is_followed_by_its_own_records(world: World) -> None
     current = None
     kinds = []
     for record in records[1:]:
+        if record["type"] == "event":
+            break  # the user's events come last, across sessions
         if record["type"] == "session":
             current = record["id"]
         elif record["type"] != "memory":
@@ -401,6 +410,7 @@ def test_main_runs_export(world: World, tmp_path: Path, capsys: pytest.CaptureFi
     target = tmp_path / "out.jsonl"
     assert main(["export", "--user", ALICE, "-o", str(target)]) == 0
     lines = target.read_text(encoding="utf-8").splitlines()
-    assert len(lines) == 1 + 3 + 7 + 2 + 2 + 1
+    data = [line for line in lines if json.loads(line)["type"] != "event"]
+    assert len(data) == 1 + 3 + 7 + 2 + 2 + 1 < len(lines)
     assert main(["export", "--user", "nobody"]) == 1
     assert capsys.readouterr().err.endswith("picobot: error: no data stored for nobody\n")

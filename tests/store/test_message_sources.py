@@ -8,7 +8,7 @@ from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from picobot.store.sessions import SessionRepo
-from tests.store.search.test_search import old_message
+from tests.store.search.test_search import old_message, old_session
 
 
 async def contents(db: Database) -> list[tuple[str, int, str]]:
@@ -57,9 +57,10 @@ async def test_m007_adds_the_column_to_a_database_with_messages(tmp_path: Path) 
     db = await Database.open(tmp_path / "c.db", migrate=False)
     try:
         assert await apply_migrations(db, MIGRATIONS[:6])
-        sid = await SessionRepo(db).create("generic", "c1", "generic:alice")
+        sid = await old_session(db, "generic:alice")
         await old_message(db, sid, "user", "from before")
         assert await apply_migrations(db, MIGRATIONS[:7]) == ["m007_message_sources"]
+        await apply_migrations(db)  # the repository writes the later tables too (events)
         repo = MessageRepo(db)
         new = await repo.append(sid, "user", "after", 1, source_id="generic:m2")
         assert new.seq_order == 2

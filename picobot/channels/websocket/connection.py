@@ -18,7 +18,13 @@ from websockets.exceptions import ConnectionClosed, ConnectionClosedError
 from websockets.frames import CloseCode
 from websockets.protocol import State
 
-from picobot.channels.websocket.frames import ClientChat, ClientConfirm, ClientHistory, ClientPing
+from picobot.channels.websocket.frames import (
+    ClientChat,
+    ClientConfirm,
+    ClientHistory,
+    ClientPing,
+    ClientSubscribe,
+)
 from picobot.channels.websocket.protocol import (
     ClientMessage,
     ProtocolError,
@@ -28,9 +34,13 @@ from picobot.channels.websocket.protocol import (
     encode_hello,
     encode_history,
     encode_pong,
+    encode_stored_event,
+    encode_subscribed,
     parse_client_message,
 )
 from picobot.config.channels import WebSocketSettings
+from picobot.errors import StoreUnavailable
+from picobot.kernel.event_feed import FEED_BATCH, SessionEventFeed
 from picobot.kernel.kernel import COMMAND_FAILED, Kernel
 from picobot.messages import Identity, Inbound, Outbound
 from picobot.ratelimit import TokenBucket
@@ -47,6 +57,8 @@ CUT_OFF = "The server shut down before this message was answered."
 CLOSE_TIMEOUT_SECS = 2.0
 YIELD_AT_QUEUED = 8
 """Frames queued for the client after which a reply stream gives the sender a turn."""
+EVENT_POLL_SECS = 0.5
+"""How often a subscribed connection looks for new events of its session."""
 
 
 class Connection:
@@ -81,6 +93,7 @@ class Connection:
         self._worker = asyncio.create_task(self._work(), name=f"ws-{name}-worker")
         self._pump_task = asyncio.create_task(self._pump(), name=f"ws-{name}-pump")
         self._tasks: list[asyncio.Task[None]] = [self._worker, self._pump_task]
+        self._follower: asyncio.Task[None] | None = None  # while subscribed to events
 
     async def run(self) -> None:
         """Serve the connection until it closes; the turn in flight is finished first."""
@@ -160,6 +173,9 @@ class Connection:
             return
         if isinstance(message, ClientPing):
             self.emit(encode_pong(message.id))
+        elif isinstance(message, ClientSubscribe):
+            self._subscribe(message.events)
+            self.emit(encode_subscribed(message.events, message.id))
         elif not self._accepting:
             self._refuse(message.id, "shutting_down", SHUTTING_DOWN)
         elif not self._bucket.take():
@@ -172,6 +188,36 @@ class Connection:
             else:
                 self._inbox.append(message)
             self._wake.set()
+
+    def _subscribe(self, events: bool) -> None:
+        """Start or stop following the events of this identity's current session."""
+        if events and self._follower is None:
+            self._follower = asyncio.create_task(self._follow(), name=f"ws-{self.name}-events")
+            self._tasks.append(self._follower)
+        elif not events and self._follower is not None:
+            self._follower.cancel()
+            self._follower = None
+
+    async def _follow(self) -> None:
+        """Emit each new event of the current session (whichever it is at each read)."""
+        feed = SessionEventFeed(self._kernel.db)
+        after = await feed.start()
+        while True:
+            try:
+                events = await feed.after(self.identity, after)
+            except StoreUnavailable:
+                log.warning("WebSocket %s: events unavailable for now", self.name)
+                events = []
+            for event in events:
+                assert event.session_id is not None  # the feed reads one session's
+                self.emit(
+                    encode_stored_event(
+                        event.id, event.type, event.at, event.session_id, event.payload
+                    )
+                )
+                after = event.id
+            if len(events) < FEED_BATCH:
+                await asyncio.sleep(EVENT_POLL_SECS)
 
     def _refuse(self, reply_to: str | None, code: str, text: str) -> None:
         self.emit(encode_error(code, text, reply_to))

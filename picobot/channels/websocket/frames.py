@@ -79,13 +79,23 @@ class ClientPing(ClientFrame):
     id: MessageId | None = None
 
 
+class ClientSubscribe(ClientFrame):
+    """Follow (``events`` true) or stop following the events of the caller's current
+    session, answered at once with ``subscribed``; then ``event`` frames arrive."""
+
+    type: Literal["subscribe"] = "subscribe"
+    events: bool = True
+    id: MessageId | None = None
+
+
 ClientMessage = Annotated[
-    ClientChat | ClientConfirm | ClientHistory | ClientPing, Field(discriminator="type")
+    ClientChat | ClientConfirm | ClientHistory | ClientPing | ClientSubscribe,
+    Field(discriminator="type"),
 ]
-CLIENT: TypeAdapter[ClientChat | ClientConfirm | ClientHistory | ClientPing] = TypeAdapter(
-    ClientMessage
+CLIENT: TypeAdapter[ClientChat | ClientConfirm | ClientHistory | ClientPing | ClientSubscribe] = (
+    TypeAdapter(ClientMessage)
 )
-CLIENT_TYPES = frozenset({"chat", "confirm", "history", "ping"})
+CLIENT_TYPES = frozenset({"chat", "confirm", "history", "ping", "subscribe"})
 
 
 # --- server -> client ---------------------------------------------------------------
@@ -163,6 +173,27 @@ class Pong(Frame):
     reply_to: str | None = None
 
 
+class Subscribed(Frame):
+    """The answer to ``subscribe``: whether this connection now follows events."""
+
+    type: Literal["subscribed"]
+    events: bool
+    reply_to: str | None = None
+
+
+class EventFrame(Frame):
+    """Something that happened in the caller's current session (ids and counts, no text):
+    ``event`` is its type (e.g. ``message.appended``), ``event_id`` its place in order,
+    ``at`` unix seconds; ``payload`` as in the admin API's events (docs/api.md)."""
+
+    type: Literal["event"]
+    event_id: int
+    event: str
+    at: float
+    session_id: str
+    payload: dict[str, Any]
+
+
 class End(Frame):
     """Closes the answer to one ``chat``, ``confirm`` or ``history``."""
 
@@ -170,13 +201,20 @@ class End(Frame):
     reply_to: str | None = None
 
 
-ServerMessage = Annotated[
-    Hello | SessionFrame | TextFrame | ConfirmRequest | ErrorFrame | HistoryFrame | Pong | End,
-    Field(discriminator="type"),
-]
-SERVER: TypeAdapter[
-    Hello | SessionFrame | TextFrame | ConfirmRequest | ErrorFrame | HistoryFrame | Pong | End
-] = TypeAdapter(ServerMessage)
+AnyServerFrame = (
+    Hello
+    | SessionFrame
+    | TextFrame
+    | ConfirmRequest
+    | ErrorFrame
+    | HistoryFrame
+    | Pong
+    | Subscribed
+    | EventFrame
+    | End
+)
+ServerMessage = Annotated[AnyServerFrame, Field(discriminator="type")]
+SERVER: TypeAdapter[AnyServerFrame] = TypeAdapter(ServerMessage)
 
 
 def dump_client(frame: Frame) -> str:

@@ -1,12 +1,14 @@
 """The WebSocket channel's wire format, without any I/O (the sans-I/O half of the channel).
 
 Every frame is one JSON object with a ``type``. Clients send ``chat``, ``confirm``,
-``history`` and ``ping``; an optional string ``id`` on a client message comes back as
+``history``, ``ping`` and ``subscribe``; an optional string ``id`` on a client message comes back as
 ``reply_to`` on every frame answering it. The server sends ``hello`` once after the
 upgrade, then per message: the kernel's events (``session``, ``token``, ``done``,
 ``notice``, ``confirm_request``, ``error``) or ``history``, closed by exactly one ``end``;
-``ping`` gets a ``pong`` and no ``end``. A frame that cannot be parsed gets one ``error``
-(without ``reply_to``, since nothing in it can be trusted) and no ``end``.
+``ping`` gets a ``pong`` and no ``end``; ``subscribe`` gets ``subscribed`` and no
+``end``, then ``event`` frames (the caller's current session's events) as they happen.
+A frame that cannot be parsed gets one ``error`` (without ``reply_to``, since nothing in
+it can be trusted) and no ``end``.
 
 The frames themselves are the pydantic models of :mod:`.frames`; this module reads
 and writes them. Also here, because it is a pure function of its input: the API-key
@@ -32,15 +34,18 @@ from picobot.channels.websocket.frames import (
     ClientConfirm,
     ClientHistory,
     ClientPing,
+    ClientSubscribe,
     ConfirmRequest,
     End,
     ErrorFrame,
+    EventFrame,
     Frame,
     Hello,
     HistoryFrame,
     HistoryItem,
     Pong,
     SessionFrame,
+    Subscribed,
     TextFrame,
     dump_client,
     dump_server,
@@ -51,7 +56,7 @@ from picobot.shapes import problem
 
 IDENTITY_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
-ClientMessage = ClientChat | ClientConfirm | ClientHistory | ClientPing
+ClientMessage = ClientChat | ClientConfirm | ClientHistory | ClientPing | ClientSubscribe
 
 
 class ProtocolError(Exception):
@@ -176,6 +181,28 @@ def encode_pong(reply_to: str | None = None) -> str:
     return dump_server(Pong(type="pong", reply_to=reply_to))
 
 
+def encode_subscribed(events: bool, reply_to: str | None = None) -> str:
+    """The answer to ``subscribe``."""
+    return dump_server(Subscribed(type="subscribed", events=events, reply_to=reply_to))
+
+
+def encode_stored_event(
+    event_id: int, kind: str, at: float, session_id: str, payload: dict[str, Any]
+) -> str:
+    """One stored event of the caller's session as an ``event`` frame (no actor: it may
+    name an operator's key prefix)."""
+    return dump_server(
+        EventFrame(
+            type="event",
+            event_id=event_id,
+            event=kind,
+            at=at,
+            session_id=session_id,
+            payload=payload,
+        )
+    )
+
+
 def encode_end(reply_to: str | None = None) -> str:
     """Closes the answer to one chat, confirm or history message."""
     return dump_server(End(type="end", reply_to=reply_to))
@@ -219,8 +246,10 @@ def parse_server_frame(frame: str | bytes) -> ServerFrame:
     if isinstance(parsed, HistoryFrame):
         pairs = tuple((item.role, item.content) for item in parsed.messages)
         return ServerFrame(kind, parsed.reply_to, session_id=parsed.session_id, history=pairs)
-    if isinstance(parsed, Pong | End):
+    if isinstance(parsed, Pong | End | Subscribed):
         return ServerFrame(kind, parsed.reply_to)
+    if isinstance(parsed, EventFrame):
+        return ServerFrame(kind, session_id=parsed.session_id)
     sid = parsed.session_id
     if isinstance(parsed, ErrorFrame):
         event = Outbound(OutboundKind.ERROR, parsed.message, session_id=sid, code=parsed.code)

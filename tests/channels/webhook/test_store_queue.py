@@ -19,11 +19,9 @@ from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.errors import StoreUnavailable
 from picobot.runtime import Runtime
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from picobot.store.migrations_webhooks import m013_webhook_replay_guard
 from picobot.store.purge import PurgeStore
-from picobot.store.sessions import SessionRepo
 from picobot.store.webhooks import InboundMessage, WebhookStore
 from tests.channels.webhook.conftest import (
     FakeClock,
@@ -34,6 +32,7 @@ from tests.channels.webhook.conftest import (
     rows,
     texts,
 )
+from tests.store.search.test_search import old_session
 
 
 def test_backoff_doubles_up_to_the_cap_and_honours_retry_after() -> None:
@@ -208,8 +207,13 @@ async def test_the_migration_links_existing_rows_to_their_session(tmp_path: Path
     try:
         guard = MIGRATIONS.index(m013_webhook_replay_guard)
         await apply_migrations(db, MIGRATIONS[:guard])
-        sid = await SessionRepo(db).create("generic", "c1", "generic:alice")
-        await MessageRepo(db).append(sid, "user", "hi", 1, source_id="generic:m1")
+        # As an older version stored them (without events, which came later).
+        sid = await old_session(db, "generic:alice")
+        await db.execute_write(
+            "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
+            " created_at, source_id) VALUES (?, 1, 'user', 'hi', 1, 0, 'generic:m1')",
+            (sid,),
+        )
         inbox = (
             "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
             " reply_to_json, received_at) VALUES ('generic', ?, 'generic:alice', 'c1', '', '{}', 0)"

@@ -80,11 +80,6 @@ async def start(
     return Server(runtime, channel)
 
 
-@pytest.fixture
-async def server(stack: AsyncExitStack, tmp_path: Path) -> Server:
-    return await start(stack, tmp_path, max_message_bytes=1024)
-
-
 async def recv(ws: ClientConnection) -> Frame:
     async with asyncio.timeout(SAFETY):
         frame = json.loads(await ws.recv())

@@ -19,6 +19,7 @@ from tests.store.search.test_search import (
     integrity_check,
     new_session,
     old_message,
+    old_session,
 )
 
 
@@ -115,7 +116,7 @@ async def test_m006_keeps_the_index_and_queues_only_new_messages(tmp_path: Path)
     db = await Database.open(tmp_path / "c.db", migrate=False)
     try:
         assert await apply_migrations(db, MIGRATIONS[:5])
-        sid = await new_session(db, ALICE)
+        sid = await old_session(db, ALICE)
         await old_message(db, sid, "user", "an indexed pangolin")
         assert await index_rows(db) == 1  # m005's trigger indexes in the transaction
         assert await apply_migrations(db, MIGRATIONS[:6]) == ["m006_deferred_message_index"]

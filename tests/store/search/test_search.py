@@ -18,7 +18,7 @@ from picobot.store.search import (
     search_sql,
     user_token,
 )
-from picobot.store.sessions import SessionRepo
+from picobot.store.sessions import SessionRepo, new_session_id
 from picobot.store.terms import term_prefix
 
 ALICE = "telegram:1001"
@@ -27,6 +27,17 @@ BOB = "slack:T1:U2"
 
 async def new_session(db: Database, user_id: str) -> str:
     return await SessionRepo(db).create("test", "chat-" + user_id, user_id)
+
+
+async def old_session(db: Database, user_id: str) -> str:
+    """A session in a database migrated only part way (the columns of m001, no events)."""
+    sid = new_session_id()
+    await db.execute_write(
+        "INSERT INTO sessions (id, channel, chat_id, user_id, created_at, last_active)"
+        " VALUES (?, 'test', ?, ?, 0, 0)",
+        (sid, "chat-" + user_id, user_id),
+    )
+    return sid
 
 
 async def add_memory(db: Database, user_id: str, key: str, content: str) -> int:
@@ -283,10 +294,10 @@ async def test_backfill_indexes_rows_from_before_the_migration(tmp_path: Path) -
     db = await Database.open(tmp_path / "c.db", migrate=False)
     try:
         await apply_migrations(db, MIGRATIONS[:1])
-        sid = await SessionRepo(db).create("test", "chat", ALICE)
+        sid = await old_session(db, ALICE)
         await old_message(db, sid, "user", "the old armadillo story")
         await old_message(db, sid, "tool", "armadillo tool output")
-        other = await SessionRepo(db).create("test", "chat", BOB)
+        other = await old_session(db, BOB)
         await old_message(db, other, "user", "bob's armadillo")
         await add_memory(db, ALICE, "pet", "armadillo named Dillo")
 
@@ -306,10 +317,10 @@ async def test_m005_rebuilds_an_m002_index_with_per_user_terms(tmp_path: Path) -
     db = await Database.open(tmp_path / "c.db", migrate=False)
     try:
         assert await apply_migrations(db, MIGRATIONS[:4])
-        sid = await SessionRepo(db).create("test", "chat", ALICE)
+        sid = await old_session(db, ALICE)
         await old_message(db, sid, "user", "the old armadillo story")
         await add_memory(db, ALICE, "pet", "armadillo named Dillo")
-        other = await SessionRepo(db).create("test", "chat", BOB)
+        other = await old_session(db, BOB)
         await old_message(db, other, "user", "bob's armadillo")
         # The m002 index holds the bare word, shared by every user.
         bare = await db.fetchone(

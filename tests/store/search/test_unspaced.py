@@ -12,7 +12,14 @@ from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from picobot.store.search import SearchIndex
 from picobot.store.terms import has_content, term_prefix, words
-from tests.store.search.test_search import ALICE, add_memory, integrity_check, new_session
+from tests.store.search.test_search import (
+    ALICE,
+    add_memory,
+    integrity_check,
+    new_session,
+    old_message,
+    old_session,
+)
 
 
 def test_each_character_of_an_unspaced_script_is_a_word() -> None:
@@ -54,8 +61,8 @@ async def test_the_migration_indexes_old_runs_again(tmp_path: Path) -> None:
     )
     try:
         await apply_migrations(db, MIGRATIONS[:before])
-        sid = await new_session(db, ALICE)
-        message = await MessageRepo(db).append(sid, "user", "我们去爬山了", 10)
+        sid = await old_session(db, ALICE)
+        message_id = await old_message(db, sid, "user", "我们去爬山了")
         await SearchIndex(db).index_pending(None)
         await add_memory(db, ALICE, "hobby", "周末爬山")
         prefix = term_prefix(ALICE)
@@ -63,7 +70,7 @@ async def test_the_migration_indexes_old_runs_again(tmp_path: Path) -> None:
         async with db.transaction() as conn:
             await conn.execute(
                 "UPDATE search_index SET body = ? WHERE rowid = ?",
-                (f"{prefix}我们去爬山了", message.id),
+                (f"{prefix}我们去爬山了", message_id),
             )
         assert not await SearchIndex(db).search(ALICE, ["爬山"], include_memories=False)
 

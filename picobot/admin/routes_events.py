@@ -1,0 +1,165 @@
+"""The event log over HTTP: a filtered, paged listing and a live Server-Sent Events stream.
+
+``GET /api/v1/events`` pages through stored events by id. ``GET /api/v1/events/stream``
+sends each new matching event as one SSE message (``id:`` the event id, ``event:`` its
+type, ``data:`` the JSON of :class:`~picobot.admin.event_models.Event`) and resumes
+after the ``Last-Event-ID`` a reconnecting client sends (or ``?after=``); without
+either it starts with the events stored after it connected. It polls the store every
+``poll_secs`` for events after the last one sent, so events written by another
+process (a CLI purge) arrive as well, and sends a comment line every
+``heartbeat_secs`` of silence so proxies and clients see a live connection.
+
+At most ``max_streams`` streams are open at once (more get 503 ``too_many_streams``);
+:meth:`EventRoutes.close` (on application shutdown) ends every open stream, so a
+server shutdown never waits on a client that keeps listening.
+
+SSE framing is a few lines here rather than the aiohttp-sse package: what it adds
+(ping, framing) is about as long as this, and the poll loop and shutdown are ours anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+
+from aiohttp import web
+
+from picobot.admin import event_models as em
+from picobot.admin.http import ApiError, StreamAborted, json_response, read_query
+from picobot.privacy.controller import Actor
+from picobot.store.db import Database
+from picobot.store.events import Event, latest_event_id, list_events
+
+log = logging.getLogger(__name__)
+
+STREAM_BATCH = 200
+"""Most events one poll of a stream reads (it reads again at once when it got that many)."""
+
+
+def sse_message(event: Event) -> bytes:
+    """One SSE message: id, event type and the event's JSON on one ``data:`` line."""
+    data = em.Event.model_validate(event).model_dump_json()
+    return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n".encode()
+
+
+def _last_event_id(request: web.Request) -> int | None:
+    raw = request.headers.get("Last-Event-ID")
+    if raw is None or not raw.strip():
+        return None
+    if not raw.strip().isdigit() or len(raw.strip()) > 18:
+        raise ApiError(400, "invalid_header", "Last-Event-ID must be an event id (a number).")
+    return int(raw.strip())
+
+
+class EventRoutes:
+    """Handlers for the event routes; each takes the request and the operator actor."""
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        max_streams: int = 8,
+        poll_secs: float = 0.5,
+        heartbeat_secs: float = 15.0,
+    ) -> None:
+        self._db = db
+        self._max_streams = max_streams
+        self._poll = poll_secs
+        self._heartbeat = heartbeat_secs
+        self._streams = 0
+        self._closing = asyncio.Event()
+
+    @property
+    def open_streams(self) -> int:
+        """How many streams are being served now."""
+        return self._streams
+
+    def close(self) -> None:
+        """End every open stream (each finishes its current write) and refuse new ones."""
+        self._closing.set()
+
+    async def list_events(self, request: web.Request, actor: Actor) -> web.StreamResponse:
+        """``GET /api/v1/events``: a page of events, oldest first, and the next cursor."""
+        query = read_query(request, em.EventsQuery)
+        where = query.filter()
+        found = await self._db.read(lambda conn: list_events(conn, where, query.limit + 1))
+        page = found[: query.limit]
+        more = len(found) > query.limit
+        return json_response(
+            em.EventList(
+                events=[em.Event.model_validate(e) for e in page],
+                next_after=page[-1].id if more else None,
+            )
+        )
+
+    async def stream(self, request: web.Request, actor: Actor) -> web.StreamResponse:
+        """``GET /api/v1/events/stream``: new events as Server-Sent Events."""
+        query = read_query(request, em.EventsStreamQuery)
+        resume = _last_event_id(request)
+        if self._closing.is_set():
+            raise ApiError(503, "shutting_down", "The server is shutting down.")
+        if self._streams >= self._max_streams:
+            raise ApiError(
+                503, "too_many_streams", f"At most {self._max_streams} event streams are open."
+            )
+        self._streams += 1
+        try:
+            after = resume if resume is not None else query.after
+            if after is None:
+                after = await self._db.read(latest_event_id)
+            response = web.StreamResponse(
+                headers={
+                    "Content-Type": "text/event-stream",
+                    "Cache-Control": "no-cache",
+                    "X-Accel-Buffering": "no",  # nginx: pass each message on at once
+                }
+            )
+            await response.prepare(request)
+            log.info("admin %s opened an event stream after %d", actor.id, after)
+            try:
+                await self._follow(request, response, query, after)
+            except (ConnectionResetError, asyncio.CancelledError) as exc:
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                log.info("admin %s: the event stream's client went away", actor.id)
+                raise StreamAborted("event stream: client went away") from exc
+            except Exception as exc:
+                log.exception("admin %s: the event stream failed", actor.id)
+                raise StreamAborted("event stream failed") from exc
+            with contextlib.suppress(ConnectionResetError):
+                await response.write_eof()
+            return response
+        finally:
+            self._streams -= 1
+
+    async def _follow(
+        self,
+        request: web.Request,
+        response: web.StreamResponse,
+        query: em.EventsStreamQuery,
+        after: int,
+    ) -> None:
+        """Send the events after ``after`` as they are stored, until shutdown or until
+        the client is gone."""
+        await response.write(b": stream open\n\n")
+        quiet_since = time.monotonic()
+        while not self._closing.is_set():
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return
+            read = functools.partial(list_events, where=query.filter(after), limit=STREAM_BATCH)
+            events = await self._db.read(read)
+            if events:
+                await response.write(b"".join(sse_message(e) for e in events))
+                after = events[-1].id
+                quiet_since = time.monotonic()
+                if len(events) == STREAM_BATCH:
+                    continue  # more are waiting: no pause
+            elif time.monotonic() - quiet_since >= self._heartbeat:
+                await response.write(b": heartbeat\n\n")
+                quiet_since = time.monotonic()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closing.wait(), self._poll)
