@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from picobot.config.learning import LearningSettings, MemoryRootSettings
 from picobot.config.settings import DataSettings, MemorySettings, SessionSettings, Settings
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
@@ -46,6 +47,9 @@ def timeline(events: list[Event], texts: dict[int, tuple[str, str]]) -> list[tup
 async def test_a_sessions_timeline_is_rebuilt_from_events_and_messages(tmp_path: Path) -> None:
     settings = Settings(
         data=DataSettings(dir=str(tmp_path)),
+        # A reflection follows a summary in the background, racing the last turn; its
+        # events are covered by tests/tasks/test_reflection.py.
+        memory=MemoryRootSettings(learning=LearningSettings(reflections=False)),
         session=SessionSettings(
             memory=MemorySettings(
                 # Summaries are asked for below, not left to the background check.
