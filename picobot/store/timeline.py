@@ -28,6 +28,10 @@ class TimelineItem:
     details: dict[str, str] = field(default_factory=dict)
 
 
+SHOWN_AS_ITEMS = frozenset({"message.appended", "tool.completed", "fact.created"})
+"""Event types the timeline leaves out: the message, tool record or fact is shown."""
+
+
 def session_timeline(
     conn: sqlite3.Connection, session_id: str, limit: int = MAX_ITEMS
 ) -> list[TimelineItem]:
@@ -91,6 +95,8 @@ def session_timeline(
             )
         )
     for event in list_events(conn, EventFilter(session_id=session_id), limit):
+        if event.type in SHOWN_AS_ITEMS:
+            continue
         details = {k: str(v) for k, v in sorted(event.payload.items())}
         if event.actor:
             details["actor"] = event.actor

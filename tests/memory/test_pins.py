@@ -41,6 +41,8 @@ async def test_pin_keeps_the_last_exchange_past_retention_and_in_recall(tmp_path
         pinned = text(await say(rt, ALICE, "/pin"))
         all_ids = await ids(rt, sid)
         assert f"#{all_ids[2]} and #{all_ids[3]}" in pinned  # the last user message + reply
+        pin_events = EventFilter(types=("pin.added", "pin.removed"))
+        added = await rt.db.read(lambda c: list_events(c, pin_events, 10))
         listed = text(await say(rt, ALICE, "/pins"))
         assert "portozzx" in listed and "Porto is fine" in listed and "lisbonzzx" not in listed
         # 120 days later retention runs: the pinned exchange and its session stay.
@@ -53,11 +55,11 @@ async def test_pin_keeps_the_last_exchange_past_retention_and_in_recall(tmp_path
         assert scan(rt.db.path.parent, ["lisbonzzx"]) == {}  # the unpinned one is erased
         # Unpinned, it expires at the next run.
         assert "Unpinned" in text(await say(rt, ALICE, f"/unpin message {all_ids[2]}"))
+        # (Retention prunes events by age, so they are read before it runs again.)
+        removed = await rt.db.read(lambda c: list_events(c, pin_events, 10))
         await later.run()
         assert await ids(rt, sid) == [all_ids[3]]
-        events = await rt.db.read(
-            lambda c: list_events(c, EventFilter(types=("pin.added", "pin.removed")), 10)
-        )
+    events = added + removed
     assert [(e.type, e.payload["message_id"]) for e in events] == [
         ("pin.added", all_ids[2]),
         ("pin.added", all_ids[3]),
@@ -121,6 +123,8 @@ async def test_pin_fact_still_pins_a_fact_and_pins_lists_both(tmp_path: Path) ->
         )
         assert "pinned" in text(await say(rt, ALICE, f"/pin fact {applied.fact_id}"))
         await say(rt, ALICE, "/pin")
+        pin_events = EventFilter(types=("pin.added", "pin.removed"))
+        added = await rt.db.read(lambda c: list_events(c, pin_events, 10))
         listed = text(await say(rt, ALICE, "/pins"))
         events = await rt.db.read(lambda c: list_events(c, EventFilter(types=("pin.added",)), 10))
     assert "Pinned messages:" in listed and "I like green tea" in listed
