@@ -8,7 +8,8 @@ Used for **answer coverage by facts** (is the answer in one active learned fact?
 (``10,000`` -> ``10000``); then runs of letters or digits. Each word is normalized:
 number words to digits (``two`` -> ``2``, ``third`` -> ``3``), ordinals to digits
 (``7th`` -> ``7``), leading zeros dropped (``07`` -> ``7``), month abbreviations to
-the month (``Jun`` -> ``june``), and a plural's ``s`` (``ies`` -> ``y``) dropped.
+the month (``Jun`` -> ``june``), and a plural's ``s`` dropped (``classes`` ->
+``class``, ``parties`` -> ``party``).
 
 **Content words** of an answer: its words without :data:`STOPWORDS`. An answer
 without any (``"Yes"``, ``"No"``) cannot be judged and is counted apart.
@@ -65,6 +66,8 @@ def _word(token: str) -> str:
         return str(int(token))
     if len(token) > 4 and token.endswith("ies"):
         return token[:-3] + "y"
+    if len(token) > 4 and token.endswith(("sses", "shes", "ches", "xes", "zes")):
+        return token[:-2]
     if len(token) > 3 and token.endswith("s") and not token.endswith("ss"):
         return token[:-1]
     return token

@@ -99,7 +99,15 @@ def build(
             }
             for c, r in zip(convs, replays, strict=True)
         ],
-        "questions": [{"sample_id": r.sample_id, **a.row()} for r in replays for a in r.asked],
+        "questions": [
+            {
+                "sample_id": r.sample_id,
+                **a.row(),
+                **({"answer_covered_by_fact": r.learned.covered.get(a.index)} if r.learned else {}),
+            }
+            for r in replays
+            for a in r.asked
+        ],
         "baseline_questions": [
             {
                 "sample_id": c.sample_id,
