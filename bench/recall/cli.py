@@ -4,6 +4,9 @@ Replays a LoCoMo-format file through ``picobot serve``'s WebSocket channel with 
 recording stand-in model, asks every question in a fresh session and as a
 continuation of the last one, and reports how often the evidence turns reach the
 model's prompt, beside BM25 and window-only baselines computed in the same run.
+With ``--learn``, a real model (``--learn-model URL`` or ``--learn-local``) then
+extracts facts through ``picobot facts extract`` and the questions are asked again:
+answer coverage by facts and recall with facts off and on (:mod:`bench.recall.learn`).
 Writes recall.json and recall.md (``--out``), prints the table; progress on stderr.
 See docs/eval.md.
 """

@@ -130,10 +130,12 @@ class Learner:
             done.calls, done.json_answers = counts["calls"], counts["json"]
             done.failed_calls = counts["failed"]
         else:
+            # One call per session read, unless the log shows more answers than that.
             done.calls_counted = "sessions"
             done.failed_calls = len(FAILED_LOG.findall(log))
-            done.calls = done.sessions
-            done.json_answers = done.calls - done.failed_calls - log.count(NOT_JSON_LOG)
+            not_json = log.count(NOT_JSON_LOG)
+            done.calls = max(done.sessions, not_json + done.failed_calls)
+            done.json_answers = done.calls - done.failed_calls - not_json
         listing = await run_command(
             workdir,
             config,
