@@ -44,6 +44,9 @@ FLUSH_SEARCH = "/search picobotevalflush"
 runs every half second)."""
 
 Progress = Callable[[str], None]
+IDLE_ENV = "PICOBOT_MEMORY__LEARNING__IDLE_SECS"
+NEVER_IDLE_SECS = 7 * 86_400
+"""The largest ``[memory.learning] idle_secs``: servers of a ``--learn`` run."""
 
 
 class ReplayError(RuntimeError):
@@ -324,7 +327,11 @@ async def replay(
     With a ``learner``: then extract facts on the stopped server's data, start it again
     and ask the questions once more (see :mod:`bench.recall.learn`).
     """
-    env = settings_env or {}
+    env = dict(settings_env or {})
+    if learner is not None:
+        # Extraction happens once, by the command below: the servers never learn by
+        # themselves, however long the run takes (unless a --setting says otherwise).
+        env = {IDLE_ENV: str(NEVER_IDLE_SECS), **env}
     async with PicobotServer(workdir, standin.base_url(tag), tag, env) as server:
         progress(f"{conv.sample_id}: picobot serve on {server.ws_url}")
         job = Replay(

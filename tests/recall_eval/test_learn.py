@@ -63,6 +63,10 @@ def test_extraction_is_counted_per_conversation_and_overall(
         assert learned["overall"][key] == row[key]
     assert doc["conversations"][0]["learning"]["facts_active"] == row["facts_active"]
     assert doc["run"]["learn_model"]["fixture"] is True
+    # Extraction went to the extraction route only; chat calls are turns and questions.
+    turns = doc["conversations"][0]["turns"]
+    assert doc["run"]["model_calls"]["chat"] == turns + len(doc["questions"])
+    assert len(doc["questions"]) == 2 * 2 * 6
 
 
 def test_answers_in_the_facts_are_covered_and_the_others_are_not(
