@@ -9,6 +9,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ import pytest
 
 from bench.recall import synthetic
 from bench.recall.cli import EvalConfig, evaluate, parse_args
-from bench.recall.extractor import LearnModel
+from bench.recall.extractor import Extractor, LearnModel
+from bench.recall.standin import StandIn
 
 SESSIONS = 4
 
@@ -155,3 +157,27 @@ def test_learn_options_name_the_model() -> None:
     remote = parse_args(["--learn", "--learn-model", "http://h:8080/v1", "--learn-model-name", "q"])
     assert remote.learn == LearnModel("remote", "http://h:8080/v1", "q")
     assert parse_args([]).learn is None
+
+
+async def test_a_named_server_extracts_through_the_forwarding_route(tmp_path: Path) -> None:
+    # The "real" server is a stand-in on loopback whose extraction route is scripted:
+    # the whole --learn-model path runs (PicoBot -> /learn -> that server and back).
+    data = synthetic.write(tmp_path / "synthetic.json", 1)
+    async with StandIn(Extractor(LearnModel("scripted"))) as upstream:
+        url = upstream.learn_url("up")
+        cfg = EvalConfig(
+            file=data, out_dir=None, modes=("fresh",), learn=LearnModel("remote", url, "m")
+        )
+        doc = await asyncio.to_thread(evaluate, cfg, lambda _line: None)
+        assert upstream.extractor is not None
+        assert upstream.extractor.counts["up"]["calls"] == SESSIONS
+    row = doc["learning"]["by_conversation"]["syn-1"]
+    assert (row["extraction_calls"], row["json_answers"]) == (SESSIONS, SESSIONS)
+    assert row["facts_active"] > 0 and row["answer_coverage"]["hits"] == 4
+    assert doc["run"]["learn_model"] == {
+        "kind": "remote",
+        "base_url": url,
+        "name": "m",
+        "describe": f"m at {url}",
+        "fixture": False,
+    }
