@@ -224,6 +224,7 @@ def _learn_model(model: LearnModel) -> dict[str, Any]:
         "kind": model.kind,
         "base_url": model.base_url,
         "name": model.name,
+        "key_env": model.key_env,
         "describe": model.describe(),
         "fixture": model.fixture,
     }
@@ -291,6 +292,9 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
     )
     learn.add_argument("--learn-model-name", metavar="NAME", default="", help="model to ask for")
     learn.add_argument(
+        "--learn-model-key-env", metavar="VAR", default="", help="env var holding its API key"
+    )
+    learn.add_argument(
         "--learn-local", action="store_true", help="extract with the bundled local model"
     )
     parser.add_argument(
@@ -331,14 +335,25 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
 def _learn_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LearnModel | None:
     """The extraction model of ``--learn``; a real one or an error."""
     if not args.learn:
-        if args.learn_model or args.learn_local or args.learn_model_name:
-            parser.error("--learn-model, --learn-model-name and --learn-local need --learn")
+        if (
+            args.learn_model
+            or args.learn_local
+            or args.learn_model_name
+            or args.learn_model_key_env
+        ):
+            parser.error(
+                "--learn-model, --learn-model-name, --learn-model-key-env and --learn-local"
+                " need --learn"
+            )
         return None
     if args.learn_model and args.learn_local:
         parser.error("--learn: give --learn-model URL or --learn-local, not both")
     if args.learn_local:
-        if args.learn_model_name:
-            parser.error("--learn-model-name goes with --learn-model, not --learn-local")
+        if args.learn_model_name or args.learn_model_key_env:
+            parser.error(
+                "--learn-model-name and --learn-model-key-env go with --learn-model,"
+                " not --learn-local"
+            )
         return LearnModel(LOCAL)
     if not args.learn_model:
         parser.error(
@@ -347,8 +362,11 @@ def _learn_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Le
             " or Ollama's) or --learn-local (the bundled model); the stand-in cannot"
             " learn anything worth measuring"
         )
+    key_env = args.learn_model_key_env
+    if key_env and not os.environ.get(key_env):
+        parser.error(f"--learn-model-key-env: the variable {key_env} is not set")
     try:
-        return LearnModel(REMOTE, args.learn_model, args.learn_model_name)
+        return LearnModel(REMOTE, args.learn_model, args.learn_model_name, key_env)
     except ValueError as exc:
         parser.error(str(exc))
     return None  # parser.error does not return

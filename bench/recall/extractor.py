@@ -6,7 +6,8 @@ calls, answers holding a JSON array, failed calls. What answers them:
 
 - ``remote`` (``--learn-model URL``): the request is forwarded, unchanged but for
   ``stream: false`` and the model name, to the OpenAI-compatible server at ``URL``
-  (``/chat/completions``; ``/models`` too); its answer goes back to PicoBot as is.
+  (``/chat/completions``; ``/models`` too), with the API key from the variable
+  ``--learn-model-key-env`` names if any; its answer goes back to PicoBot as is.
 - ``scripted``, ``empty``, ``junk``: **test fixtures, never figures**. ``scripted``
   answers with one fact per quoted user turn (the first :data:`SCRIPTED_FACTS`),
   subject the speaker, text the turn as quoted; ``empty`` answers ``[]``; ``junk``
@@ -19,6 +20,7 @@ never comes here (see :mod:`bench.recall.learn`).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -48,6 +50,8 @@ class LearnModel:
     """``remote``: the OpenAI-compatible base URL (``http://host:port/v1``)."""
     name: str = ""
     """``remote``: the model to ask for ("" = the first that ``/models`` lists)."""
+    key_env: str = ""
+    """``remote``: the environment variable holding its API key ("" = none)."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -118,7 +122,9 @@ class Extractor:
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:
             timeout = aiohttp.ClientTimeout(total=UPSTREAM_TIMEOUT)
-            self._session = aiohttp.ClientSession(timeout=timeout)
+            key = os.environ.get(self.model.key_env, "") if self.model.key_env else ""
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            self._session = aiohttp.ClientSession(timeout=timeout, headers=headers)
         return self._session
 
     def _url(self, path: str) -> str:

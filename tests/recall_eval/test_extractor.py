@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from bench.recall.extractor import Extractor, LearnModel, holds_json_array, scripted_answer
 from bench.recall.standin import CHAT_REPLY, StandIn
@@ -90,6 +91,33 @@ async def test_requests_are_forwarded_to_the_named_server_and_counted() -> None:
         assert len(forwarded) == 2
         assert all(not c.stream for c in forwarded)  # asked whole, streamed back by the proxy
         assert forwarded[0].last_user == PROMPT
+
+
+async def test_the_api_key_comes_from_the_named_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+
+    async def completions(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization", ""))
+        return web.json_response({"choices": [{"message": {"content": "[]"}}]})
+
+    app = web.Application()
+    app.add_routes([web.post("/v1/chat/completions", completions)])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    port = runner.addresses[0][1]
+    monkeypatch.setenv("EVAL_TEST_KEY", "sk-test-123")
+    try:
+        for key_env, header in (("EVAL_TEST_KEY", "Bearer sk-test-123"), ("", "")):
+            model = LearnModel("remote", f"http://127.0.0.1:{port}/v1", "m", key_env)
+            extractor = Extractor(model)
+            try:
+                assert await extractor.answer("c1", _request()) == "[]"
+            finally:
+                await extractor.aclose()
+            assert seen[-1] == header
+    finally:
+        await runner.cleanup()
 
 
 async def test_a_failing_server_is_a_counted_failure_not_an_answer() -> None:

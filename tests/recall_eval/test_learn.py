@@ -140,7 +140,8 @@ def test_a_run_without_learn_has_no_learning_part(tmp_path: Path) -> None:
         (["--learn-local"], "need --learn"),
         (["--learn", "--learn-local", "--learn-model", "http://h/v1"], "not both"),
         (["--learn", "--learn-model", "localhost:8080"], "base URL"),
-        (["--learn", "--learn-local", "--learn-model-name", "x"], "goes with --learn-model"),
+        (["--learn", "--learn-local", "--learn-model-name", "x"], "go with --learn-model"),
+        (["--learn", "--learn-model", "http://h/v1", "--learn-model-key-env", "NOPE_X"], "not set"),
     ],
 )
 def test_learn_without_a_real_model_is_refused(
@@ -178,6 +179,7 @@ async def test_a_named_server_extracts_through_the_forwarding_route(tmp_path: Pa
         "kind": "remote",
         "base_url": url,
         "name": "m",
+        "key_env": "",
         "describe": f"m at {url}",
         "fixture": False,
     }
