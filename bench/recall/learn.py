@@ -8,9 +8,10 @@ conversation's data dir, ``[llm]`` pointed at the extraction model:
   ``/learn/{tag}/v1`` (:mod:`bench.recall.extractor` forwards or scripts the answer and
   counts every call; ``max_retries = 0`` so each counted call is one request);
 - ``local``: provider ``local``, the bundled model in the ``picobot`` process. Its
-  calls cannot be seen from outside: the count is the sessions read (one call per
-  session of at most 2000 tokens, which LoCoMo sessions are), and answers that were no
-  JSON array are counted from PicoBot's log line saying it dropped one.
+  calls cannot be seen from outside: answers that were no JSON array are counted from
+  PicoBot's log line saying it dropped one, and calls as the sessions read or, when
+  more, the dropped and failed answers: a lower bound (a session longer than one
+  chunk makes more calls, and a JSON answer leaves no log line).
 
 Then ``facts list --user ws:TAG --json`` reads what was stored, and each question's
 gold answer is judged against the active facts (:mod:`bench.recall.answers`). The
@@ -58,7 +59,7 @@ class Learned:
     messages_read: int = 0
     calls: int = 0
     calls_counted: str = "requests"
-    """``requests`` (seen at the stand-in) or ``sessions`` (local model: one per session)."""
+    """``requests`` (seen at the stand-in) or ``sessions`` (local model: a lower bound)."""
     json_answers: int = 0
     failed_calls: int = 0
     facts_created: int = 0

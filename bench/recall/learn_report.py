@@ -111,7 +111,7 @@ def learning_markdown(doc: Mapping[str, Any]) -> list[str]:
     if model.get("fixture"):
         lines.append("**A scripted test fixture extracted these facts: no measurement.**")
     if model.get("kind") == "local":
-        lines.append("Calls are counted as sessions read (one call per session up to 2000 tokens).")
+        lines.append("Calls: at least (sessions read, or the answers PicoBot's log dropped).")
     lines += [
         "",
         "| conversation | sessions | extraction calls | JSON answers | failed calls "
