@@ -59,7 +59,7 @@ class Learned:
     messages_read: int = 0
     calls: int = 0
     calls_counted: str = "requests"
-    """``requests`` (seen at the stand-in) or ``sessions`` (local model: a lower bound)."""
+    """``requests`` (each seen at the stand-in) or ``lower_bound`` (the local model)."""
     json_answers: int = 0
     failed_calls: int = 0
     facts_created: int = 0
@@ -132,7 +132,7 @@ class Learner:
             done.failed_calls = counts["failed"]
         else:
             # One call per session read, unless the log shows more answers than that.
-            done.calls_counted = "sessions"
+            done.calls_counted = "lower_bound"
             done.failed_calls = len(FAILED_LOG.findall(log))
             not_json = log.count(NOT_JSON_LOG)
             done.calls = max(done.sessions, not_json + done.failed_calls)
