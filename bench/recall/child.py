@@ -57,10 +57,14 @@ def _toml(value: str | int | float | bool) -> str:
     return json.dumps(value)  # a TOML basic string: JSON's escapes are TOML's
 
 
-def config_text(data_dir: Path, llm_base_url: str) -> str:
-    """The server's config file."""
-    sections: dict[str, dict[str, str | int | float | bool]] = {
-        "llm": {
+Section = dict[str, str | int | float | bool]
+
+
+def config_text(data_dir: Path, llm_base_url: str, llm: Section | None = None) -> str:
+    """The server's config file; ``llm`` replaces its ``[llm]`` section (the stand-in)."""
+    sections: dict[str, Section] = {
+        "llm": llm
+        or {
             "provider": "openai",
             "base_url": llm_base_url,
             "model": MODEL,
@@ -86,6 +90,49 @@ def config_text(data_dir: Path, llm_base_url: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def child_env(settings_env: Mapping[str, str]) -> dict[str, str]:
+    """A child's environment: the caller's without ``PICOBOT_*``, plus the settings."""
+    env = {k: v for k, v in os.environ.items() if not k.upper().startswith("PICOBOT_")}
+    env.update(settings_env)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+async def run_command(
+    workdir: Path,
+    config: str,
+    args: list[str],
+    settings_env: Mapping[str, str] | None = None,
+    *,
+    log_name: str,
+) -> str:
+    """``python -m picobot --config F ARGS`` in ``workdir`` with ``config`` as the
+    file; its stdout. Its stderr goes to ``log_name``; a non-zero exit raises
+    :class:`ServerError` naming that log."""
+    path = workdir / f"{log_name}.toml"
+    path.write_text(config, encoding="utf-8")
+    log_path = workdir / f"{log_name}.log"
+    with log_path.open("ab") as log:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "picobot",
+            "--config",
+            str(path),
+            *args,
+            cwd=workdir,
+            env=child_env(settings_env or {}),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=log,
+        )
+        out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        command = " ".join(args[:2])
+        raise ServerError(f"picobot {command} exited with {proc.returncode}; see {log_path}")
+    return out.decode("utf-8", "replace")
+
+
 class PicobotServer:
     """``python -m picobot serve`` in ``workdir`` until the ``async with`` ends."""
 
@@ -95,11 +142,12 @@ class PicobotServer:
         llm_base_url: str,
         identity: str,
         settings_env: Mapping[str, str] | None = None,
+        log_name: str = "picobot.log",
     ) -> None:
         self.workdir = workdir
         self.identity = identity
         self.api_key = f"eval-{secrets.token_hex(16)}"
-        self.log_path = workdir / "picobot.log"
+        self.log_path = workdir / log_name
         self.ws_url = ""
         self._llm_base_url = llm_base_url
         self._settings_env = dict(settings_env or {})
@@ -110,10 +158,8 @@ class PicobotServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "config.toml"
         config.write_text(config_text(self.workdir / "data", self._llm_base_url), encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if not k.upper().startswith("PICOBOT_")}
-        env.update(self._settings_env)
+        env = child_env(self._settings_env)
         env[KEYS_ENV] = f"{self.api_key}:{self.identity}"
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         self._proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

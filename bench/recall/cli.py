@@ -4,6 +4,9 @@ Replays a LoCoMo-format file through ``picobot serve``'s WebSocket channel with 
 recording stand-in model, asks every question in a fresh session and as a
 continuation of the last one, and reports how often the evidence turns reach the
 model's prompt, beside BM25 and window-only baselines computed in the same run.
+With ``--learn``, a real model (``--learn-model URL`` or ``--learn-local``) then
+extracts facts through ``picobot facts extract`` and the questions are asked again:
+answer coverage by facts and recall with facts off and on (:mod:`bench.recall.learn`).
 Writes recall.json and recall.md (``--out``), prints the table; progress on stderr.
 See docs/eval.md.
 """
@@ -29,6 +32,8 @@ from typing import Any
 
 from bench.recall import baseline, dataset, report
 from bench.recall.child import ROOT, ServerError, setting_env
+from bench.recall.extractor import LOCAL, REMOTE, Extractor, LearnModel
+from bench.recall.learn import Learner
 from bench.recall.replay import MODES, Progress, Replayed, ReplayError, replay
 from bench.recall.standin import StandIn
 
@@ -59,6 +64,8 @@ class EvalConfig:
     purge: bool = True
     keep_workdir: bool = False
     dump_prompts: bool = False
+    learn: LearnModel | None = None
+    """Extract facts after each conversation and ask its questions again (``--learn``)."""
 
 
 def _git_commit() -> str:
@@ -108,7 +115,11 @@ async def _replay_all(
 ) -> tuple[list[Replayed], dict[str, int]]:
     jobs = cfg.jobs or os.cpu_count() or 1
     gate = asyncio.Semaphore(max(1, jobs))
-    async with StandIn() as standin:
+    extractor = None
+    if cfg.learn is not None and cfg.learn.kind != LOCAL:
+        extractor = Extractor(cfg.learn)
+    learner = Learner(cfg.learn, extractor) if cfg.learn is not None else None
+    async with StandIn(extractor) as standin:
 
         async def one(n: int, conv: dataset.Conversation) -> Replayed:
             async with gate:
@@ -126,6 +137,7 @@ async def _replay_all(
                     purge=cfg.purge,
                     keep_prompts=cfg.dump_prompts,
                     progress=progress,
+                    learner=learner,
                 )
                 progress(f"{conv.sample_id}: done {done.seconds}")
                 return done
@@ -192,6 +204,7 @@ def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
         "settings": settings_env,
         "purge_after_each_question": cfg.purge,
         "model_calls": {k: calls.get(k, 0) for k in ("chat", "background", "rejected")},
+        **({"learn_model": _learn_model(cfg.learn)} if cfg.learn is not None else {}),
         "memory_sizes": sizes,
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
@@ -204,6 +217,17 @@ def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
         if cfg.dump_prompts:
             _dump_prompts(cfg.out_dir / "recall.prompts.jsonl", replays)
     return doc
+
+
+def _learn_model(model: LearnModel) -> dict[str, Any]:
+    return {
+        "kind": model.kind,
+        "base_url": model.base_url,
+        "name": model.name,
+        "key_env": model.key_env,
+        "describe": model.describe(),
+        "fixture": model.fixture,
+    }
 
 
 def _dump_prompts(path: Path, replays: Sequence[Replayed]) -> None:
@@ -257,6 +281,22 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         help="keep each question's session (shows that the residue check catches it)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the servers' work directory")
+    learn = parser.add_argument_group("learned facts (docs/eval.md, 'Learned facts')")
+    learn.add_argument(
+        "--learn",
+        action="store_true",
+        help="extract facts with a real model after each conversation, ask again, compare",
+    )
+    learn.add_argument(
+        "--learn-model", metavar="URL", help="OpenAI-compatible base URL (e.g. http://host:8080/v1)"
+    )
+    learn.add_argument("--learn-model-name", metavar="NAME", default="", help="model to ask for")
+    learn.add_argument(
+        "--learn-model-key-env", metavar="VAR", default="", help="env var holding its API key"
+    )
+    learn.add_argument(
+        "--learn-local", action="store_true", help="extract with the bundled local model"
+    )
     parser.add_argument(
         "--dump-prompts",
         action="store_true",
@@ -275,6 +315,7 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
             setting_env(setting)
         except ValueError as exc:
             parser.error(str(exc))
+    learn_model = _learn_args(parser, args)
     return EvalConfig(
         file=args.file or (Path(args.file_arg) if args.file_arg else DEFAULT_FILE),
         out_dir=args.out,
@@ -287,7 +328,48 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         purge=not args.no_purge,
         keep_workdir=args.keep,
         dump_prompts=args.dump_prompts,
+        learn=learn_model,
     )
+
+
+def _learn_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> LearnModel | None:
+    """The extraction model of ``--learn``; a real one or an error."""
+    if not args.learn:
+        if (
+            args.learn_model
+            or args.learn_local
+            or args.learn_model_name
+            or args.learn_model_key_env
+        ):
+            parser.error(
+                "--learn-model, --learn-model-name, --learn-model-key-env and --learn-local"
+                " need --learn"
+            )
+        return None
+    if args.learn_model and args.learn_local:
+        parser.error("--learn: give --learn-model URL or --learn-local, not both")
+    if args.learn_local:
+        if args.learn_model_name or args.learn_model_key_env:
+            parser.error(
+                "--learn-model-name and --learn-model-key-env go with --learn-model,"
+                " not --learn-local"
+            )
+        return LearnModel(LOCAL)
+    if not args.learn_model:
+        parser.error(
+            "--learn needs a real model to extract facts: --learn-model URL"
+            " [--learn-model-name NAME] (an OpenAI-compatible server such as llama.cpp's"
+            " or Ollama's) or --learn-local (the bundled model); the stand-in cannot"
+            " learn anything worth measuring"
+        )
+    key_env = args.learn_model_key_env
+    if key_env and not os.environ.get(key_env):
+        parser.error(f"--learn-model-key-env: the variable {key_env} is not set")
+    try:
+        return LearnModel(REMOTE, args.learn_model, args.learn_model_name, key_env)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return None  # parser.error does not return
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -84,6 +84,9 @@ class Question:
     text: str
     category: int
     evidence: tuple[str, ...]
+    answer: str | None = None
+    """The gold ``answer`` as text (a number is written out); None when the file has
+    none (LoCoMo's adversarial questions carry ``adversarial_answer`` instead)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +158,15 @@ def _parse_sessions(conv: dict[str, Any], where: str) -> tuple[Session, ...]:
     return tuple(sessions)
 
 
+def _answer(value: Any) -> str | None:
+    """A gold answer as text: strings as they are, numbers written out, else None."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
 def _parse_questions(
     qa: Any, turns: set[str], where: str
 ) -> tuple[tuple[Question, ...], dict[str, list[int]]]:
@@ -178,7 +190,9 @@ def _parse_questions(
         elif any(token not in turns for token in ids):
             skipped["unresolved_evidence"].append(i)
         else:
-            questions.append(Question(i, text, category, tuple(dict.fromkeys(ids))))
+            questions.append(
+                Question(i, text, category, tuple(dict.fromkeys(ids)), _answer(raw.get("answer")))
+            )
     return tuple(questions), skipped
 
 

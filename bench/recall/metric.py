@@ -15,7 +15,7 @@ data tags inside stored text), every run of whitespace to one space, case folded
 
 A question is **recalled** when every one of its evidence turns is found. Where each
 turn was found is reported too: the ``recalled_conversations`` block, the window (a
-history message), or elsewhere (summary, memories).
+history message), the ``learned_facts`` block, or elsewhere (summary, memories).
 
 **Tokens** are estimated as PicoBot's default estimator does: ``ceil(chars / 4)``,
 plus :data:`MESSAGE_OVERHEAD` per message for the framing.
@@ -35,6 +35,7 @@ from bench.recall.dataset import Turn
 MIN_NEEDLE_CHARS = 24
 MESSAGE_OVERHEAD = 4
 RECALLED_SOURCE = "recalled_conversations"
+FACTS_SOURCE = "learned_facts"
 
 _SPACE = re.compile(r"\s+")
 _BLOCK = re.compile(r'<data source="([^"]*)">\n?(.*?)\n?</data>', re.DOTALL)
@@ -87,11 +88,13 @@ class PromptView:
     window: str
     other: str
     current: str
+    facts: str = ""
+    """The ``learned_facts`` block's body, normalized ("" when there is none)."""
 
     @property
     def haystack(self) -> str:
         """Everything the model saw besides the current message."""
-        return "\n".join((self.other, normalize(self.recalled), self.window))
+        return "\n".join((self.other, normalize(self.recalled), self.window, self.facts))
 
     @property
     def recalled_tokens(self) -> int:
@@ -111,6 +114,7 @@ def view(messages: Sequence[Message]) -> PromptView:
     recalled: list[str] = []
     window: list[str] = []
     other: list[str] = []
+    facts: list[str] = []
     body = list(messages[:-1])
     for i, message in enumerate(body):
         text = content(message)
@@ -118,11 +122,13 @@ def view(messages: Sequence[Message]) -> PromptView:
         if i == 0 and message.get("role") == "system":
             other.append(text)
         elif blocks:
-            # The context message: its recalled block apart, everything else is "other".
+            # The context message: its recalled and facts blocks apart, the rest "other".
             rest = text
             for block in blocks:
-                if block.group(1) == RECALLED_SOURCE:
-                    recalled.append(block.group(2))
+                if block.group(1) in (RECALLED_SOURCE, FACTS_SOURCE):
+                    (recalled if block.group(1) == RECALLED_SOURCE else facts).append(
+                        block.group(2)
+                    )
                     rest = rest.replace(block.group(0), "")
             other.append(rest)
         else:
@@ -134,6 +140,7 @@ def view(messages: Sequence[Message]) -> PromptView:
         normalize("\n".join(window)),
         normalize("\n".join(other)),
         normalize(current),
+        normalize("\n".join(facts)),
     )
 
 
@@ -143,7 +150,7 @@ class Judgement:
 
     hit: bool
     found: dict[str, str | None] = field(default_factory=dict)
-    """Evidence id -> "recalled", "window", "other" or None (missing)."""
+    """Evidence id -> "recalled", "window", "facts", "other" or None (missing)."""
 
 
 def judge(prompt: PromptView, needles: Mapping[str, str]) -> Judgement:
@@ -155,6 +162,8 @@ def judge(prompt: PromptView, needles: Mapping[str, str]) -> Judgement:
             found[dia_id] = "recalled"
         elif text in prompt.window:
             found[dia_id] = "window"
+        elif text in prompt.facts:
+            found[dia_id] = "facts"
         elif text in prompt.other:
             found[dia_id] = "other"
         else:

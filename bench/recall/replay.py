@@ -32,9 +32,10 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from bench.recall import metric
+from bench.recall import answers, metric
 from bench.recall.child import PicobotServer
 from bench.recall.dataset import Conversation, Question, Turn
+from bench.recall.learn import Learned, Learner, answer_words
 from bench.recall.standin import Call, StandIn
 
 MODES = ("fresh", "continue")
@@ -43,6 +44,9 @@ FLUSH_SEARCH = "/search picobotevalflush"
 runs every half second)."""
 
 Progress = Callable[[str], None]
+IDLE_ENV = "PICOBOT_MEMORY__LEARNING__IDLE_SECS"
+NEVER_IDLE_SECS = 7 * 86_400
+"""The largest ``[memory.learning] idle_secs``: servers of a ``--learn`` run."""
 
 
 class ReplayError(RuntimeError):
@@ -64,6 +68,10 @@ class Asked:
     duplicate_items: int
     residue: int
     prompt: list[dict[str, Any]] | None = None
+    facts: bool = False
+    """Asked after facts were extracted (``--learn``)."""
+    answer_in_prompt: bool | None = None
+    """The gold answer's words are all in the prompt (None: the answer is not judged)."""
 
     def row(self) -> dict[str, Any]:
         """The JSON form (without the prompt)."""
@@ -71,7 +79,9 @@ class Asked:
             "qa_index": self.index,
             "category": self.category,
             "mode": self.mode,
+            "facts": self.facts,
             "hit": self.hit,
+            "answer_in_prompt": self.answer_in_prompt,
             "found": self.found,
             "prompt_tokens": self.prompt_tokens,
             "recalled_tokens": self.recalled_tokens,
@@ -93,6 +103,8 @@ class Replayed:
     background_calls: int = 0
     changed_turns: int = 0
     """Turns PicoBot stored otherwise than sent (trimmed whitespace, a redacted secret)."""
+    learned: Learned | None = None
+    """What extraction did (``--learn``)."""
 
 
 class Client:
@@ -195,9 +207,16 @@ class Replay:
         self.progress = progress
         self.out = Replayed(conv.sample_id)
         self._earlier: list[str] = []
+        self._last = ""
+        self._facts = False
 
-    async def run(self, modes: Sequence[str]) -> Replayed:
-        """The whole replay; the server must be running. Failures name the server log."""
+    async def run(self, modes: Sequence[str], *, facts: bool = False) -> Replayed:
+        """The whole replay; the server must be running. Failures name the server log.
+
+        With ``facts``, the conversation was ingested already (by an earlier run on the
+        same data, before extraction): only the questions are asked again.
+        """
+        self._facts = facts
         try:
             return await self._run(modes)
         except ReplayError as exc:
@@ -211,14 +230,18 @@ class Replay:
                 raise ReplayError(f"expected hello, got {hello.get('type')}")
             client = Client(ws)
             started = time.perf_counter()
-            last = await self._ingest(client)
+            if not self._facts:
+                self._last = await self._ingest(client)
             await client.chat(FLUSH_SEARCH)
-            self.out.seconds["ingest"] = round(time.perf_counter() - started, 2)
+            self.out.seconds["facts ingest" if self._facts else "ingest"] = round(
+                time.perf_counter() - started, 2
+            )
             for mode in modes:
                 started = time.perf_counter()
                 for question in self.conv.questions:
-                    await self._ask(client, question, mode, last)
-                self.out.seconds[mode] = round(time.perf_counter() - started, 2)
+                    await self._ask(client, question, mode, self._last)
+                label = f"{mode} + facts" if self._facts else mode
+                self.out.seconds[label] = round(time.perf_counter() - started, 2)
         self.out.background_calls += sum(c.background for c in self.standin.take(self.tag))
         return self.out
 
@@ -265,6 +288,7 @@ class Replay:
         needles = {d: self._needle(turns[d]) for d in question.evidence}
         prompt = metric.view(call.messages)
         judged = metric.judge(prompt, needles)
+        want = answer_words(question)
         return Asked(
             question.index,
             question.category,
@@ -277,6 +301,8 @@ class Replay:
             metric.duplicate_items(prompt),
             len(metric.residue(prompt, self._earlier)),
             call.messages if self.keep_prompts else None,
+            self._facts,
+            None if want is None else answers.covered(want, prompt.haystack),
         )
 
     def _needle(self, turn: Turn) -> str:
@@ -294,11 +320,33 @@ async def replay(
     purge: bool = True,
     keep_prompts: bool = False,
     progress: Progress = lambda _line: None,
+    learner: Learner | None = None,
 ) -> Replayed:
-    """Start a server for ``conv``, replay it, stop the server."""
-    async with PicobotServer(workdir, standin.base_url(tag), tag, settings_env) as server:
+    """Start a server for ``conv``, replay it, stop the server.
+
+    With a ``learner``: then extract facts on the stopped server's data, start it again
+    and ask the questions once more (see :mod:`bench.recall.learn`).
+    """
+    env = dict(settings_env or {})
+    if learner is not None:
+        # Extraction happens once, by the command below: the servers never learn by
+        # themselves, however long the run takes (unless a --setting says otherwise).
+        env = {IDLE_ENV: str(NEVER_IDLE_SECS), **env}
+    async with PicobotServer(workdir, standin.base_url(tag), tag, env) as server:
         progress(f"{conv.sample_id}: picobot serve on {server.ws_url}")
         job = Replay(
             conv, tag, standin, server, purge=purge, keep_prompts=keep_prompts, progress=progress
         )
-        return await job.run(modes)
+        out = await job.run(modes)
+    if learner is None:
+        return out
+    progress(f"{conv.sample_id}: extracting facts ({learner.model.describe()})")
+    out.learned = await learner.learn(conv, tag, workdir, standin.learn_url(tag), env)
+    progress(
+        f"{conv.sample_id}: {out.learned.facts_active} active facts"
+        f" from {out.learned.calls} calls in {out.learned.seconds} s"
+    )
+    log = "picobot-facts.log"
+    async with PicobotServer(workdir, standin.base_url(tag), tag, env, log) as server:
+        job.server = server
+        return await job.run(modes, facts=True)

@@ -7,27 +7,18 @@ rates, so a result can be shared whatever the data's license.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from bench.recall.dataset import CATEGORIES, Conversation, category_name
+from bench.recall.learn_report import learning, learning_markdown
 from bench.recall.metric import distribution
+from bench.recall.rates import pct, rate
 from bench.recall.replay import Asked, Replayed
 
 Key = tuple[str, int]
 """(sample_id, qa index)"""
-
-
-def rate(flags: Iterable[bool]) -> dict[str, Any]:
-    """``{"recall", "hits", "n"}``; recall is None without questions."""
-    values = list(flags)
-    hits = sum(values)
-    return {
-        "recall": round(hits / len(values), 4) if values else None,
-        "hits": hits,
-        "n": len(values),
-    }
 
 
 def breakdown(hits: Mapping[Key, bool], convs: Sequence[Conversation]) -> dict[str, Any]:
@@ -49,6 +40,7 @@ def breakdown(hits: Mapping[Key, bool], convs: Sequence[Conversation]) -> dict[s
 def mode_details(asked: Sequence[Asked]) -> dict[str, Any]:
     """Tokens, where evidence was found, and the checks, for one mode."""
     found = [where for a in asked for where in a.found.values()]
+    judged = [a.answer_in_prompt for a in asked if a.answer_in_prompt is not None]
     return {
         "prompt_tokens": distribution([a.prompt_tokens for a in asked]),
         "recalled_block_tokens": distribution([a.recalled_tokens for a in asked]),
@@ -59,8 +51,10 @@ def mode_details(asked: Sequence[Asked]) -> dict[str, Any]:
             "found": sum(w is not None for w in found),
             "in_recalled_block": found.count("recalled"),
             "in_window": found.count("window"),
+            "in_facts": found.count("facts"),
             "elsewhere": found.count("other"),
         },
+        "answer_in_prompt": rate(judged),
         "duplicate_recalled_records": sum(a.duplicate_items for a in asked),
         "questions_with_duplicates": sum(a.duplicate_items > 0 for a in asked),
         "purge_residue": sum(a.residue for a in asked),
@@ -77,17 +71,20 @@ def build(
     """The whole result document."""
     systems: dict[str, Any] = {}
     details: dict[str, Any] = {}
-    for mode in modes:
-        asked = [a for r in replays for a in r.asked if a.mode == mode]
-        hits = {(r.sample_id, a.index): a.hit for r in replays for a in r.asked if a.mode == mode}
-        systems[f"picobot ({mode})"] = breakdown(hits, convs)
-        details[mode] = mode_details(asked)
+    learned = any(r.learned is not None for r in replays)
+    for mode, facts in [(m, f) for f in (False, True)[: 1 + learned] for m in modes]:
+        label = f"{mode} + facts" if facts else mode
+        asked = [a for r in replays for a in r.asked if a.mode == mode and a.facts == facts]
+        hits = {(r.sample_id, a.index): a.hit for r in replays for a in r.asked if a in asked}
+        systems[f"picobot ({label})"] = breakdown(hits, convs)
+        details[label] = mode_details(asked)
     for name, flags in baselines.items():
         systems[name] = breakdown(flags, convs)
     return {
         "run": dict(run),
         "systems": systems,
         "modes": details,
+        **({"learning": learning(convs, replays, modes)} if learned else {}),
         "conversations": [
             {
                 "sample_id": c.sample_id,
@@ -98,10 +95,19 @@ def build(
                 "seconds": r.seconds,
                 "background_model_calls": r.background_calls,
                 "turns_stored_changed": r.changed_turns,
+                **({"learning": r.learned.row()} if r.learned is not None else {}),
             }
             for c, r in zip(convs, replays, strict=True)
         ],
-        "questions": [{"sample_id": r.sample_id, **a.row()} for r in replays for a in r.asked],
+        "questions": [
+            {
+                "sample_id": r.sample_id,
+                **a.row(),
+                **({"answer_covered_by_fact": r.learned.covered.get(a.index)} if r.learned else {}),
+            }
+            for r in replays
+            for a in r.asked
+        ],
         "baseline_questions": [
             {
                 "sample_id": c.sample_id,
@@ -113,12 +119,6 @@ def build(
             for q in c.questions
         ],
     }
-
-
-def _pct(entry: Mapping[str, Any] | None) -> str:
-    if not entry or entry.get("recall") is None:
-        return "-"
-    return f"{100 * entry['recall']:.1f}%"
 
 
 def markdown(doc: Mapping[str, Any]) -> str:
@@ -144,15 +144,15 @@ def markdown(doc: Mapping[str, Any]) -> str:
     counts = [str(first["by_category"].get(c, {}).get("n", 0)) for c in cats]
     lines.append(f"| questions | {first['overall']['n']} | " + " | ".join(counts) + " |")
     for name, entry in systems.items():
-        row = [_pct(entry["by_category"].get(c)) for c in cats]
-        lines.append(f"| {name} | {_pct(entry['overall'])} | " + " | ".join(row) + " |")
+        row = [pct(entry["by_category"].get(c)) for c in cats]
+        lines.append(f"| {name} | {pct(entry['overall'])} | " + " | ".join(row) + " |")
     lines += [
         "",
         "Prompt tokens (estimated, ceil(chars/4) + 4 per message) of the call answering each"
         " question:",
         "",
         "| mode | prompt median | prompt p95 | recalled block median | recalled block p95 "
-        "| with a recalled block | evidence turns found: recalled / window / elsewhere "
+        "| with a recalled block | evidence turns found: recalled / window / facts / elsewhere "
         "| purge residue |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
@@ -160,9 +160,9 @@ def markdown(doc: Mapping[str, Any]) -> str:
         p, r, ev = d["prompt_tokens"], d["recalled_block_tokens"], d["evidence_turns"]
         lines.append(
             f"| {mode} | {p.get('median', '-')} | {p.get('p95', '-')} | {r.get('median', '-')}"
-            f" | {r.get('p95', '-')} | {_pct(d['recalled_block_present'])}"
-            f" | {ev['in_recalled_block']} / {ev['in_window']} / {ev['elsewhere']} of {ev['n']}"
-            f" | {d['purge_residue']} |"
+            f" | {r.get('p95', '-')} | {pct(d['recalled_block_present'])}"
+            f" | {ev['in_recalled_block']} / {ev['in_window']} / {ev['in_facts']}"
+            f" / {ev['elsewhere']} of {ev['n']} | {d['purge_residue']} |"
         )
     names = list(systems)
     lines += [
@@ -174,8 +174,10 @@ def markdown(doc: Mapping[str, Any]) -> str:
     ]
     for conv in doc["conversations"]:
         sid = conv["sample_id"]
-        row = [_pct(systems[n]["by_conversation"].get(sid)) for n in names]
+        row = [pct(systems[n]["by_conversation"].get(sid)) for n in names]
         lines.append(f"| {sid} | {conv['turns']} | {conv['questions']} | " + " | ".join(row) + " |")
+    if "learning" in doc:
+        lines += learning_markdown(doc)
     return "\n".join(lines) + "\n"
 
 

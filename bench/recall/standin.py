@@ -14,6 +14,10 @@ Replies: a chat turn gets :data:`CHAT_REPLY`. A request whose system message ask
 for a summary (PicoBot's background summarization) gets a short extractive digest
 of the words it quotes most, so a summary exists and stays small, and it never
 copies a turn verbatim (which would count as recalled evidence).
+
+With an :class:`~bench.recall.extractor.Extractor`, ``/learn/{tag}/v1`` answers the
+extraction calls of ``picobot facts extract`` (``--learn``); they are counted there,
+not recorded here.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import Any
 
 from aiohttp import web
 
+from bench.recall.extractor import Extractor
 from bench.recall.metric import content
 
 CHAT_REPLY = "ok"
@@ -84,7 +89,9 @@ def _is_background(messages: list[dict[str, Any]]) -> bool:
 class StandIn:
     """The stand-in server; ``async with StandIn() as model: model.base_url(tag)``."""
 
-    def __init__(self) -> None:
+    def __init__(self, extractor: Extractor | None = None) -> None:
+        self.extractor = extractor
+        """Answers ``/learn/{tag}/v1``: the extraction calls of ``--learn``."""
         self._tags: dict[str, _Tag] = {}
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -97,6 +104,8 @@ class StandIn:
             [
                 web.post("/c/{tag}/v1/chat/completions", self._completions),
                 web.get("/c/{tag}/v1/models", self._models),
+                web.post("/learn/{tag}/v1/chat/completions", self._learn),
+                web.get("/learn/{tag}/v1/models", self._learn_models),
             ]
         )
         self._runner = web.AppRunner(app, access_log=None)
@@ -107,6 +116,8 @@ class StandIn:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        if self.extractor is not None:
+            await self.extractor.aclose()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -115,6 +126,10 @@ class StandIn:
         """The ``[llm] base_url`` of the PicoBot server replaying conversation ``tag``."""
         self._tags.setdefault(tag, _Tag())
         return f"http://127.0.0.1:{self.port}/c/{tag}/v1"
+
+    def learn_url(self, tag: str) -> str:
+        """The ``[llm] base_url`` of ``picobot facts extract`` for conversation ``tag``."""
+        return f"http://127.0.0.1:{self.port}/learn/{tag}/v1"
 
     def label(self, tag: str, label: str | None) -> None:
         """Record the requests of ``tag`` that arrive from now on under ``label``."""
@@ -128,6 +143,31 @@ class StandIn:
 
     async def _models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
+
+    async def _learn_models(self, request: web.Request) -> web.Response:
+        if self.extractor is None:
+            raise web.HTTPNotFound()
+        try:
+            return web.json_response(await self.extractor.models())
+        except Exception as exc:  # the forwarded-to server's failure, told to PicoBot
+            return web.json_response({"error": {"message": str(exc)}}, status=502)
+
+    async def _learn(self, request: web.Request) -> web.StreamResponse:
+        if self.extractor is None:
+            raise web.HTTPNotFound()
+        try:
+            body = await request.json()
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                raise TypeError("messages")
+        except (ValueError, TypeError):
+            return web.json_response({"error": {"message": "not a chat request"}}, status=400)
+        try:
+            text = await self.extractor.answer(request.match_info["tag"], body)
+        except Exception as exc:
+            return web.json_response({"error": {"message": str(exc)}}, status=502)
+        if body.get("stream"):
+            return await self._stream(request, text)
+        return web.json_response(_completion(text))
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         tag = request.match_info["tag"]
