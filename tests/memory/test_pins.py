@@ -123,8 +123,6 @@ async def test_pin_fact_still_pins_a_fact_and_pins_lists_both(tmp_path: Path) ->
         )
         assert "pinned" in text(await say(rt, ALICE, f"/pin fact {applied.fact_id}"))
         await say(rt, ALICE, "/pin")
-        pin_events = EventFilter(types=("pin.added", "pin.removed"))
-        added = await rt.db.read(lambda c: list_events(c, pin_events, 10))
         listed = text(await say(rt, ALICE, "/pins"))
         events = await rt.db.read(lambda c: list_events(c, EventFilter(types=("pin.added",)), 10))
     assert "Pinned messages:" in listed and "I like green tea" in listed
