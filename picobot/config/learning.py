@@ -60,6 +60,9 @@ class LearningSettings(Section):
     recall_digests: bool = True
     """Reflections and digests are recall candidates: they may enter a prompt, within the
     recall budget, when they match the message."""
+    recall_max_digests: int = Field(default=2, ge=0, le=20)
+    """At most this many reflections and digests among one prompt's recalled records (the
+    best matching): a digest matches many messages and would crowd out the turns."""
 
 
 class MemoryRootSettings(Section):

@@ -351,6 +351,7 @@ class MemoryRetriever:
                     terms,
                     exclude_ids=[*(m.id for m in window), request.current.id],
                     include_digests=self._learning is not None and self._learning.recall_digests,
+                    max_digests=0 if self._learning is None else self._learning.recall_max_digests,
                 )
                 hits = recall_records(conn, query)
         intact = True

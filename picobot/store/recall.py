@@ -26,6 +26,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from picobot.store.digests import LAYER_KINDS
 from picobot.store.search import SearchHit, SearchQuery, search_records
 from picobot.store.terms import has_content
 
@@ -56,6 +57,8 @@ class RecallQuery:
     """Saved memories compete too (a listing); the prompt has them in a block of their own."""
     include_digests: bool = False
     """Session reflections and digests compete too (the prompt's recall, while on)."""
+    max_digests: int = 2
+    """At most this many of those are returned (the best); see ``recall_max_digests``."""
 
 
 def recall_records(conn: sqlite3.Connection, query: RecallQuery) -> list[SearchHit]:
@@ -71,6 +74,9 @@ def recall_records(conn: sqlite3.Connection, query: RecallQuery) -> list[SearchH
             include_digests=query.include_digests,
         ),
     )
+    if query.include_digests:
+        layers = [h for h in hits if h.kind in LAYER_KINDS]
+        hits = [h for h in hits if h.kind not in LAYER_KINDS or h in layers[: query.max_digests]]
     if query.neighbours <= 0 or query.context_hits <= 0:
         return hits
     # Message ids only: another kind's row id may equal a message's.

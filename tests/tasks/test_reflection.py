@@ -165,6 +165,17 @@ async def test_ten_reflections_fold_into_a_period_digest_and_ten_of_those_into_l
     }
     plain = await db.read(lambda c: recall_records(c, RecallQuery(ALICE, ["number3x"])))
     assert {h.kind for h in plain} == {"message"}  # only when asked for
+    # A digest matches much; a prompt takes at most recall_max_digests of them, the best.
+    every = [f"number{i}x" for i in range(8)]
+    wide = await db.read(
+        lambda c: recall_records(c, RecallQuery(ALICE, every, include_digests=True))
+    )
+    one = RecallQuery(ALICE, every, include_digests=True, max_digests=1)
+    capped = await db.read(lambda c: recall_records(c, one))
+    layered = [h for h in wide if h.kind != "message"]
+    assert len(layered) > 1
+    assert [h for h in capped if h.kind != "message"] == layered[:1]
+    assert [h for h in capped if h.kind == "message"] == [h for h in wide if h.kind == "message"]
 
 
 async def test_digest_levels_fold_by_the_configured_fanout(db: Database) -> None:
