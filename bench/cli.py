@@ -22,13 +22,15 @@ from typing import Any
 from bench import prompt_cache, report
 from bench.common import SMOKE, STANDARD, BenchContext, Plan, Progress, make_progress
 from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
+from bench.learning_cost import learning_overhead
 from bench.net import network
 from bench.purge import purge_under_load
 from bench.turn import recall_scaling, recall_search, turn_overhead
 from bench.write import write_latency
 
 HERE = Path(__file__).resolve().parent
-BENCHES = ("recall_search", "turn_overhead", "write", "network", "purge")
+# learning_overhead last: it adds facts and reflections the other benches should not see.
+BENCHES = ("recall_search", "turn_overhead", "write", "network", "purge", "learning_overhead")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +65,10 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
         elif name == "network":
             prof = cfg.out_dir / f"ws_profile_{scale.name}.txt" if cfg.profile else None
             results.update(asyncio.run(network(ctx, prof)))
-        else:
+        elif name == "purge":
             results[name] = asyncio.run(purge_under_load(ctx))
+        else:
+            results[name] = asyncio.run(learning_overhead(ctx))
         progress(f"{scale.name}: {name} done in {time.perf_counter() - started:.1f} s")
     return results
 

@@ -37,6 +37,8 @@ RECALL_1M_LIMIT_MS = 50.0
 """Recall p95 at 1M stored messages, absolute (issue 22, on the 2-core machine)."""
 CAPACITY_RATIO_LIMIT = 0.9
 """WebSocket capacity, PicoBot over the bare-SQL server in the same run (issue 23)."""
+LEARNING_LIMIT = 1.10
+"""A turn with learned facts, reflections and digests over one without (issue 24)."""
 PREFIX_SHARE_LIMIT = 0.85
 TTFT_LIMIT = 3.0
 
@@ -82,6 +84,11 @@ TARGETS: dict[str, Target] = {
         lambda r: r["p95_ratio"] <= 3,
         (("p50_ratio", "max"), ("p95_ratio", "max")),
         source="bench (the issue sets none)",
+    ),
+    "learning_overhead": Target(
+        f"p50 and p95 <= {LEARNING_LIMIT:g}x the same turns with [memory.learning] off",
+        lambda r: r["p50_ratio"] <= LEARNING_LIMIT and r["p95_ratio"] <= LEARNING_LIMIT,
+        (("p50_ratio", "max"), ("p95_ratio", "max")),
     ),
     "purge": Target(
         "other users' turn p99 during the purge <= 5x their p99 without one",
@@ -229,7 +236,7 @@ def _lines(name: str, scale: str, r: Result) -> list[list[str]]:
     def ms(v: float) -> str:
         return f"{v:.3f} ms" if v < 10 else f"{v:.1f} ms"
 
-    if name in ("turn_overhead", "recall_search", "webhook", "write"):
+    if name in ("turn_overhead", "recall_search", "webhook", "write", "learning_overhead"):
         pico, raw = r["picobot_ms"], r["raw_ms"]
         pcts = ("p50", "p99") if name == "write" else ("p50", "p95")
         rows = [

@@ -62,7 +62,7 @@ async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
                     time.time(),
                 )
                 _, hits = await pairs.measure(
-                    i, partial(_kernel_turn, kernel, inbound), partial(raw.turn, raw_turn)
+                    i, partial(kernel_turn, kernel, inbound), partial(raw.turn, raw_turn)
                 )
                 recalled += hits
                 tick.step(i + 1)
@@ -172,7 +172,7 @@ async def recall_scaling(small: BenchContext, large: BenchContext) -> dict[str, 
     }
 
 
-async def _kernel_turn(kernel: Kernel, inbound: Inbound) -> None:
+async def kernel_turn(kernel: Kernel, inbound: Inbound) -> None:
     async for event in kernel.handle(inbound):
         if event.kind is OutboundKind.ERROR:
             raise RuntimeError(f"turn failed: {event.text}")

@@ -31,6 +31,7 @@ RATIOS = {
     "websocket": ("capacity_ratio", "half_capacity_p95_ratio", "echo_capacity_ratio"),
     "webhook": ("p50_ratio", "p95_ratio"),
     "purge": ("p99_ratio",),
+    "learning_overhead": ("p50_ratio", "p95_ratio"),
 }
 
 
@@ -68,6 +69,8 @@ def test_bench_runs_on_a_tiny_corpus(tmp_path: Path) -> None:
     ]
     assert _positive(data["purge"]["duration_s"])
     assert data["purge"]["by_scale"][TINY.name]["victim_messages"] > 0
+    learning = data["learning_overhead"]["by_scale"][TINY.name]
+    assert learning["facts_per_user"] > 0 and learning["reflections_per_user"] > 0
     assert "| figure |" in (tmp_path / "out" / "latest.md").read_text(encoding="utf-8")
 
 

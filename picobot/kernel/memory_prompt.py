@@ -85,6 +85,9 @@ class _Epoch:
     with_summary: bool
     with_facts: bool
     inserts: dict[int, list[RecallLine]] = field(default_factory=dict)
+    facts: tuple[tuple[object, ...], Item | None] | None = None
+    """The learned facts last rendered (their fields) and their block, reused while
+    they are unchanged: rendering estimates every fact line."""
 
     def shown_ids(self) -> set[int]:
         """The messages recalled (other kinds' row ids are another number space)."""
@@ -161,15 +164,24 @@ class MemoryRetriever:
         epoch = self._epochs.get(sid)
         fetched = await self._db.read(lambda conn: self._fetch(conn, request, epoch))
         memories = self._memory_items(fetched.memories, item_cap)
-        facts = self._facts_item(fetched.facts)
+        facts_key = tuple(
+            (f.id, f.updated_at, f.confidence, f.subject, f.category, f.text)
+            for f in fetched.facts
+        )
+        if epoch is not None and epoch.facts is not None and epoch.facts[0] == facts_key:
+            facts = epoch.facts[1]
+        else:
+            facts = self._facts_item(fetched.facts)
         window = [self._capped(m, item_cap) for m in fetched.window]
         if epoch is not None and fetched.records_intact:
             context = (memories, facts if epoch.with_facts else None)
             body = self._continue(epoch, request, fetched, window, context, item_cap, room)
             if body is not None:
+                epoch.facts = (facts_key, facts)
                 self._epochs.move_to_end(sid)
                 return [system, *body, current]
         epoch, body = self._start(request, fetched, window, (memories, facts), item_cap, room)
+        epoch.facts = (facts_key, facts)
         self._epochs[sid] = epoch
         self._epochs.move_to_end(sid)
         while len(self._epochs) > MAX_EPOCHS:

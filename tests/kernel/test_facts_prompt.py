@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from picobot.config.learning import LearningSettings
 from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.memory.facts import Observation
 from picobot.store.db import Database
 from picobot.store.fact_writes import FactStore
+from picobot.store.facts import active_facts
 from tests.kernel.test_memory_prompt import EST, World, context_text, cost, db
 
 __all__ = ["db"]  # the fixture
@@ -88,3 +91,32 @@ async def test_facts_give_way_after_recall_and_before_memories(db: Database) -> 
     assert "note_0" in context_text(prompt)  # memories stayed
     roomy = await learning_world(db).build(sid, "hello again")
     assert facts_block(roomy) != ""  # they were trimmed, not missing
+
+
+async def test_the_block_is_rendered_again_only_when_a_fact_changes(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import picobot.kernel.memory_prompt as memory_prompt
+
+    calls: list[int] = []
+    render = memory_prompt.render_facts_block
+
+    def counting(*args: object, **kwargs: object) -> str:
+        calls.append(1)
+        return render(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(memory_prompt, "render_facts_block", counting)
+    w = learning_world(db)
+    await learn(db, ALICE, ("Pixel", "personal", "is a grey cat"))
+    sid = await w.session()
+    await w.build(sid, "hello")
+    await w.messages.append(sid, "assistant", "hi", 1)
+    await w.build(sid, "and again")
+    assert len(calls) == 1  # the session's second turn reuses the rendered block
+    [fact] = await db.read(lambda c: active_facts(c, ALICE, 0.3, 50))
+    await FactStore(db).update(
+        fact.id, text="is a black cat", confidence=None, active=None, actor="t", now=time.time()
+    )
+    await w.messages.append(sid, "assistant", "ok", 1)
+    third = await w.build(sid, "and now")
+    assert len(calls) == 2 and "is a black cat" in facts_block(third)
