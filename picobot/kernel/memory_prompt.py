@@ -165,8 +165,7 @@ class MemoryRetriever:
         fetched = await self._db.read(lambda conn: self._fetch(conn, request, epoch))
         memories = self._memory_items(fetched.memories, item_cap)
         facts_key = tuple(
-            (f.id, f.updated_at, f.confidence, f.subject, f.category, f.text)
-            for f in fetched.facts
+            (f.id, f.updated_at, f.confidence, f.subject, f.category, f.text) for f in fetched.facts
         )
         if epoch is not None and epoch.facts is not None and epoch.facts[0] == facts_key:
             facts = epoch.facts[1]
