@@ -53,6 +53,25 @@ async def _delete(conn: AsyncConnection, doomed: str, key: str) -> tuple[int, in
         return int(cur.rowcount), entries
 
 
+async def delete_session_layers(conn: AsyncConnection, session_id: str) -> tuple[int, int]:
+    """In ``conn``'s transaction: delete ``session_id``'s reflections, and empty and mark
+    stale every digest above them; (reflections, index entries) deleted."""
+    # The digests above lose their text (and index entries) before the rows below go;
+    # the purge counts only what it deleted.
+    await conn.execute(
+        f"UPDATE digests SET text = '', token_estimate = 0, stale = 1"  # noqa: S608
+        f" WHERE id IN ({_ABOVE})",
+        (session_id,),
+    )
+    async with conn.execute(
+        "SELECT COUNT(*) FROM digests WHERE level = 0 AND session_id = ?", (session_id,)
+    ) as cur:
+        row = await cur.fetchone()
+    if row is None or not int(row[0]):
+        return 0, 0
+    return await _delete(conn, _OF_SESSION, session_id)
+
+
 class DigestPurge:
     """Count and delete the reflections and digests a session or user purge takes."""
 
@@ -60,26 +79,8 @@ class DigestPurge:
         self._db = db
 
     async def count_session(self, session_id: str) -> tuple[int, int]:
-        """(reflections, index entries) :meth:`delete_session` would delete now."""
+        """(reflections, index entries) :func:`delete_session_layers` would delete now."""
         return await self._db.read(lambda c: _count(c, _OF_SESSION, session_id))
-
-    async def delete_session(self, session_id: str) -> tuple[int, int]:
-        """Delete ``session_id``'s reflections; empty and mark stale the digests above."""
-        async with self._db.transaction() as conn:
-            # The digests above lose their text (and index entries) before the rows
-            # below go; the purge counts only what it deleted.
-            await conn.execute(
-                f"UPDATE digests SET text = '', token_estimate = 0, stale = 1"  # noqa: S608
-                f" WHERE id IN ({_ABOVE})",
-                (session_id,),
-            )
-            async with conn.execute(
-                "SELECT COUNT(*) FROM digests WHERE level = 0 AND session_id = ?", (session_id,)
-            ) as cur:
-                row = await cur.fetchone()
-            if row is None or not int(row[0]):
-                return 0, 0
-            return await _delete(conn, _OF_SESSION, session_id)
 
     async def count_user(self, user_id: str) -> tuple[int, int]:
         """(reflections and digests, index entries) :meth:`delete_user` would delete."""
