@@ -2,9 +2,12 @@
 
 A session purge deletes the session's reflections (their provenance lies only in it)
 and marks every digest that folded one of them, and the digests above it, stale: their
-text is emptied in the same transaction (so nothing derived from the purged session
-survives in the file or the recall index) and rebuilt later from what remains (see
-:class:`picobot.tasks.reflection.ReflectionTask`). A user purge deletes all of the
+text is emptied in the same transaction, the one that deletes the session row (see
+:meth:`picobot.store.purge.PurgeStore.delete_session`), so nothing derived from the
+purged session survives in the file or the recall index, and rebuilt later from what
+remains (see :class:`picobot.tasks.reflection.ReflectionTask`; a rebuild or fold that
+read a purged row stores nothing, :class:`picobot.store.digests.DigestStore` checks its
+sources in its write). A user purge deletes all of the
 user's reflections and digests. Retention leaves them alone: they are derived data
 meant to outlast the 90 days of conversation they came from.
 """

@@ -4,8 +4,10 @@ One table, ``digests`` (migration m015): level 0 is the reflection of one sessio
 message range, level L >= 1 a digest folding ``fanout`` rows of level L-1, which then
 point at it (``parent_id``). A digest marked ``stale`` lost a source to a purge: its
 text was emptied at once (see :mod:`picobot.store.digest_purge`) and is rebuilt from
-the sources that remain. Every write records its event (``reflection.stored``,
-``digest.updated``) in the same transaction; payloads hold ids and counts only.
+the sources that remain. A fold or rebuild writes only if the rows it read are still
+there unchanged (a model answers slowly; a purge may run meanwhile). Every write
+records its event (``reflection.stored``, ``digest.updated``) in the same transaction;
+payloads hold ids and counts only.
 Every per-user read takes the owner's id and touches only that owner's rows.
 """
 
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from picobot.store.db import Database
 from picobot.store.events import record_event
 from picobot.store.messages import SessionGone, StoredMessage
+from picobot.store.summaries import get_summary
 
 LAYER_KINDS = frozenset({"reflection", "digest"})
 """The recall-hit kinds of this table's rows (see picobot.store.search_kinds)."""
@@ -92,16 +95,19 @@ def idle_sessions(conn: sqlite3.Connection, idle_before: float, limit: int) -> l
     return [str(r[0]) for r in rows]
 
 
-def unreflected(conn: sqlite3.Connection, session_id: str, limit: int) -> list[StoredMessage]:
+def unreflected(
+    conn: sqlite3.Connection, session_id: str, limit: int
+) -> tuple[list[StoredMessage], str | None]:
     """The first ``limit`` user and assistant messages of ``session_id`` no reflection
-    covers, in order."""
+    covers, in order, and the session's summary (None: none)."""
     rows = conn.execute(
         "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
         " FROM messages WHERE session_id = ? AND seq_order > ?"
         " AND role IN ('user', 'assistant') ORDER BY seq_order LIMIT ?",
         (session_id, reflected_seq(conn, session_id), limit),
     ).fetchall()
-    return [StoredMessage(*tuple(r)) for r in rows]
+    summary = get_summary(conn, session_id)
+    return [StoredMessage(*tuple(r)) for r in rows], summary.summary if summary else None
 
 
 def user_digests(conn: sqlite3.Connection, user_id: str, limit: int | None = None) -> list[Digest]:

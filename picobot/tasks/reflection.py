@@ -9,7 +9,8 @@ summary), makes one model call, and stores the checked answer with its provenanc
 (user, session, message id range), for short sessions too. Then the user's unfolded
 reflections are folded by ``digest_fanout`` into a level-1 digest, those into level 2,
 up to ``digest_levels``. Digests a purge made stale are rebuilt from what remains by
-the periodic check. Failures back off like fact extraction (5 minutes, doubling).
+the periodic check, bottom-up. Failures back off like fact extraction (5 minutes,
+doubling).
 
 Secrets are redacted before the model sees the messages and from the answer before it
 is stored; an invalid or empty answer is dropped (a content-free log line) and its
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -43,9 +43,8 @@ from picobot.store.digests import (
     unfolded,
     unreflected,
 )
-from picobot.store.messages import SessionGone, StoredMessage
+from picobot.store.messages import SessionGone
 from picobot.store.sessions import SessionRepo
-from picobot.store.summaries import get_summary
 
 log = logging.getLogger(__name__)
 
@@ -155,12 +154,7 @@ class ReflectionTask:
         if info is None:
             return Reflected()
         user_id = info.user_id
-
-        def read(conn: sqlite3.Connection) -> tuple[list[StoredMessage], str | None]:
-            summary = get_summary(conn, session_id)
-            messages = unreflected(conn, session_id, MAX_MESSAGES_PER_RUN)
-            return messages, summary.summary if summary else None
-
+        read = functools.partial(unreflected, session_id=session_id, limit=MAX_MESSAGES_PER_RUN)
         messages, summary = await self._db.read(read)
         if not any(m.role == "user" for m in messages):
             return Reflected(messages=len(messages))
