@@ -357,7 +357,9 @@ async def _del_learned(conn: AsyncConnection, keys: str, *, sessions: bool = Tru
         facts = await delete_session_facts(conn, session_id)
         layers = await delete_session_layers(conn, session_id)
         done = _derived(done, 0, facts, layers)
-    return done + await _del_sessions(conn, keys) if sessions else done
+    if sessions:
+        done += await _del_sessions(conn, keys)
+    return done
 
 
 async def _delete_in(conn: AsyncConnection, table: str, column: str, keys: str) -> int:

@@ -190,3 +190,16 @@ async def test_a_session_purge_cut_short_can_be_run_again(
         " + (SELECT COUNT(*) FROM digests)"
     )
     assert row is not None and row[0] == 0
+
+
+async def test_a_purge_of_a_session_gone_already_takes_what_it_taught(db: Database) -> None:
+    now = [T0 + 10_000]
+    sid = await chat(db, ALICE, [f"I like {SECRET} tea", "ok"], at=T0)
+    await task(db, HeldProvider([reflection(SECRET)], hold_call=-1), now).check_idle()
+    fact = Observation("tea", "preference", f"likes {SECRET}")
+    await FactStore(db).observe(ALICE, [fact], session_id=sid, message_id=1, now=T0)
+    # What a purge cut short by an older version could leave: the session row went first.
+    await db.execute_write("DELETE FROM sessions WHERE id = ?", (sid,))
+    done = await PurgeStore(db).delete_session(sid)
+    assert (done.sessions, done.facts, done.digests) == (0, 1, 1)
+    await nothing_left_of_the_secret(db)
