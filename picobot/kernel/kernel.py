@@ -20,6 +20,15 @@ from dataclasses import dataclass, replace
 from picobot.errors import LLMError, StoreUnavailable, UserError
 from picobot.kernel.commands import CommandRouter, SessionCommands
 from picobot.kernel.context import Grant, ToolContext, own_data_grants
+from picobot.kernel.failures import COMMAND_FAILED as COMMAND_FAILED  # re-exported
+from picobot.kernel.failures import (
+    INTERNAL_FAILED,
+    MODEL_FAILED,
+    REPLY_STORE_FAILED,
+    SESSION_GONE,
+    STORE_FAILED,
+    safely,
+)
 from picobot.kernel.prompt import ContextRetriever, PromptRequest
 from picobot.kernel.tokens import TokenEstimator
 from picobot.kernel.tool_budget import ToolBudget
@@ -35,25 +44,6 @@ from picobot.store.tool_records import ToolRecordRepo
 from picobot.tools.base import ToolRegistry
 
 log = logging.getLogger(__name__)
-
-MODEL_FAILED = (
-    "Sorry, I could not get an answer from the model just now. "
-    "Your message was saved; please try again."
-)
-INTERNAL_FAILED = (
-    "Sorry, something went wrong on my side. Your message was saved; please try again."
-)
-COMMAND_FAILED = "Sorry, something went wrong on my side; please try again."
-SESSION_GONE = "This session was deleted meanwhile, so nothing more is saved in it."
-REPLY_STORE_FAILED = (
-    "Sorry, my storage failed while saving my answer. Your message was saved; "
-    "please try again shortly."
-)
-STORE_FAILED = (
-    "Sorry, my storage is unavailable right now, so your message was not saved. "
-    "Please try again shortly."
-)
-
 
 MAX_SESSION_HINTS = 10_000
 """Chats whose current session the kernel remembers (the oldest is forgotten first)."""
@@ -149,7 +139,7 @@ class Kernel:
             yield error("The message is not valid Unicode and was not saved.", code="bad_text")
             return
         for intercept in self.interceptors:
-            consumed = await self._safely(inbound.identity, None, intercept(inbound.identity, text))
+            consumed = await safely(inbound.identity, None, intercept(inbound.identity, text))
             if consumed is not None:
                 for event in consumed:
                     yield event
@@ -195,28 +185,9 @@ class Kernel:
         if self.confirmation is None:
             yield error("Nothing is waiting for confirmation.", code="confirm")
             return
-        events = await self._safely(identity, None, self.confirmation(identity, token, answer))
+        events = await safely(identity, None, self.confirmation(identity, token, answer))
         for event in events or []:
             yield event
-
-    async def _safely(
-        self,
-        identity: Identity,
-        session_id: str | None,
-        work: Awaitable[list[Outbound] | None],
-    ) -> list[Outbound] | None:
-        """Await a command-like step; UserError is shown, anything else logged generically."""
-        try:
-            return await work
-        except UserError as exc:
-            return [error(str(exc), code="command", session_id=session_id)]
-        except StoreUnavailable:
-            log.exception("store unavailable for %s", identity.user_id)
-            return [error(STORE_FAILED, code="store_unavailable", session_id=session_id)]
-        except Exception:
-            log.exception("command step failed for %s", identity.user_id)
-            # Commands are not stored, so do not claim "your message was saved".
-            return [error(COMMAND_FAILED, code="internal", session_id=session_id)]
 
     async def recent_history(self, identity: Identity, limit: int = 50) -> History:
         """The chat's current session and its last ``limit`` messages (none created)."""
@@ -242,7 +213,7 @@ class Kernel:
     async def _command(
         self, identity: Identity, session_id: str | None, text: str
     ) -> AsyncIterator[Outbound]:
-        events = await self._safely(
+        events = await safely(
             identity, session_id, self.commands.dispatch(identity, session_id, text)
         )
         for event in events or []:

@@ -2,9 +2,12 @@
 
 A session purge deletes the session's reflections (their provenance lies only in it)
 and marks every digest that folded one of them, and the digests above it, stale: their
-text is emptied in the same transaction (so nothing derived from the purged session
-survives in the file or the recall index) and rebuilt later from what remains (see
-:class:`picobot.tasks.reflection.ReflectionTask`). A user purge deletes all of the
+text is emptied in the same transaction, the one that deletes the session row (see
+:meth:`picobot.store.purge.PurgeStore.delete_session`), so nothing derived from the
+purged session survives in the file or the recall index, and rebuilt later from what
+remains (see :class:`picobot.tasks.reflection.ReflectionTask`; a rebuild or fold that
+read a purged row stores nothing, :class:`picobot.store.digests.DigestStore` checks its
+sources in its write). A user purge deletes all of the
 user's reflections and digests. Retention leaves them alone: they are derived data
 meant to outlast the 90 days of conversation they came from.
 """
@@ -53,6 +56,25 @@ async def _delete(conn: AsyncConnection, doomed: str, key: str) -> tuple[int, in
         return int(cur.rowcount), entries
 
 
+async def delete_session_layers(conn: AsyncConnection, session_id: str) -> tuple[int, int]:
+    """In ``conn``'s transaction: delete ``session_id``'s reflections, and empty and mark
+    stale every digest above them; (reflections, index entries) deleted."""
+    # The digests above lose their text (and index entries) before the rows below go;
+    # the purge counts only what it deleted.
+    await conn.execute(
+        f"UPDATE digests SET text = '', token_estimate = 0, stale = 1"  # noqa: S608
+        f" WHERE id IN ({_ABOVE})",
+        (session_id,),
+    )
+    async with conn.execute(
+        "SELECT COUNT(*) FROM digests WHERE level = 0 AND session_id = ?", (session_id,)
+    ) as cur:
+        row = await cur.fetchone()
+    if row is None or not int(row[0]):
+        return 0, 0
+    return await _delete(conn, _OF_SESSION, session_id)
+
+
 class DigestPurge:
     """Count and delete the reflections and digests a session or user purge takes."""
 
@@ -60,26 +82,8 @@ class DigestPurge:
         self._db = db
 
     async def count_session(self, session_id: str) -> tuple[int, int]:
-        """(reflections, index entries) :meth:`delete_session` would delete now."""
+        """(reflections, index entries) :func:`delete_session_layers` would delete now."""
         return await self._db.read(lambda c: _count(c, _OF_SESSION, session_id))
-
-    async def delete_session(self, session_id: str) -> tuple[int, int]:
-        """Delete ``session_id``'s reflections; empty and mark stale the digests above."""
-        async with self._db.transaction() as conn:
-            # The digests above lose their text (and index entries) before the rows
-            # below go; the purge counts only what it deleted.
-            await conn.execute(
-                f"UPDATE digests SET text = '', token_estimate = 0, stale = 1"  # noqa: S608
-                f" WHERE id IN ({_ABOVE})",
-                (session_id,),
-            )
-            async with conn.execute(
-                "SELECT COUNT(*) FROM digests WHERE level = 0 AND session_id = ?", (session_id,)
-            ) as cur:
-                row = await cur.fetchone()
-            if row is None or not int(row[0]):
-                return 0, 0
-            return await _delete(conn, _OF_SESSION, session_id)
 
     async def count_user(self, user_id: str) -> tuple[int, int]:
         """(reflections and digests, index entries) :meth:`delete_user` would delete."""

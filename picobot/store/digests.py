@@ -4,8 +4,10 @@ One table, ``digests`` (migration m015): level 0 is the reflection of one sessio
 message range, level L >= 1 a digest folding ``fanout`` rows of level L-1, which then
 point at it (``parent_id``). A digest marked ``stale`` lost a source to a purge: its
 text was emptied at once (see :mod:`picobot.store.digest_purge`) and is rebuilt from
-the sources that remain. Every write records its event (``reflection.stored``,
-``digest.updated``) in the same transaction; payloads hold ids and counts only.
+the sources that remain. A fold or rebuild writes only if the rows it read are still
+there unchanged (a model answers slowly; a purge may run meanwhile). Every write
+records its event (``reflection.stored``, ``digest.updated``) in the same transaction;
+payloads hold ids and counts only.
 Every per-user read takes the owner's id and touches only that owner's rows.
 """
 
@@ -18,7 +20,8 @@ from dataclasses import dataclass
 
 from picobot.store.db import Database
 from picobot.store.events import record_event
-from picobot.store.messages import SessionGone
+from picobot.store.messages import SessionGone, StoredMessage
+from picobot.store.summaries import get_summary
 
 LAYER_KINDS = frozenset({"reflection", "digest"})
 """The recall-hit kinds of this table's rows (see picobot.store.search_kinds)."""
@@ -79,6 +82,34 @@ def reflected_seq(conn: sqlite3.Connection, session_id: str) -> int:
     return int(row[0] or 0) if row else 0
 
 
+def idle_sessions(conn: sqlite3.Connection, idle_before: float, limit: int) -> list[str]:
+    """Sessions last active at or before ``idle_before`` with a user message no
+    reflection covers yet, the longest idle first."""
+    rows = conn.execute(
+        "SELECT s.id FROM sessions s WHERE s.last_active <= ? AND EXISTS (SELECT 1"
+        " FROM messages m WHERE m.session_id = s.id AND m.role = 'user' AND m.seq_order >"
+        " (SELECT COALESCE(MAX(d.last_seq), 0) FROM digests d WHERE d.level = 0"
+        " AND d.session_id = s.id)) ORDER BY s.last_active LIMIT ?",
+        (idle_before, limit),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def unreflected(
+    conn: sqlite3.Connection, session_id: str, limit: int
+) -> tuple[list[StoredMessage], str | None]:
+    """The first ``limit`` user and assistant messages of ``session_id`` no reflection
+    covers, in order, and the session's summary (None: none)."""
+    rows = conn.execute(
+        "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
+        " FROM messages WHERE session_id = ? AND seq_order > ?"
+        " AND role IN ('user', 'assistant') ORDER BY seq_order LIMIT ?",
+        (session_id, reflected_seq(conn, session_id), limit),
+    ).fetchall()
+    summary = get_summary(conn, session_id)
+    return [StoredMessage(*tuple(r)) for r in rows], summary.summary if summary else None
+
+
 def user_digests(conn: sqlite3.Connection, user_id: str, limit: int | None = None) -> list[Digest]:
     """``user_id``'s reflections and digests, by level, oldest first."""
     return _select(
@@ -116,6 +147,16 @@ def layers_intact(conn: sqlite3.Connection, shown: Mapping[int, float]) -> bool:
         (json.dumps({str(k): v for k, v in shown.items()}),),
     ).fetchone()
     return int(row[0]) == len(shown) if row else False
+
+
+def _unchanged(now: Sequence[Digest], read: Sequence[Digest]) -> bool:
+    """Whether ``now`` (rows as they are in the write) are exactly the rows ``read``
+    (same ids, same ``updated_at``), each fresh and with text: a model's answer made
+    from ``read`` holds nothing a purge has taken since."""
+    if not read or len(now) != len(read):
+        return False
+    was = {d.id: d.updated_at for d in read}
+    return all(was.get(d.id) == d.updated_at and d.text and not d.stale for d in now)
 
 
 class DigestStore:
@@ -180,27 +221,29 @@ class DigestStore:
         self,
         user_id: str,
         level: int,
-        sources: Sequence[int],
+        sources: Sequence[Digest],
         text: str,
         tokens: int,
         *,
         now: float,
     ) -> int | None:
-        """A new digest of ``level`` folding ``sources`` (rows of ``level - 1``).
+        """A new digest of ``level`` folding ``sources`` (rows of ``level - 1`` as read).
 
-        Only the sources still unfolded and intact are taken (a purge may have removed
-        some meanwhile); None, and nothing stored, when any is missing: the caller
-        folds again from what is there.
+        Checked in the write: every source is still unfolded, fresh and exactly as read
+        (same ``updated_at``, with text), so a purge (and a rebuild after it) while the
+        model answered leaves nothing of the purged session in the digest. None, and
+        nothing stored, otherwise: the caller folds again from what is there.
         """
 
         def write(conn: sqlite3.Connection) -> int | None:
-            ids = json.dumps(list(sources))
-            row = conn.execute(
-                "SELECT COUNT(*) FROM digests WHERE id IN (SELECT value FROM json_each(?))"
-                " AND user_id = ? AND level = ? AND parent_id IS NULL AND stale = 0",
+            ids = json.dumps([d.id for d in sources])
+            now_rows = _select(
+                conn,
+                "id IN (SELECT value FROM json_each(?)) AND user_id = ? AND level = ?"
+                " AND parent_id IS NULL",
                 (ids, user_id, level - 1),
-            ).fetchone()
-            if row is None or int(row[0]) != len(sources):
+            )
+            if not _unchanged(now_rows, sources):
                 return None
             cur = conn.execute(
                 "INSERT INTO digests (user_id, level, text, token_estimate, created_at,"
@@ -217,20 +260,31 @@ class DigestStore:
 
         return await self._db.write(write)
 
-    async def rebuilt(self, digest: Digest, text: str, tokens: int, *, now: float) -> None:
-        """Store the rebuilt text of a stale digest (still stale: nothing changes)."""
+    async def rebuilt(
+        self, digest: Digest, sources: Sequence[Digest], text: str, tokens: int, *, now: float
+    ) -> bool:
+        """Store the rebuilt text of a stale digest, made from ``sources`` (its children
+        as read); whether it was stored.
 
-        def write(conn: sqlite3.Connection) -> None:
+        Nothing is written (the digest stays stale and empty) unless its children are
+        still exactly ``sources``, unchanged, fresh and with text, and it is still
+        stale: a purge while the model answered must not bring the purged text back.
+        """
+
+        def write(conn: sqlite3.Connection) -> bool:
+            if not _unchanged(children(conn, digest.id), sources):
+                return False
             cur = conn.execute(
                 "UPDATE digests SET text = ?, token_estimate = ?, stale = 0, updated_at = ?"
                 " WHERE id = ? AND stale = 1",
                 (text, tokens, now, digest.id),
             )
             if cur.rowcount:
-                n = len(children(conn, digest.id))
+                n = len(sources)
                 _updated(conn, digest.user_id, digest.id, digest.level, n, now, "rebuilt")
+            return bool(cur.rowcount)
 
-        await self._db.write(write)
+        return await self._db.write(write)
 
     async def drop_empty(self, digest: Digest, *, now: float) -> bool:
         """Delete a stale digest with no sources left; its parent (stale too) is rebuilt."""

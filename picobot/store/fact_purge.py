@@ -59,6 +59,17 @@ async def _delete(conn: AsyncConnection, doomed: str, key: str) -> tuple[int, in
     return deleted, entries
 
 
+async def delete_session_facts(conn: AsyncConnection, session_id: str) -> tuple[int, int]:
+    """In ``conn``'s transaction: delete the facts learned only in ``session_id`` and
+    unlink the session from the others; (facts, index entries) deleted."""
+    done = await _delete(conn, _ONLY_IN_SESSION, session_id)
+    await conn.execute("DELETE FROM fact_sources WHERE session_id = ?", (session_id,))
+    await conn.execute(
+        "UPDATE fact_history SET session_id = NULL WHERE session_id = ?", (session_id,)
+    )
+    return done
+
+
 def _json(ids: list[int]) -> str:
     return "[" + ",".join(str(i) for i in ids) + "]"
 
@@ -70,19 +81,8 @@ class FactPurge:
         self._db = db
 
     async def count_session(self, session_id: str) -> tuple[int, int]:
-        """(facts, index entries) :meth:`delete_session` would remove now."""
+        """(facts, index entries) :func:`delete_session_facts` would remove now."""
         return await self._db.read(lambda c: _count(c, _ONLY_IN_SESSION, session_id))
-
-    async def delete_session(self, session_id: str) -> tuple[int, int]:
-        """Delete the facts learned only in ``session_id``; unlink the session elsewhere."""
-
-        async with self._db.transaction() as conn:
-            done = await _delete(conn, _ONLY_IN_SESSION, session_id)
-            await conn.execute("DELETE FROM fact_sources WHERE session_id = ?", (session_id,))
-            await conn.execute(
-                "UPDATE fact_history SET session_id = NULL WHERE session_id = ?", (session_id,)
-            )
-        return done
 
     async def count_user(self, user_id: str) -> tuple[int, int]:
         """(facts, index entries) :meth:`delete_user` would remove now."""

@@ -19,74 +19,24 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
-from picobot.store.digest_purge import DigestPurge
+from picobot.store.digest_purge import DigestPurge, delete_session_layers
 from picobot.store.event_prune import prune_events_before, prune_user_events
-from picobot.store.fact_purge import FactPurge
+from picobot.store.fact_purge import FactPurge, delete_session_facts
+from picobot.store.purge_counts import PurgeCounts as PurgeCounts  # re-exported
 from picobot.store.webhooks import WebhookStore
 
 DEFAULT_BATCH_SIZE = 500
 """Rows per delete transaction when the caller does not say (config: retention_batch_size)."""
 
-_NAMES = {
-    "sessions": ("session", "sessions"),
-    "messages": ("message", "messages"),
-    "summaries": ("summary", "summaries"),
-    "memories": ("memory", "memories"),
-    "index_entries": ("index entry", "index entries"),
-    "tool_records": ("tool record", "tool records"),
-    "webhook_rows": ("webhook queue entry", "webhook queue entries"),
-    "facts": ("learned fact", "learned facts"),
-    "digests": ("reflection or digest", "reflections and digests"),
-}
-
-
-@dataclass(frozen=True, slots=True)
-class PurgeCounts:
-    """How many rows of each kind a purge removes (or removed)."""
-
-    sessions: int = 0
-    messages: int = 0
-    summaries: int = 0
-    memories: int = 0
-    index_entries: int = 0
-    """Recall index entries, one per user/assistant message and memory: rows of the
-    ``search_index`` FTS table, and messages still queued for it (``search_pending``)."""
-    tool_records: int = 0
-    webhook_rows: int = 0
-    """Inbox and outbound-queue rows of the messaging channels (they hold text too)."""
-    facts: int = 0
-    """Learned facts (with their sources and history); see picobot.store.fact_purge."""
-    digests: int = 0
-    """Session reflections and digests; see picobot.store.digest_purge."""
-
-    @property
-    def total(self) -> int:
-        """All rows together, index entries included; 0 means there is nothing to delete."""
-        return sum(int(getattr(self, f.name)) for f in fields(self))
-
-    def describe(self) -> str:
-        """One human line, e.g. ``3 sessions, 120 messages, 1 summary, ...``."""
-        parts = []
-        for f in fields(self):
-            n = int(getattr(self, f.name))
-            one, many = _NAMES[f.name]
-            if n:  # kinds with nothing to delete would only be noise in a prompt
-                parts.append(f"{n} {one if n == 1 else many}")
-        return ", ".join(parts) or "nothing"
-
-    def __add__(self, other: PurgeCounts) -> PurgeCounts:
-        return PurgeCounts(
-            *(int(getattr(self, f.name)) + int(getattr(other, f.name)) for f in fields(self))
-        )
-
-
 Clause = tuple[str, tuple[Any, ...]]
 """A WHERE expression and its parameters."""
+Deleter = Callable[[AsyncConnection, str], Awaitable[PurgeCounts]]
+"""Deletes a batch of rows by key (a JSON array) in a transaction; what it deleted."""
 
 _NOTHING: Clause = ("0", ())
 
@@ -176,15 +126,19 @@ class PurgeStore:
     async def delete_session(
         self, session_id: str, *, batch_size: int = DEFAULT_BATCH_SIZE
     ) -> PurgeCounts:
-        """Delete one session with its messages, summary, tool records, index entries and
-        the webhook rows of its messages (found through the messages, so first)."""
+        """Delete one session with its messages, summary, tool records, index entries, the
+        webhook rows of its messages (found through the messages, so first), and the
+        facts and reflections learned from it (digests above those lose their text).
+
+        The derived rows go in the transaction that deletes the session row: a fact or
+        reflection written meanwhile checks its session in its own write, and a purge
+        cut short before leaves the session, so it can be purged again."""
         queued = await WebhookStore(self._db).delete_session(session_id)
-        counts = await self._delete(_session_scope(session_id), batch_size)
-        # After the session: a fact learned meanwhile checks its session in its write.
-        facts = await FactPurge(self._db).delete_session(session_id)
-        return _derived(
-            counts, queued, facts, await DigestPurge(self._db).delete_session(session_id)
-        )
+        counts = await self._delete(_session_scope(session_id), batch_size, _del_learned)
+        if not counts.sessions:  # gone already: take what an earlier purge left
+            async with self._db.transaction() as conn:
+                counts += await _del_learned(conn, json.dumps([session_id]), sessions=False)
+        return counts + PurgeCounts(webhook_rows=queued)
 
     async def count_user(self, user_id: str) -> PurgeCounts:
         """What :meth:`delete_user` would remove now."""
@@ -272,7 +226,10 @@ class PurgeStore:
 
     # --- deleting -------------------------------------------------------------------
 
-    async def _delete(self, scope: _Scope, batch_size: int) -> PurgeCounts:
+    async def _delete(
+        self, scope: _Scope, batch_size: int, drop: Deleter | None = None
+    ) -> PurgeCounts:
+        """Sweep ``scope``; the sessions go through ``drop`` (default: ``_del_sessions``)."""
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         done = PurgeCounts()
@@ -286,7 +243,8 @@ class PurgeStore:
             async with self._db.transaction() as conn:
                 sql, params = scope.current
                 await conn.execute(f"DELETE FROM current_sessions WHERE {sql}", params)  # noqa: S608
-        done += await self._sweep("sessions", "id", scope.sessions, batch_size, _del_sessions)
+        drop = drop or _del_sessions
+        done += await self._sweep("sessions", "id", scope.sessions, batch_size, drop)
         # A turn's memory save checks its session in its own write (MemoryRepo.save): one
         # that got in after the sweep above but before its session went is taken here.
         done += await self._sweep("user_memories", "id", scope.memories, batch_size, _del_memories)
@@ -298,7 +256,7 @@ class PurgeStore:
         key: str,
         where: Clause,
         batch_size: int,
-        delete: Callable[[AsyncConnection, str], Awaitable[PurgeCounts]],
+        delete: Deleter,
     ) -> PurgeCounts:
         """Delete ``table`` rows matching ``where``, ``batch_size`` per transaction."""
         sql, params = where
@@ -389,6 +347,19 @@ async def _del_sessions(conn: AsyncConnection, keys: str) -> PurgeCounts:
     await _delete_in(conn, "events", "session_id", keys)  # what happened in them goes too
     n = await _delete_in(conn, "sessions", "id", keys)
     return done + PurgeCounts(sessions=n, summaries=sums, tool_records=tools)
+
+
+async def _del_learned(conn: AsyncConnection, keys: str, *, sessions: bool = True) -> PurgeCounts:
+    """The facts learned only in the sessions ``keys`` and their reflections, then (with
+    ``sessions``) the sessions themselves, all in ``conn``'s transaction."""
+    done = PurgeCounts()
+    for session_id in json.loads(keys):
+        facts = await delete_session_facts(conn, session_id)
+        layers = await delete_session_layers(conn, session_id)
+        done = _derived(done, 0, facts, layers)
+    if sessions:
+        done += await _del_sessions(conn, keys)
+    return done
 
 
 async def _delete_in(conn: AsyncConnection, table: str, column: str, keys: str) -> int:

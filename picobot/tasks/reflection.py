@@ -9,7 +9,8 @@ summary), makes one model call, and stores the checked answer with its provenanc
 (user, session, message id range), for short sessions too. Then the user's unfolded
 reflections are folded by ``digest_fanout`` into a level-1 digest, those into level 2,
 up to ``digest_levels``. Digests a purge made stale are rebuilt from what remains by
-the periodic check. Failures back off like fact extraction (5 minutes, doubling).
+the periodic check, bottom-up. Failures back off like fact extraction (5 minutes,
+doubling).
 
 Secrets are redacted before the model sees the messages and from the answer before it
 is stored; an invalid or empty answer is dropped (a content-free log line) and its
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sqlite3
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -38,12 +38,13 @@ from picobot.store.digests import (
     DigestStore,
     Provenance,
     children,
-    reflected_seq,
+    idle_sessions,
     stale_digests,
     unfolded,
+    unreflected,
 )
-from picobot.store.messages import SessionGone, StoredMessage
-from picobot.store.summaries import get_summary
+from picobot.store.messages import SessionGone
+from picobot.store.sessions import SessionRepo
 
 log = logging.getLogger(__name__)
 
@@ -115,14 +116,12 @@ class ReflectionTask:
             return "disabled"
         now = self.clock()
         held = self._failures.all_held(now)
-        rows = await self._db.fetchall(
-            "SELECT s.id FROM sessions s WHERE s.last_active <= ? AND EXISTS (SELECT 1"
-            " FROM messages m WHERE m.session_id = s.id AND m.role = 'user' AND m.seq_order >"
-            " (SELECT COALESCE(MAX(d.last_seq), 0) FROM digests d WHERE d.level = 0"
-            " AND d.session_id = s.id)) ORDER BY s.last_active LIMIT ?",
-            (now - self.settings.idle_secs, MAX_SESSIONS_PER_CHECK + len(held)),
+        idle = functools.partial(
+            idle_sessions,
+            idle_before=now - self.settings.idle_secs,
+            limit=MAX_SESSIONS_PER_CHECK + len(held),
         )
-        due = [str(r[0]) for r in rows if str(r[0]) not in held][:MAX_SESSIONS_PER_CHECK]
+        due = [s for s in await self._db.read(idle) if s not in held][:MAX_SESSIONS_PER_CHECK]
         stored = 0
         for sid in due:
             stored += (await self.reflect_session(sid)).stored
@@ -151,21 +150,11 @@ class ReflectionTask:
             self._busy.discard(session_id)
 
     async def _reflect(self, session_id: str) -> Reflected:
-        owner = await self._db.fetchone("SELECT user_id FROM sessions WHERE id = ?", (session_id,))
-        if owner is None:
+        info = await SessionRepo(self._db).get(session_id)
+        if info is None:
             return Reflected()
-        user_id = str(owner[0])
-
-        def read(conn: sqlite3.Connection) -> tuple[list[StoredMessage], str | None]:
-            rows = conn.execute(
-                "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
-                " FROM messages WHERE session_id = ? AND seq_order > ?"
-                " AND role IN ('user', 'assistant') ORDER BY seq_order LIMIT ?",
-                (session_id, reflected_seq(conn, session_id), MAX_MESSAGES_PER_RUN),
-            ).fetchall()
-            summary = get_summary(conn, session_id)
-            return [StoredMessage(*tuple(r)) for r in rows], summary.summary if summary else None
-
+        user_id = info.user_id
+        read = functools.partial(unreflected, session_id=session_id, limit=MAX_MESSAGES_PER_RUN)
         messages, summary = await self._db.read(read)
         if not any(m.role == "user" for m in messages):
             return Reflected(messages=len(messages))
@@ -226,7 +215,7 @@ class ReflectionTask:
                 did = await self.store.add_digest(
                     user_id,
                     level,
-                    [d.id for d in batch],
+                    batch,
                     text,
                     self._est.estimate(text),
                     now=self.clock(),
@@ -246,22 +235,27 @@ class ReflectionTask:
         return await self._answer(prompt, "digest", self._digest_words())
 
     async def rebuild_stale(self) -> int:
-        """Rebuild (or delete, when nothing is left below) digests a purge made stale."""
+        """Rebuild (or delete, when nothing is left below) digests a purge made stale.
+
+        Bottom-up: a digest waits while any row below it is stale (rebuilt first, lower
+        levels come first), so it is never rebuilt from part of its sources. The write
+        checks that the rows read are still its children, unchanged (see
+        :meth:`DigestStore.rebuilt`).
+        """
         done = 0
         for digest in await self._db.read(lambda c: stale_digests(c, MAX_REBUILDS_PER_CHECK)):
             below = await self._db.read(functools.partial(children, digest_id=digest.id))
-            kept = [d for d in below if d.text]
             if not below:
                 done += await self.store.drop_empty(digest, now=self.clock())
                 continue
-            if not kept:
-                continue  # its sources are stale too; they come first next time
+            if any(d.stale or not d.text for d in below):
+                continue  # its sources first; it waits for the next check
             try:
-                text = await self._fold_text(kept, digest.level)
+                text = await self._fold_text(below, digest.level)
             except Exception:
                 log.exception("rebuilding digest %d failed", digest.id)
                 continue
             if text is not None:
-                await self.store.rebuilt(digest, text, self._est.estimate(text), now=self.clock())
-                done += 1
+                tokens = self._est.estimate(text)
+                done += await self.store.rebuilt(digest, below, text, tokens, now=self.clock())
         return done

@@ -41,7 +41,7 @@ from picobot.privacy.controller import Actor, PrivacyController, SessionScope, U
 from picobot.privacy.fact_scope import choose_facts
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
-from picobot.store.digests import DigestStore, Provenance
+from picobot.store.digests import DigestStore, Provenance, user_digests
 from picobot.store.erase import erase_residue
 from picobot.store.events import Event, EventFilter, list_events
 from picobot.store.fact_writes import FactStore
@@ -137,7 +137,9 @@ class Person:
     async def digest(self, db: Database, ids: list[int], session: str | None = None) -> None:
         """A level-1 digest of ``ids``; its marker dies with ``session`` (it folds it)."""
         text = f"digest {self.mark(session)}"
-        assert await DigestStore(db).add_digest(self.user_id, 1, ids, text, 5, now=T0)
+        rows = await db.read(lambda c: user_digests(c, self.user_id))
+        folded = [d for d in rows if d.id in ids]
+        assert await DigestStore(db).add_digest(self.user_id, 1, folded, text, 5, now=T0)
 
     async def pin(
         self, db: Database, sid: str, at: float = T0, *, with_session: bool = True

@@ -7,7 +7,7 @@ import json
 
 from picobot.privacy.export import count_user_data, export_user
 from picobot.store.db import Database
-from picobot.store.digests import DigestStore, Provenance
+from picobot.store.digests import DigestStore, Provenance, user_digests
 from picobot.store.messages import MessageRepo
 from picobot.store.pins import PinStore
 from picobot.store.sessions import SessionRepo
@@ -28,7 +28,8 @@ async def seed(db: Database, user: str, word: str) -> tuple[str, list[int]]:
     first = await store.add_reflection(user, source, f"reflection about {word}", 4, now=T0)
     second = await store.add_reflection(user, source, f"more about {word}", 3, now=T0 + 1)
     await store.add_reflection(user, source, "", 0, now=T0 + 2)  # a dropped answer
-    assert await store.add_digest(user, 1, [first, second], f"digest of {word}", 3, now=T0 + 3)
+    folded = [d for d in await db.read(lambda c: user_digests(c, user)) if d.id in (first, second)]
+    assert await store.add_digest(user, 1, folded, f"digest of {word}", 3, now=T0 + 3)
     assert await PinStore(db).set_pinned(user, [ids[0]], True, now=T0 + 4)
     return sid, ids
 
