@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from functools import partial
 from typing import Any
 
 from bench.common import BenchContext
@@ -25,7 +26,7 @@ from picobot.memory.facts import CATEGORIES, observation
 from picobot.messages import Identity, Inbound
 from picobot.runtime import build_kernel, open_database
 from picobot.store.db import Database
-from picobot.store.digests import DigestStore, Provenance
+from picobot.store.digests import DigestStore, Provenance, unfolded
 from picobot.store.fact_writes import FactStore
 from picobot.tasks.learning import lifecycle_rules
 
@@ -87,10 +88,10 @@ async def _seed(ctx: BenchContext, db: Database, users: list[int], learning: Any
             text = words[j]
             found = observation(text.split()[0], CATEGORIES[j % len(CATEGORIES)], text)
             await facts.create(uid, found, confidence=None, actor="bench", now=now)
-        sources = []
         for j, span in enumerate(_sessions(ctx, uid)[:REFLECTIONS_PER_USER]):
             text = words[FACTS_PER_USER + j]
-            sources.append(await digests.add_reflection(uid, span, text, len(text) // 4, now=now))
+            await digests.add_reflection(uid, span, text, len(text) // 4, now=now)
+        sources = await db.read(partial(unfolded, user_id=uid, level=0, limit=REFLECTIONS_PER_USER))
         if len(sources) >= 2:
             text = " ".join(words[FACTS_PER_USER:])
             await digests.add_digest(uid, 1, sources, text, len(text) // 4, now=now)
