@@ -3,10 +3,13 @@ highlighting that never lets markup through, and the facts page's filters."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from picobot.dashboard.render import highlight
 from picobot.dashboard.session import MAX_LOGINS, LoginStore
 from picobot.dashboard.views_facts import read_filters
 from picobot.privacy.controller import Actor
+from tests.dashboard.conftest import chromium_missing
 
 OPERATOR = Actor("api:dash-adm", operator=True)
 
@@ -101,3 +104,20 @@ def test_filters_read_what_the_operator_typed_and_report_bad_bounds() -> None:
     nothing = read_filters({})
     assert nothing.where.where()[0] == "1" and nothing.error is None
     assert read_filters({"min": "abc"}).error is not None
+
+
+def test_a_chromium_that_does_not_run_skips_the_browser_tests_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    assert chromium_missing(tmp_path / "nothing") is not None
+    assert "no Chromium at" in str(chromium_missing(tmp_path / "nothing"))
+    # What Ubuntu's transitional package installs without snapd: a wrapper that fails.
+    wrapper = tmp_path / "chromium"
+    wrapper.write_text(
+        "#!/bin/sh\necho 'Command requires the chromium snap to be installed.' >&2\nexit 1\n"
+    )
+    wrapper.chmod(0o755)
+    reason = chromium_missing(wrapper)
+    assert reason is not None
+    assert "exit 1" in reason and "requires the chromium snap" in reason
+    assert "apt-get install chromium" in reason
