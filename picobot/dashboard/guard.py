@@ -125,7 +125,12 @@ class Guard:
                 "application/x-www-form-urlencoded",
                 "multipart/form-data",
             ):
-                field = (await request.post()).get(CSRF_FIELD)
+                try:
+                    field = (await request.post()).get(CSRF_FIELD)
+                except web.HTTPRequestEntityTooLarge:
+                    # aiohttp's bounds on a form's size and number of fields.
+                    message = "The form was too large to read. Nothing was changed."
+                    return self._error(login, message, 413)
                 presented = field if isinstance(field, str) else None
             if not same_origin(request) or not login.csrf_ok(presented):
                 log.warning(

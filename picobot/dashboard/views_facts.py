@@ -37,8 +37,9 @@ LIST_LIMIT = 500
 POLL_SECS = 3
 FACT_ID = "{id:[0-9]+}"
 """A fact id in a route: ASCII digits only (``\\d`` would take any script's digits)."""
-MAX_SELECTED = 1000
-"""Most facts one bulk action takes: a larger selection is refused, never cut."""
+MAX_SELECTED = LIST_LIMIT
+"""Most facts one bulk action takes (all a listing shows): a larger selection is
+refused, never cut."""
 
 
 @dataclass(frozen=True, slots=True)
