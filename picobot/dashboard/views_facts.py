@@ -11,6 +11,7 @@ text or a memory's key. Without JavaScript the same links and forms work as whol
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -273,14 +274,19 @@ class FactViews:
         """``POST /admin/facts/delete`` with the plan's ``token`` and ``confirm=yes``:
         purge exactly the facts the plan counted (without ``confirm=yes``: cancel it).
 
-        An unknown, used, expired or other operator's token deletes nothing and is
-        answered with an error page (the controller's UserError)."""
+        A confirmation with an unknown, used, expired or other operator's token deletes
+        nothing and is answered with an error page (the controller's UserError); a
+        cancel of one just goes back (there is nothing left to cancel)."""
         form = await request.post()
-        answer = "yes" if form_text(form, "confirm") == "yes" else "no"
-        result = await self._ctx.privacy.confirm(form_text(form, "token"), login.actor, answer)
+        token, back = form_text(form, "token"), _back(form)
+        if form_text(form, "confirm") != "yes":
+            with contextlib.suppress(UserError):
+                await self._ctx.privacy.confirm(token, login.actor, "no")
+            return see_other(back)
+        result = await self._ctx.privacy.confirm(token, login.actor, "yes")
         if result is not None:
             log.info("fact change by %s: deleted %d facts", login.actor.id, result.counts.facts)
-        return see_other(_back(form))
+        return see_other(back)
 
     # --- memories ----------------------------------------------------------------------
 
