@@ -29,6 +29,7 @@ from aiohttp import web
 
 from picobot.admin import event_models as em
 from picobot.admin.http import ApiError, StreamAborted, json_response, read_query
+from picobot.numbers import parse_digits
 from picobot.privacy.controller import Actor
 from picobot.store.db import Database
 from picobot.store.events import Event, latest_event_id, list_events
@@ -49,9 +50,10 @@ def _last_event_id(request: web.Request) -> int | None:
     raw = request.headers.get("Last-Event-ID")
     if raw is None or not raw.strip():
         return None
-    if not raw.strip().isdigit() or len(raw.strip()) > 18:
+    last = parse_digits(raw.strip())
+    if last is None:
         raise ApiError(400, "invalid_header", "Last-Event-ID must be an event id (a number).")
-    return int(raw.strip())
+    return last
 
 
 class EventRoutes:

@@ -18,6 +18,7 @@ from aiohttp import web
 from picobot.admin import fact_models as fm
 from picobot.admin.http import ApiError, json_response, read_model, read_query
 from picobot.admin.models import NoQuery
+from picobot.numbers import parse_digits
 from picobot.privacy.controller import Actor
 from picobot.store.db import Database
 from picobot.store.fact_edits import create_fact, edit_fact
@@ -30,9 +31,10 @@ log = logging.getLogger(__name__)
 def _fact_id(request: web.Request) -> int:
     raw = request.match_info["id"]
     # Anything but a plain number names no fact (not a 400: ids are opaque to clients).
-    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
+    fact_id = parse_digits(raw)
+    if fact_id is None or fact_id < 1:
         raise ApiError(404, "not_found", "No such fact.")
-    return int(raw)
+    return fact_id
 
 
 class FactRoutes:
@@ -117,7 +119,10 @@ class FactRoutes:
         """``DELETE /api/v1/facts/{id}``: 204, with its sources and history."""
         read_query(request, NoQuery)
         fact_id = _fact_id(request)
-        if not await self._store.delete(FactFilter(ids=(fact_id,))):
+        deleted = await self._store.delete(
+            FactFilter(ids=(fact_id,)), actor=actor.id, now=self._clock()
+        )
+        if not deleted:
             raise ApiError(404, "not_found", "No such fact.")
         log.info("fact change by %s: deleted fact %d", actor.id, fact_id)
         return web.Response(status=204)

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 
 CSRF_FIELD = "csrf_token"
 CSRF_HEADER = "X-CSRF-Token"
+POLL_HEADER = "X-Dashboard-Poll"
+"""Sent (value ``1``) by the listings' automatic refreshes: they keep no login alive."""
 LOGIN_PATH = "/admin/login"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -36,6 +38,11 @@ LoginHandler = Callable[[web.Request, Login], Awaitable[web.StreamResponse]]
 def is_htmx(request: web.Request) -> bool:
     """Whether htmx sent the request (it wants a fragment, not a page)."""
     return request.headers.get("HX-Request") == "true"
+
+
+def is_poll(request: web.Request) -> bool:
+    """Whether the page made the request by itself (a refresh), not the operator."""
+    return request.headers.get(POLL_HEADER) == "1"
 
 
 def same_origin(request: web.Request) -> bool:
@@ -78,10 +85,11 @@ class Guard:
         return see_other(LOGIN_PATH)
 
     def page(self, handler: LoginHandler) -> Handler:
-        """A read route: it runs only for a live login."""
+        """A read route: it runs only for a live login. A poll (:func:`is_poll`) does not
+        refresh the login's idle time; any other request does."""
 
         async def guarded(request: web.Request) -> web.StreamResponse:
-            login = self._logins.get(cookie_token(request))
+            login = self._logins.get(cookie_token(request), touch=not is_poll(request))
             if login is None:
                 return self._unauthenticated(request)
             return await self._run(handler, request, login)
@@ -117,7 +125,12 @@ class Guard:
                 "application/x-www-form-urlencoded",
                 "multipart/form-data",
             ):
-                field = (await request.post()).get(CSRF_FIELD)
+                try:
+                    field = (await request.post()).get(CSRF_FIELD)
+                except web.HTTPRequestEntityTooLarge:
+                    # aiohttp's bounds on a form's size and number of fields.
+                    message = "The form was too large to read. Nothing was changed."
+                    return self._error(login, message, 413)
                 presented = field if isinstance(field, str) else None
             if not same_origin(request) or not login.csrf_ok(presented):
                 log.warning(

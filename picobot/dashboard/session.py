@@ -3,8 +3,9 @@
 A login with an admin key creates a :class:`Login` held in memory only. The browser
 gets a random token in an HttpOnly, SameSite=Strict cookie (Secure over TLS); the store
 keys logins by the token's SHA-256, never by the token or the admin key, so neither is
-ever kept. A login ends on logout, after ``idle_secs`` without a request or
-``max_secs`` after it began; a restart ends them all. Each login has its own CSRF token
+ever kept. A login ends on logout, after ``idle_secs`` without a request of the
+operator's (a listing's automatic refresh does not count) or ``max_secs`` after it
+began; a restart ends them all. Each login has its own CSRF token
 that every state-changing request must echo (:meth:`Login.csrf_ok`).
 """
 
@@ -83,8 +84,10 @@ class LoginStore:
         self._logins[_digest(token)] = login
         return token, login
 
-    def get(self, token: str | None) -> Login | None:
-        """The live login of a cookie token (refreshing its idle time), or None."""
+    def get(self, token: str | None, *, touch: bool = True) -> Login | None:
+        """The live login of a cookie token, or None; ``touch`` refreshes its idle time
+        (False for requests a page makes by itself, such as polling, so that an
+        unattended open tab still reaches the idle limit)."""
         if not token:
             return None
         key = _digest(token)
@@ -96,7 +99,8 @@ class LoginStore:
             del self._logins[key]
             login.ended = True
             return None
-        login.last_seen = now
+        if touch:
+            login.last_seen = now
         return login
 
     def end(self, token: str | None) -> bool:

@@ -1,14 +1,17 @@
 """The Facts and memories page: filter, edit inline, delete with confirmation, bulk actions.
 
-The listings refresh themselves every few seconds (htmx polling of the row fragments;
-the page script pauses it while a row is being edited or rows are selected). Every
-change goes through :class:`FactStore` or :class:`MemoryRepo` with the operator as the
-actor, and is logged with ids and counts, never a fact's text. Without JavaScript the
-same links and forms work as whole pages.
+The listings refresh themselves every few seconds (htmx polling of the row fragments,
+each poll reading only its own listing; the page script pauses it while a row is being
+edited or rows are selected). Edits go through :class:`FactStore`, memory deletions
+through :class:`MemoryRepo`, and fact deletions are purges of the chosen ids through
+the :class:`PrivacyController` (plan, confirm with its token, erase the residue), all
+with the operator as the actor, and are logged with ids and counts, never a fact's
+text or a memory's key. Without JavaScript the same links and forms work as whole pages.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,7 +24,10 @@ from picobot.dashboard.context import Context, form_text
 from picobot.dashboard.guard import Guard, is_htmx
 from picobot.dashboard.render import see_other
 from picobot.dashboard.session import Login
+from picobot.errors import UserError
 from picobot.memory.facts import observation
+from picobot.numbers import parse_digits
+from picobot.privacy.fact_scope import choose_facts
 from picobot.store.facts import Fact, FactFilter, find_facts, get_fact
 from picobot.store.overview import all_memories
 
@@ -30,6 +36,11 @@ log = logging.getLogger(__name__)
 LIST_LIMIT = 500
 """Most facts (and memories) one listing shows."""
 POLL_SECS = 3
+FACT_ID = "{id:[0-9]+}"
+"""A fact id in a route: ASCII digits only (``\\d`` would take any script's digits)."""
+MAX_SELECTED = LIST_LIMIT
+"""Most facts one bulk action takes (all a listing shows): a larger selection is
+refused, never cut."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,11 +92,21 @@ def read_filters(query: Mapping[str, str]) -> Filters:
     return Filters(values, where, " ".join(errors) or None)
 
 
-def _ids(form: MultiMapping[str | bytes | object]) -> tuple[int, ...]:
+def selected_ids(form: MultiMapping[str | bytes | object]) -> tuple[int, ...]:
+    """The fact ids a form selects, each once; UserError for one that is not a fact id
+    or for more than :data:`MAX_SELECTED` (nothing is done with a bad selection)."""
+    values = form.getall("ids", [])
+    if len(values) > MAX_SELECTED:
+        raise UserError(
+            f"Select at most {MAX_SELECTED} facts at once ({len(values)} were selected);"
+            " narrow the filters, or purge the user. Nothing was changed."
+        )
     found: list[int] = []
-    for value in form.getall("ids", []):
-        if isinstance(value, str) and value.isdigit():
-            found.append(int(value))
+    for value in values:
+        fact_id = parse_digits(value.strip()) if isinstance(value, str) else None
+        if fact_id is None or fact_id < 1:
+            raise UserError("Fact ids are whole numbers of at most 18 digits. Nothing was changed.")
+        found.append(fact_id)
     return tuple(dict.fromkeys(found))
 
 
@@ -110,31 +131,31 @@ class FactViews:
             web.get("/admin/facts", p(self.page), allow_head=False),
             web.get("/admin/facts/rows", p(self.rows), allow_head=False),
             web.get("/admin/memories/rows", p(self.memory_rows), allow_head=False),
-            web.get("/admin/facts/{id:\\d+}/edit", p(self.edit), allow_head=False),
-            web.get("/admin/facts/{id:\\d+}/row", p(self.row), allow_head=False),
-            web.post("/admin/facts/{id:\\d+}", a(self.update)),
-            web.get("/admin/facts/{id:\\d+}/delete", p(self.confirm_one), allow_head=False),
+            web.get(f"/admin/facts/{FACT_ID}/edit", p(self.edit), allow_head=False),
+            web.get(f"/admin/facts/{FACT_ID}/row", p(self.row), allow_head=False),
+            web.post(f"/admin/facts/{FACT_ID}", a(self.update)),
+            web.get(f"/admin/facts/{FACT_ID}/delete", p(self.confirm_one), allow_head=False),
             web.post("/admin/facts/bulk", a(self.bulk)),
             web.post("/admin/facts/delete", a(self.delete)),
             web.get("/admin/memories/delete", p(self.confirm_memory), allow_head=False),
             web.post("/admin/memories/delete", a(self.delete_memory)),
         ]
 
-    async def _listing(self, filters: Filters) -> tuple[list[Fact], list[object]]:
+    async def _facts(self, filters: Filters) -> list[Fact]:
         where = filters.where
+        return await self._ctx.db.read(lambda c: find_facts(c, where, LIST_LIMIT))
+
+    async def _memories(self, filters: Filters) -> list[object]:
         user = filters.values["user"] or None
-        facts = await self._ctx.db.read(lambda c: find_facts(c, where, LIST_LIMIT))
-        memories = await self._ctx.db.read(lambda c: all_memories(c, user, LIST_LIMIT))
-        return facts, list(memories)
+        return list(await self._ctx.db.read(lambda c: all_memories(c, user, LIST_LIMIT)))
 
     async def page(self, request: web.Request, login: Login) -> web.StreamResponse:
         """``GET /admin/facts``: the whole page."""
         filters = read_filters(request.query)
-        facts, memories = await self._listing(filters)
         values = {
             "filters": filters,
-            "facts": facts,
-            "memories": memories,
+            "facts": await self._facts(filters),
+            "memories": await self._memories(filters),
             "poll": POLL_SECS,
             "limit": LIST_LIMIT,
         }
@@ -143,19 +164,20 @@ class FactViews:
     async def rows(self, request: web.Request, login: Login) -> web.StreamResponse:
         """``GET /admin/facts/rows``: the fact rows (what the page polls)."""
         filters = read_filters(request.query)
-        facts, _ = await self._listing(filters)
+        facts = await self._facts(filters)
         values = {"filters": filters, "facts": facts, "poll": POLL_SECS, "limit": LIST_LIMIT}
         return self._ctx.render(request, login, "_fact_rows.html", values)
 
     async def memory_rows(self, request: web.Request, login: Login) -> web.StreamResponse:
         """``GET /admin/memories/rows``: the memory rows (what the page polls)."""
         filters = read_filters(request.query)
-        _, memories = await self._listing(filters)
-        values = {"filters": filters, "memories": memories, "poll": POLL_SECS}
+        values = {"filters": filters, "memories": await self._memories(filters), "poll": POLL_SECS}
         return self._ctx.render(request, login, "_memory_rows.html", values)
 
     async def _fact(self, request: web.Request) -> Fact:
-        fact_id = int(request.match_info["id"])
+        fact_id = parse_digits(request.match_info["id"])
+        if fact_id is None:  # the route takes ASCII digits; this bounds their number
+            raise web.HTTPNotFound(text="No such fact (it may have been deleted).")
         fact = await self._ctx.db.read(lambda c: get_fact(c, fact_id))
         if fact is None:
             raise web.HTTPNotFound(text="No such fact (it may have been deleted).")
@@ -203,23 +225,38 @@ class FactViews:
     async def confirm_one(self, request: web.Request, login: Login) -> web.StreamResponse:
         """``GET /admin/facts/{id}/delete``: are you sure?"""
         fact = await self._fact(request)
-        values = {"facts": [fact], "back": _back(request.query)}
+        return await self._ask(request, login, (fact.id,), _back(request.query))
+
+    async def _ask(
+        self, request: web.Request, login: Login, ids: tuple[int, ...], back: str
+    ) -> web.StreamResponse:
+        """The confirmation page of deleting ``ids``: a purge plan of exactly the facts
+        that exist now, shown by text, and the token that confirms it."""
+        scope = await choose_facts(self._ctx.db, FactFilter(ids=ids))
+        if not scope.ids:
+            raise web.HTTPNotFound(text="None of the selected facts exists any more.")
+        pending = await self._ctx.privacy.request(scope, login.actor)
+        where = FactFilter(ids=scope.ids)
+        facts = await self._ctx.db.read(lambda c: find_facts(c, where, None))
+        values = {
+            "facts": facts,
+            "back": back,
+            "token": pending.token,
+            "timeout": self._ctx.settings.privacy.confirmation_timeout_secs,
+        }
         return self._ctx.render(request, login, "fact_delete.html", values)
 
     async def bulk(self, request: web.Request, login: Login) -> web.StreamResponse:
         """``POST /admin/facts/bulk``: deactivate or activate now; delete after a confirmation."""
         form = await request.post()
-        ids = _ids(form)
+        ids = selected_ids(form)
         action = form_text(form, "action")
         if not ids:
             return self._ctx.render(
                 request, login, "error.html", {"message": "Select at least one fact."}, status=400
             )
         if action == "delete":
-            where = FactFilter(ids=ids)
-            facts = await self._ctx.db.read(lambda c: find_facts(c, where, None))
-            values = {"facts": facts, "back": _back(form)}
-            return self._ctx.render(request, login, "fact_delete.html", values)
+            return await self._ask(request, login, ids, _back(form))
         if action not in ("deactivate", "activate"):
             return self._ctx.render(
                 request, login, "error.html", {"message": "Unknown action."}, status=400
@@ -234,14 +271,22 @@ class FactViews:
         return see_other(_back(form))
 
     async def delete(self, request: web.Request, login: Login) -> web.StreamResponse:
-        """``POST /admin/facts/delete`` with ids and ``confirm=yes``: delete exactly those."""
+        """``POST /admin/facts/delete`` with the plan's ``token`` and ``confirm=yes``:
+        purge exactly the facts the plan counted (without ``confirm=yes``: cancel it).
+
+        A confirmation with an unknown, used, expired or other operator's token deletes
+        nothing and is answered with an error page (the controller's UserError); a
+        cancel of one just goes back (there is nothing left to cancel)."""
         form = await request.post()
-        ids = _ids(form)
-        if form_text(form, "confirm") != "yes" or not ids:
-            return see_other(_back(form))
-        deleted = await self._ctx.facts.delete(FactFilter(ids=ids))
-        log.info("fact change by %s: deleted %d facts", login.actor.id, deleted)
-        return see_other(_back(form))
+        token, back = form_text(form, "token"), _back(form)
+        if form_text(form, "confirm") != "yes":
+            with contextlib.suppress(UserError):
+                await self._ctx.privacy.confirm(token, login.actor, "no")
+            return see_other(back)
+        result = await self._ctx.privacy.confirm(token, login.actor, "yes")
+        if result is not None:
+            log.info("fact change by %s: deleted %d facts", login.actor.id, result.counts.facts)
+        return see_other(back)
 
     # --- memories ----------------------------------------------------------------------
 
@@ -263,6 +308,9 @@ class FactViews:
         """``POST /admin/memories/delete`` with user, key and ``confirm=yes``."""
         form = await request.post()
         user, key = self._memory_target(form)
-        if form_text(form, "confirm") == "yes" and await self._ctx.memories.delete(user, key):
-            log.info("memory change by %s: deleted memory %r of %s", login.actor.id, key, user)
+        actor, now = login.actor.id, self._ctx.clock()
+        confirmed = form_text(form, "confirm") == "yes"
+        if confirmed and await self._ctx.memories.delete(user, key, actor=actor, now=now):
+            # Never the key: it is user data (a purge must be able to erase it).
+            log.info("memory change by %s: deleted a memory of %s", actor, user)
         return see_other("/admin/facts")

@@ -19,6 +19,7 @@ from picobot.dashboard.context import Context, form_text
 from picobot.dashboard.guard import Guard
 from picobot.dashboard.session import Login
 from picobot.errors import UserError
+from picobot.numbers import parse_digits
 from picobot.privacy.controller import (
     DAY,
     MAX_PURGE_DAYS,
@@ -48,9 +49,10 @@ def _scope(kind: str, target: str) -> PurgeScope:
     if kind == "user":
         return UserScope(target)
     if kind == "older":
-        if not target.isdigit() or not 1 <= int(target) <= MAX_PURGE_DAYS:
+        days = parse_digits(target)
+        if days is None or not 1 <= days <= MAX_PURGE_DAYS:
             raise UserError(f"The number of days must be from 1 to {MAX_PURGE_DAYS}.")
-        return OlderThanScope(int(target))
+        return OlderThanScope(days)
     raise UserError("Choose what to purge: a session, a user, or data older than N days.")
 
 

@@ -6,23 +6,47 @@ index as recall, ``/search`` and the admin API.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from aiohttp import web
 
 from picobot.dashboard.context import Context
 from picobot.dashboard.guard import Guard
 from picobot.dashboard.session import Login
 from picobot.kernel.keywords import extract_terms
+from picobot.numbers import parse_digits
 from picobot.store.overview import session_family, session_previews
 from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
-from picobot.store.timeline import session_timeline
+from picobot.store.timeline import TimelineItem, session_timeline
 
 PAGE_SIZE = 50
 SEARCH_LIMIT = 50
+SHOWN_CHARS = 2000
+"""Most characters of one message, tool result or argument the timeline shows."""
 
 
 def _offset(raw: str) -> int:
-    return int(raw) if raw.isdigit() else 0
+    """The listing's offset (0 when absent); HTTPBadRequest for anything but a number."""
+    if not raw:
+        return 0
+    offset = parse_digits(raw)
+    if offset is None:
+        raise web.HTTPBadRequest(text="The offset must be a whole number (at most 18 digits).")
+    return offset
+
+
+def shortened(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out (a long tool
+    result must not make the page huge; the export has the whole text)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]} … [{len(text) - limit} more characters not shown; the export has all]"
+
+
+def _shown(item: TimelineItem) -> TimelineItem:
+    details = {k: shortened(v) for k, v in item.details.items()}
+    return replace(item, title=shortened(item.title), body=shortened(item.body), details=details)
 
 
 class SessionViews:
@@ -70,7 +94,12 @@ class SessionViews:
             raise web.HTTPNotFound(text="No such session (it may have been purged).")
         items = await self._ctx.db.read(lambda c: session_timeline(c, session_id))
         ancestors, forks = await self._ctx.db.read(lambda c: session_family(c, session_id))
-        values = {"info": info, "items": items, "ancestors": ancestors, "forks": forks}
+        values = {
+            "info": info,
+            "items": [_shown(item) for item in items],
+            "ancestors": ancestors,
+            "forks": forks,
+        }
         return self._ctx.render(request, login, "timeline.html", values)
 
     async def search(self, request: web.Request, login: Login) -> web.StreamResponse:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter, Handler
 from picobot.messages import Outbound, notice
+from picobot.numbers import parse_digits
 from picobot.store.db import Database
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import Fact, FactFilter, find_facts
@@ -36,9 +37,10 @@ def fact_text(fact: Fact) -> str:
 def _fact_number(args: str, usage: str) -> int:
     word, _, number = args.partition(" ")
     number = number.strip().lstrip("#")
-    if word.lower() != "fact" or not number.isdigit() or len(number) > 18:
+    fact_id = parse_digits(number)
+    if word.lower() != "fact" or fact_id is None:
         raise UserError(usage)
-    return int(number)
+    return fact_id
 
 
 class FactCommands:

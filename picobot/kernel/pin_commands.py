@@ -18,6 +18,7 @@ from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter, Handler
 from picobot.kernel.untrusted import one_line
 from picobot.messages import Outbound, notice
+from picobot.numbers import parse_digits
 from picobot.store.pins import PinnedMessage, PinStore
 from picobot.tasks.learning import LearningTask
 
@@ -95,9 +96,10 @@ class PinCommands:
                 raise UserError("There is no exchange in this session yet to pin.")
         else:
             number = rest.strip().lstrip("#")
-            if word.lower() != "message" or not number.isdigit() or len(number) > 18:
+            message_id = parse_digits(number)
+            if word.lower() != "message" or message_id is None:
                 raise UserError(f"Usage: /{verb}, /{verb} message N or /{verb} fact N.")
-            ids = [int(number)]
+            ids = [message_id]
         changed = await self._pins.set_pinned(user, ids, pinned, now=self._clock())
         if changed is None:
             raise UserError(f"No message {_numbers(ids)} of yours. /pins lists your pins.")

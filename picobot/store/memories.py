@@ -210,8 +210,14 @@ class MemoryRepo:
         """``user_id``'s memories, most recently updated first; at most ``limit``."""
         return await self._db.read(lambda conn: list_memories(conn, user_id, limit))
 
-    async def delete(self, user_id: str, key: str, *, actor: str | None = None) -> bool:
-        """Delete ``user_id``'s memory ``key``; whether it existed (``memory.deleted``)."""
+    async def delete(
+        self, user_id: str, key: str, *, actor: str | None = None, now: float | None = None
+    ) -> bool:
+        """Delete ``user_id``'s memory ``key``; whether it existed.
+
+        Records ``memory.deleted`` at ``now`` (default: the wall clock) by ``actor`` (an
+        operator, or None for the user themselves) in the same write.
+        """
         async with self._db.transaction() as conn:
             async with conn.execute(
                 "DELETE FROM user_memories WHERE user_id = ? AND key = ? RETURNING id",
@@ -222,7 +228,7 @@ class MemoryRepo:
                 await record_event_in(
                     conn,
                     "memory.deleted",
-                    time.time(),
+                    time.time() if now is None else now,
                     user_id=user_id,
                     actor=actor,
                     payload={"memory_id": gone[0]},

@@ -12,7 +12,7 @@ from typing import Any
 
 from picobot.store.events import Event, EventFilter, latest_event_id, list_events
 from picobot.store.memories import Memory, list_memories
-from picobot.store.sessions import _SELECT, SessionInfo, _info
+from picobot.store.sessions import SESSION_SELECT, SessionInfo, session_info
 
 PREVIEW_CHARS = 120
 """How much of a session's first user message its listing row shows."""
@@ -94,12 +94,12 @@ def session_previews(
         params += [needle, needle, needle]
     where = " WHERE " + " AND ".join(parts) if parts else ""
     rows = conn.execute(
-        f"{_SELECT}{where} ORDER BY s.last_active DESC, s.id LIMIT ? OFFSET ?",
+        f"{SESSION_SELECT}{where} ORDER BY s.last_active DESC, s.id LIMIT ? OFFSET ?",
         (*params, limit, offset),
     ).fetchall()
     out = []
     for row in rows:
-        info = _info(row)
+        info = session_info(row)
         first = conn.execute(
             "SELECT substr(content, 1, ?) FROM messages WHERE session_id = ? AND role = 'user'"
             " ORDER BY seq_order LIMIT 1",

@@ -46,14 +46,16 @@ def new_session_id() -> str:
     return secrets.token_hex(6)
 
 
-_SELECT = (
+SESSION_SELECT = (
     "SELECT s.id, s.user_id, s.channel, s.chat_id, s.parent_session_id, s.created_at,"
     " s.last_active, (SELECT COUNT(*) FROM messages m WHERE m.session_id = s.id) AS n"
     " FROM sessions s"
 )
+"""The columns of :func:`session_info`; a caller appends its WHERE, ORDER and LIMIT."""
 
 
-def _info(row: Row) -> SessionInfo:
+def session_info(row: Row) -> SessionInfo:
+    """A row of :data:`SESSION_SELECT` as a :class:`SessionInfo`."""
     return SessionInfo(
         id=row["id"],
         user_id=row["user_id"],
@@ -74,8 +76,8 @@ class SessionRepo:
 
     async def get(self, session_id: str) -> SessionInfo | None:
         """One session by id."""
-        row = await self._db.fetchone(_SELECT + " WHERE s.id = ?", (session_id,))
-        return _info(row) if row else None
+        row = await self._db.fetchone(SESSION_SELECT + " WHERE s.id = ?", (session_id,))
+        return session_info(row) if row else None
 
     async def list_sessions(self, user_id: str | None = None, limit: int = 50) -> list[SessionInfo]:
         """Sessions, most recently active first; only ``user_id``'s when given."""
@@ -90,11 +92,13 @@ class SessionRepo:
         where, args = (" WHERE s.user_id = ?", [user_id]) if user_id is not None else ("", [])
         # One row more than asked tells whether another page exists.
         rows = await self._db.fetchall(
-            _SELECT + where + " ORDER BY s.last_active DESC, s.id LIMIT ? OFFSET ?",
+            SESSION_SELECT + where + " ORDER BY s.last_active DESC, s.id LIMIT ? OFFSET ?",
             [*args, limit + 1, offset],
         )
         more = len(rows) > limit
-        return SessionPage([_info(r) for r in rows[:limit]], offset + limit if more else None)
+        return SessionPage(
+            [session_info(r) for r in rows[:limit]], offset + limit if more else None
+        )
 
     async def current(self, channel: str, chat_id: str, user_id: str) -> str | None:
         """The session this chat is talking in, if any."""

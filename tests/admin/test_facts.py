@@ -3,6 +3,7 @@ create, change, delete, and the two-step bulk delete (a purge of scope ``facts``
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 from urllib.parse import quote
@@ -175,8 +176,15 @@ async def test_create_change_pin_and_delete_record_the_operator(chatted: Api) ->
     assert fact["id"] == made["id"] and fact["pinned"]
     assert [h["actor"] for h in fact["history"]][-1] == OPERATOR_A
     assert fact["sources"] == [{"session_id": None, "message_id": None, **fact["sources"][0]}]
+    chatted.clock.now += 100
     await chatted.call("DELETE", path, expect=204)
     await chatted.call("GET", path, expect=404)
+    events = await chatted.call("GET", "/api/v1/events?type=fact.deleted")
+    [deleted] = events["events"]
+    # The operator deleted it (null would say the user did), at the API's clock.
+    assert deleted["actor"] == OPERATOR_A and deleted["payload"]["fact_id"] == made["id"]
+    at = dt.datetime.fromisoformat(deleted["at"]).timestamp()
+    assert at == pytest.approx(chatted.clock.now, abs=0.01)  # not the wall clock: 100 s off
     await chatted.call("DELETE", path, expect=404)
     await chatted.call("PATCH", path, body={"active": False}, expect=404)
 

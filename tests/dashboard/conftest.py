@@ -5,10 +5,11 @@ Playwright (never a downloaded browser)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-import shutil
+import subprocess
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,7 +30,6 @@ from tests.cli.test_serve import free_port, start_subprocess, stop_subprocess, w
 ADMIN_KEY = "dash-admin-key-0123456789"
 WS_KEY = "dash-ws-key-0123456789ab"
 CHROMIUM = Path("/usr/bin/chromium")
-HAVE_CHROMIUM = shutil.which(str(CHROMIUM)) is not None
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -120,14 +120,33 @@ async def log_in(http: aiohttp.ClientSession, base: str, key: str = ADMIN_KEY) -
     return found.group(1)
 
 
+@functools.cache
+def chromium_missing(chromium: Path = CHROMIUM) -> str | None:
+    """Why ``chromium`` cannot run the browser tests, or None when it can.
+
+    It must exist and answer ``--version``: a snap wrapper without snapd, or a broken
+    install, makes the browser tests skip with the reason instead of failing them."""
+    fix = "install Debian's package (apt-get install chromium) to run the browser tests"
+    if not chromium.is_file():
+        return f"no Chromium at {chromium}: {fix}"
+    try:
+        done = subprocess.run(  # noqa: S603 - a fixed path, no shell
+            [str(chromium), "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{chromium} --version did not run ({exc}): {fix}"
+    if done.returncode != 0 or "chromium" not in done.stdout.lower():
+        said = (done.stdout + done.stderr).strip().splitlines()[:1] or ["no output"]
+        return f"{chromium} --version failed (exit {done.returncode}: {said[0][:200]}): {fix}"
+    return None
+
+
 @pytest.fixture
 async def browser(tmp_path: Path) -> AsyncIterator[Any]:
     """A fresh headless Chromium (its own profile directory) as a Playwright context."""
-    if not HAVE_CHROMIUM:
-        pytest.skip(
-            "no Chromium at /usr/bin/chromium: install Debian's package"
-            " (apt-get install chromium) to run the browser tests"
-        )
+    missing = chromium_missing()
+    if missing is not None:
+        pytest.skip(missing)
     from playwright.async_api import async_playwright, expect
 
     # A loaded CI machine can be slow to draw; an assertion still fails, only later.

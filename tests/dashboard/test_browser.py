@@ -33,6 +33,11 @@ async def test_an_operator_curates_purges_and_logs_out(served: Served, browser: 
     city = await served.add_fact("ws:alice", "knowledge", "lives in Lyon", 0.9)
 
     page = await browser.new_page()
+    polls: list[dict[str, str]] = []
+    page.on(
+        "request",
+        lambda r: polls.append(r.headers) if "/admin/facts/rows" in r.url else None,
+    )
     await page.goto(f"{served.base}/admin/facts")
     # No login: the login form, not the facts.
     await expect(page).to_have_url(re.compile(r"/admin/login$"))
@@ -86,6 +91,8 @@ async def test_an_operator_curates_purges_and_logs_out(served: Served, browser: 
     await expect(page.locator(f"#fact-{fresh.id}")).to_contain_text(
         "works as a baker", timeout=LIVE_WAIT_MS
     )
+    # Each refresh says it is one, so an unattended tab still reaches the idle limit.
+    assert polls and all(h.get("x-dashboard-poll") == "1" for h in polls)
 
     # A deactivated fact stays listed, greyed.
     await page.get_by_label(f"Select fact {city.id}").check()

@@ -4,11 +4,13 @@ server, the key never in a URL, and failed logins limited with the admin API's b
 
 from __future__ import annotations
 
+import re
 from http.cookies import SimpleCookie
 
 from tests.dashboard.conftest import ADMIN_KEY, CSRF, Served, http_session, log_in
 
 SECRET_TEXT = "secret-fact-text-7731"
+TOKEN = re.compile(r'name="token" value="([^"]+)"')
 PAGES = [
     "/admin/",
     "/admin/facts",
@@ -102,8 +104,11 @@ async def test_state_changes_need_the_logins_csrf_token_and_origin(served: Serve
     doomed = await served.add_fact("ws:alice", "knowledge", "the csrf target", 0.9)
     async with http_session() as http:
         csrf = await log_in(http, served.base)
+        async with http.get(f"{served.base}/admin/facts/{doomed.id}/delete") as resp:
+            token = TOKEN.search(await resp.text())
+        assert token is not None
         url = f"{served.base}/admin/facts/delete"
-        form = {"ids": str(doomed.id), "confirm": "yes"}
+        form = {"token": token.group(1), "confirm": "yes"}
         for sent, headers in [
             (form, {}),  # no token
             ({**form, "csrf_token": "x" * 43}, {}),  # a wrong one

@@ -108,8 +108,10 @@ async def test_chat_commands_list_pin_and_forget_only_the_callers_facts(tmp_path
         assert f"#{first}" in pins and "[pinned]" in pins
         assert "unpinned" in (await say(rt, ALICE, f"/unpin fact {first}"))[-1].text
         assert "Forgot fact" in (await say(rt, ALICE, f"/forget fact {first}"))[-1].text
-        bad = (await say(rt, ALICE, "/forget fact x"))[-1]
-        assert bad.kind == OutboundKind.ERROR and "Usage" in bad.text
+        # Not a number, a superscript digit (str.isdigit says yes), too many digits.
+        for number in ("x", "²", "1" * 25):
+            bad = (await say(rt, ALICE, f"/forget fact {number}"))[-1]
+            assert bad.kind == OutboundKind.ERROR and "Usage" in bad.text, number
         # /forget key still forgets memories.
         await say(rt, ALICE, "/remember pet: a cat")
         assert "Forgot memory" in (await say(rt, ALICE, "/forget pet"))[-1].text

@@ -78,6 +78,8 @@ async def test_another_users_message_is_not_found_and_pins_stay_private(tmp_path
         assert refused == missing.replace("999999", str(alice_ids[0]))
         assert "No message" in refused
         assert "Usage" in text(await say(rt, ALICE, "/pin something"))
+        for number in ("²", "1" * 25):  # str.isdigit accepts "²"; 25 digits overflow SQLite
+            assert "Usage" in text(await say(rt, ALICE, f"/pin message {number}"))
         await say(rt, ALICE, f"/pin message {alice_ids[0]}")
         assert "No message" in text(await say(rt, BOB, f"/unpin message {alice_ids[0]}"))
         bob_pins = text(await say(rt, BOB, "/pins"))
