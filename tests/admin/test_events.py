@@ -176,7 +176,9 @@ async def test_a_stream_sees_the_purge_that_deleted_the_newest_events(chatted: A
     # must get an id above the stream's cursor, or the stream never shows it.
     resp = await open_stream(chatted, "?type=purge.completed")
     try:
-        planned = await chatted.call("POST", "/api/v1/purge", body={"scope": "user", "user_id": BOB})
+        planned = await chatted.call(
+            "POST", "/api/v1/purge", body={"scope": "user", "user_id": BOB}
+        )
         token = planned["confirm_token"]
         await chatted.call("POST", f"/api/v1/purge/{token}/confirm", body={"answer": "y"})
         async with asyncio.timeout(20):  # a net: with reused ids it never arrives
