@@ -68,9 +68,9 @@ class SessionViews:
         info = await self._sessions.get(session_id)
         if info is None:
             raise web.HTTPNotFound(text="No such session (it may have been purged).")
-        items = await self._ctx.db.read(lambda c: session_timeline(c, session_id))
+        timeline = await self._ctx.db.read(lambda c: session_timeline(c, session_id))
         ancestors, forks = await self._ctx.db.read(lambda c: session_family(c, session_id))
-        values = {"info": info, "items": items, "ancestors": ancestors, "forks": forks}
+        values = {"info": info, "timeline": timeline, "ancestors": ancestors, "forks": forks}
         return self._ctx.render(request, login, "timeline.html", values)
 
     async def search(self, request: web.Request, login: Login) -> web.StreamResponse:
