@@ -18,7 +18,7 @@ from picobot.numbers import parse_digits
 from picobot.store.overview import session_family, session_previews
 from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
-from picobot.store.timeline import TimelineItem, session_timeline
+from picobot.store.timeline import Timeline, TimelineItem, session_timeline
 
 PAGE_SIZE = 50
 SEARCH_LIMIT = 50
@@ -92,14 +92,10 @@ class SessionViews:
         info = await self._sessions.get(session_id)
         if info is None:
             raise web.HTTPNotFound(text="No such session (it may have been purged).")
-        items = await self._ctx.db.read(lambda c: session_timeline(c, session_id))
+        timeline = await self._ctx.db.read(lambda c: session_timeline(c, session_id))
         ancestors, forks = await self._ctx.db.read(lambda c: session_family(c, session_id))
-        values = {
-            "info": info,
-            "items": [_shown(item) for item in items],
-            "ancestors": ancestors,
-            "forks": forks,
-        }
+        shown = Timeline([_shown(item) for item in timeline.items], timeline.truncated)
+        values = {"info": info, "timeline": shown, "ancestors": ancestors, "forks": forks}
         return self._ctx.render(request, login, "timeline.html", values)
 
     async def search(self, request: web.Request, login: Login) -> web.StreamResponse:

@@ -355,13 +355,12 @@ class Kernel:
                 prompt = await self.retriever.build(replace(request, reserve_tokens=exchange.used))
 
     async def _run_tool(self, ctx: ToolContext, call: ToolCall, offered: set[str]) -> str:
-        """Run one call, recorded as it starts and ends; events name only our own tools
-        (a name the model made up is model output, which events never carry)."""
-        label, sid = (call.name if call.name in offered else "unknown"), ctx.session_id
-        if sid is not None:
-            await self.tool_records.started(sid, ctx.user_id, label, self.clock())
+        """Run one call, recorded in one write as it ends, with when it started; events name
+        only our own tools (a name the model made up is model output, never in events)."""
+        started, sid = self.clock(), ctx.session_id
         ok, output = await self.tools.call(ctx, call.name, call.arguments)
         if sid is not None:
+            label = call.name if call.name in offered else "unknown"
             arguments = redact_json(call.arguments, self.redact)
             await self.tool_records.add(
                 sid,
@@ -372,6 +371,7 @@ class Kernel:
                 ok,
                 self.clock(),
                 event_name=label,
+                started_at=started,
             )
             log.info("tool %s for %s: %s", call.name, ctx.user_id, "ok" if ok else "failed")
         return output

@@ -68,6 +68,7 @@ class EventFilter:
     user_id: str | None = None
     session_id: str | None = None
     types: tuple[str, ...] = ()
+    exclude_types: tuple[str, ...] = ()
     since: float | None = None
     after_id: int | None = None
 
@@ -84,6 +85,9 @@ class EventFilter:
         if self.types:
             parts.append(f"type IN ({', '.join('?' for _ in self.types)})")
             params.extend(self.types)
+        if self.exclude_types:
+            parts.append(f"type NOT IN ({', '.join('?' for _ in self.exclude_types)})")
+            params.extend(self.exclude_types)
         if self.since is not None:
             parts.append("at >= ?")
             params.append(self.since)
@@ -156,11 +160,15 @@ def event_from_row(row: Row) -> Event:
     )
 
 
-def list_events(conn: sqlite3.Connection, where: EventFilter, limit: int) -> list[Event]:
-    """Events matching ``where``, oldest first (by id), at most ``limit``."""
+def list_events(
+    conn: sqlite3.Connection, where: EventFilter, limit: int, *, newest_first: bool = False
+) -> list[Event]:
+    """Events matching ``where``, oldest first (by id), at most ``limit``: the oldest
+    ``limit`` of them, or with ``newest_first`` the newest ``limit``, newest first."""
     cond, params = where.where()
+    order = "DESC" if newest_first else "ASC"
     rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM events WHERE {cond} ORDER BY id LIMIT ?",  # noqa: S608
+        f"SELECT {_COLUMNS} FROM events WHERE {cond} ORDER BY id {order} LIMIT ?",  # noqa: S608
         (*params, limit),
     ).fetchall()
     return [event_from_row(r) for r in rows]

@@ -18,7 +18,7 @@ from picobot.errors import StoreUnavailable, UserError
 from picobot.store.connection import AsyncConnection
 from picobot.store.migration_script import run_script
 from picobot.store.migrations_channels import m016_channel_offsets
-from picobot.store.migrations_events import m014_events
+from picobot.store.migrations_events import m014_events, m017_events_autoincrement
 from picobot.store.migrations_facts import m012_learned_facts
 from picobot.store.migrations_layers import m015_memory_layers
 from picobot.store.migrations_search import (
@@ -219,6 +219,7 @@ MIGRATIONS: list[Migration] = [
     m014_events,
     m015_memory_layers,
     m016_channel_offsets,
+    m017_events_autoincrement,
 ]
 
 

@@ -10,7 +10,7 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from picobot.store.events import Event, EventFilter, latest_event_id, list_events
+from picobot.store.events import Event, EventFilter, list_events
 from picobot.store.memories import Memory, list_memories
 from picobot.store.sessions import SESSION_SELECT, SessionInfo, session_info
 
@@ -140,6 +140,5 @@ def session_family(conn: sqlite3.Connection, session_id: str) -> tuple[list[str]
 
 
 def recent_events(conn: sqlite3.Connection, limit: int) -> list[Event]:
-    """The newest ``limit`` events, newest first."""
-    after = max(0, latest_event_id(conn) - limit)
-    return list(reversed(list_events(conn, EventFilter(after_id=after), limit)))
+    """The newest ``limit`` events, newest first (ids have gaps: purges, retention)."""
+    return list_events(conn, EventFilter(), limit, newest_first=True)

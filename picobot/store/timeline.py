@@ -14,7 +14,8 @@ from picobot.store.events import EventFilter, list_events
 from picobot.store.summaries import get_summary
 
 MAX_ITEMS = 2000
-"""Most rows of each kind one timeline reads (a longer session shows its start)."""
+"""Most rows of each kind one timeline reads (a longer session shows its start and
+says it is cut short)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,20 +29,37 @@ class TimelineItem:
     details: dict[str, str] = field(default_factory=dict)
 
 
-SHOWN_AS_ITEMS = frozenset({"message.appended", "tool.completed", "fact.created"})
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """A session's items, oldest first; ``truncated`` when a kind had more than the limit
+    (then its latest rows are missing)."""
+
+    items: list[TimelineItem]
+    truncated: bool
+
+
+SHOWN_AS_ITEMS = ("message.appended", "tool.completed", "fact.created")
 """Event types the timeline leaves out: the message, tool record or fact is shown."""
 
 
-def session_timeline(
-    conn: sqlite3.Connection, session_id: str, limit: int = MAX_ITEMS
-) -> list[TimelineItem]:
-    """Everything stored about ``session_id``, oldest first."""
+def session_timeline(conn: sqlite3.Connection, session_id: str, limit: int = MAX_ITEMS) -> Timeline:
+    """Everything stored about ``session_id``, oldest first, at most ``limit`` of each kind."""
     items: list[TimelineItem] = []
-    for r in conn.execute(
-        "SELECT seq_order, role, content, created_at FROM messages WHERE session_id = ?"
-        " ORDER BY seq_order LIMIT ?",
-        (session_id, limit),
-    ).fetchall():
+    truncated = False
+
+    def capped(rows: list[sqlite3.Row]) -> list[sqlite3.Row]:
+        # Each query asks for one row more than it shows: that row says it was cut.
+        nonlocal truncated
+        truncated = truncated or len(rows) > limit
+        return rows[:limit]
+
+    for r in capped(
+        conn.execute(
+            "SELECT seq_order, role, content, created_at FROM messages WHERE session_id = ?"
+            " ORDER BY seq_order LIMIT ?",
+            (session_id, limit + 1),
+        ).fetchall()
+    ):
         items.append(
             TimelineItem(
                 float(r["created_at"]),
@@ -51,11 +69,13 @@ def session_timeline(
                 {"seq": str(r["seq_order"])},
             )
         )
-    for r in conn.execute(
-        "SELECT name, arguments, result, ok, created_at FROM tool_records"
-        " WHERE session_id = ? ORDER BY id LIMIT ?",
-        (session_id, limit),
-    ).fetchall():
+    for r in capped(
+        conn.execute(
+            "SELECT name, arguments, result, ok, created_at FROM tool_records"
+            " WHERE session_id = ? ORDER BY id LIMIT ?",
+            (session_id, limit + 1),
+        ).fetchall()
+    ):
         items.append(
             TimelineItem(
                 float(r["created_at"]),
@@ -75,12 +95,14 @@ def session_timeline(
                 summary.summary,
             )
         )
-    for r in conn.execute(
-        "SELECT f.id, f.subject, f.category, f.text, f.confidence, f.active,"
-        " MIN(s.created_at) AS at FROM fact_sources s JOIN facts f ON f.id = s.fact_id"
-        " WHERE s.session_id = ? GROUP BY f.id ORDER BY at LIMIT ?",
-        (session_id, limit),
-    ).fetchall():
+    for r in capped(
+        conn.execute(
+            "SELECT f.id, f.subject, f.category, f.text, f.confidence, f.active,"
+            " MIN(s.created_at) AS at FROM fact_sources s JOIN facts f ON f.id = s.fact_id"
+            " WHERE s.session_id = ? GROUP BY f.id ORDER BY at LIMIT ?",
+            (session_id, limit + 1),
+        ).fetchall()
+    ):
         subject = f"{r['subject']}: " if r["subject"] else ""
         items.append(
             TimelineItem(
@@ -94,12 +116,14 @@ def session_timeline(
                 },
             )
         )
-    for event in list_events(conn, EventFilter(session_id=session_id), limit):
-        if event.type in SHOWN_AS_ITEMS:
-            continue
+    events = list_events(
+        conn, EventFilter(session_id=session_id, exclude_types=SHOWN_AS_ITEMS), limit + 1
+    )
+    truncated = truncated or len(events) > limit
+    for event in events[:limit]:
         details = {k: str(v) for k, v in sorted(event.payload.items())}
         if event.actor:
             details["actor"] = event.actor
         items.append(TimelineItem(event.at, "event", event.type, "", details))
     order = {"message": 0, "tool": 1, "summary": 2, "fact": 3, "event": 4}
-    return sorted(items, key=lambda i: (i.at, order[i.kind]))
+    return Timeline(sorted(items, key=lambda i: (i.at, order[i.kind])), truncated)

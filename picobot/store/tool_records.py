@@ -14,24 +14,6 @@ class ToolRecordRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    async def started(self, session_id: str, user_id: str, name: str, now: float) -> None:
-        """Record that tool ``name`` starts (``tool.started``; no arguments, no content).
-
-        Raises :class:`SessionGone` if the session no longer exists.
-        """
-        async with self._db.transaction() as conn:
-            async with conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)) as cur:
-                if await cur.fetchone() is None:
-                    raise SessionGone(session_id)
-            await record_event_in(
-                conn,
-                "tool.started",
-                now,
-                user_id=user_id,
-                session_id=session_id,
-                payload={"name": name},
-            )
-
     async def add(
         self,
         session_id: str,
@@ -43,13 +25,16 @@ class ToolRecordRepo:
         created_at: float,
         *,
         event_name: str | None = None,
+        started_at: float | None = None,
     ) -> None:
         """Store one invocation; ``arguments`` is the raw JSON text the model sent.
 
         Both texts are redacted (:attr:`Database.redact`) before they are stored, and
         ``tool.completed`` (record id, ok, and ``event_name``: the tool's name when the
-        caller knows it is a real one, else "unknown") is recorded in the same write.
-        Raises :class:`SessionGone` if the session no longer exists.
+        caller knows it is a real one, else "unknown") is recorded in the same write,
+        after ``tool.started`` (the name only, ``at`` = ``started_at``) when
+        ``started_at`` is given: one write per tool call, not one as it starts and one
+        as it ends. Raises :class:`SessionGone` if the session no longer exists.
         """
         arguments = redact_json(arguments, self._db.redact)
         result = self._db.redact(result)
@@ -63,6 +48,15 @@ class ToolRecordRepo:
             if cur.rowcount == 0:
                 # Purged while the tool ran: said plainly, not as a foreign-key failure.
                 raise SessionGone(session_id)
+            if started_at is not None:
+                await record_event_in(
+                    conn,
+                    "tool.started",
+                    started_at,
+                    user_id=user_id,
+                    session_id=session_id,
+                    payload={"name": event_name or "unknown"},
+                )
             await record_event_in(
                 conn,
                 "tool.completed",

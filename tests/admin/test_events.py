@@ -171,6 +171,24 @@ async def test_the_stream_filters_and_sees_writes_of_another_connection(chatted:
         again.close()
 
 
+async def test_a_stream_sees_the_purge_that_deleted_the_newest_events(chatted: Api) -> None:
+    # Bob's events are the newest; his purge deletes them. The purge.completed after it
+    # must get an id above the stream's cursor, or the stream never shows it.
+    resp = await open_stream(chatted, "?type=purge.completed")
+    try:
+        planned = await chatted.call(
+            "POST", "/api/v1/purge", body={"scope": "user", "user_id": BOB}
+        )
+        token = planned["confirm_token"]
+        await chatted.call("POST", f"/api/v1/purge/{token}/confirm", body={"answer": "y"})
+        async with asyncio.timeout(20):  # a net: with reused ids it never arrives
+            done = check_message(chatted, await SseReader(resp).next())
+        assert done["type"] == "purge.completed"
+    finally:
+        resp.close()
+    assert done["id"] > max(e["id"] for e in await all_events(chatted) if e["id"] != done["id"])
+
+
 @pytest.mark.parametrize("header", ["abc", "-1", "1" * 30, "1" * 25, "²", "1²"])
 async def test_a_bad_last_event_id_is_refused(chatted: Api, header: str) -> None:
     error = await chatted.call("GET", STREAM, headers={"Last-Event-ID": header}, expect=400)

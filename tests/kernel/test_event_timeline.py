@@ -75,6 +75,9 @@ async def test_a_sessions_timeline_is_rebuilt_from_events_and_messages(tmp_path:
         messages = await rt.kernel.messages.last(sid, 100)
         events = await rt.db.read(lambda c: list_events(c, EventFilter(session_id=sid), 1000))
 
+    # In time order: a tool call is recorded in one write as it ends, so its
+    # tool.started (at = when it started) follows, by id, what the tool itself wrote.
+    events.sort(key=lambda e: (e.at, e.id))
     texts = {m.id: (m.role, m.content) for m in messages}
     first, second, third = (m.content for m in messages if m.role == "user")
     assert timeline(events, texts) == [
@@ -90,6 +93,10 @@ async def test_a_sessions_timeline_is_rebuilt_from_events_and_messages(tmp_path:
         ("user", third),
         ("assistant", "You said: thanks"),
     ]
+    # The call cost one write: its start and end were recorded together.
+    started = next(e for e in events if e.type == "tool.started")
+    completed = next(e for e in events if e.type == "tool.completed")
+    assert completed.id == started.id + 1 and started.at <= completed.at
     # Every message is accounted for, and no event carries what was said.
     assert sorted(e.payload["message_id"] for e in events if "message_id" in e.payload) == sorted(
         texts

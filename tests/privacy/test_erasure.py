@@ -246,7 +246,9 @@ async def test_a_user_purge_leaves_only_its_content_free_record(
         await bob.fill(db, f"b{i}")
         await alice.learn(db, f"a{i}")
     await alice.remember(db)
-    await ToolRecordRepo(db).started("a0", alice.user_id, "memory_search", T0)
+    await ToolRecordRepo(db).add(
+        "a0", alice.user_id, "memory_search", "{}", "none", True, T0, started_at=T0
+    )
     mine = [e for e in await all_events(db) if e.user_id == alice.user_id]
     assert {e.type for e in mine} >= {
         "message.appended",

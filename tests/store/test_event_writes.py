@@ -59,8 +59,17 @@ async def test_messages_tools_and_summaries_record_ids_never_text(db: Database) 
     await messages.append(sid, "user", "again", 3, source_id="m1")
     await messages.append(sid, "user", "again", 3, source_id="m1")
     tools = ToolRecordRepo(db)
-    await tools.started(sid, ALICE, "memory", T0 + 1)
-    await tools.add(sid, ALICE, "memory", "{}", "secret result", True, T0 + 2, event_name="memory")
+    await tools.add(
+        sid,
+        ALICE,
+        "memory",
+        "{}",
+        "secret result",
+        True,
+        T0 + 2,
+        event_name="memory",
+        started_at=T0 + 1,
+    )
     await tools.add(sid, ALICE, "made up by the model", "{}", "no", False, T0 + 3)
     assert await SummaryRepo(db).save(sid, "secret summary", 1, 4, T0 + 4, actor="supervisor")
     found = await events(db, session_id=sid)
@@ -75,6 +84,9 @@ async def test_messages_tools_and_summaries_record_ids_never_text(db: Database) 
     ]
     assert found[1].payload == {"message_id": hello.id, "role": "user", "seq_order": 1}
     assert found[1].at == T0 and found[1].user_id == ALICE
+    # One write for the call: tool.started carries when it started, just before the end.
+    assert (found[3].at, found[3].payload) == (T0 + 1, {"name": "memory"})
+    assert found[4].id == found[3].id + 1 and found[4].at == T0 + 2
     assert found[4].payload["name"] == "memory" and found[4].payload["ok"] is True
     assert found[5].payload["name"] == "unknown"  # a name the model made up is not kept
     assert (found[6].payload, found[6].actor) == (
@@ -86,7 +98,7 @@ async def test_messages_tools_and_summaries_record_ids_never_text(db: Database) 
 
 async def test_a_write_to_a_purged_session_records_nothing(db: Database) -> None:
     with pytest.raises(SessionGone):
-        await ToolRecordRepo(db).started("gone", ALICE, "memory", T0)
+        await ToolRecordRepo(db).add("gone", ALICE, "memory", "{}", "x", True, T0, started_at=T0)
     with pytest.raises(SessionGone):
         await MessageRepo(db).append("gone", "user", "x", 1)
     assert await events(db) == []

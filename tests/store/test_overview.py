@@ -42,7 +42,9 @@ async def test_a_timeline_merges_every_kind_in_time_order(db: Database) -> None:
         record_event(conn, "tool.started", 10.5, user_id="u1", session_id=sid, payload={"n": 1})
 
     await db.write(events)
-    items = await db.read(lambda c: session_timeline(c, sid))
+    timeline = await db.read(lambda c: session_timeline(c, sid))
+    assert not timeline.truncated
+    items = timeline.items
     got = [(i.kind, i.title) for i in items]
     # Events the store records itself are in it (session.started, at the real time of
     # the create, and summary.updated); a message.appended, tool.completed or fact.created
@@ -61,7 +63,33 @@ async def test_a_timeline_merges_every_kind_in_time_order(db: Database) -> None:
     assert items[[i.kind for i in items].index("fact")].body == "asks about Lyon weather"
     tool = next(i for i in items if i.kind == "tool")
     assert tool.body == "sunny" and tool.details["ok"] == "yes"
-    assert await db.read(lambda c: session_timeline(c, "nope")) == []
+    assert (await db.read(lambda c: session_timeline(c, "nope"))).items == []
+
+
+async def test_a_timeline_limit_counts_only_what_it_shows_and_says_when_it_cuts(
+    db: Database,
+) -> None:
+    sid = await SessionRepo(db).create("ws", "c1", "u1")
+    messages = MessageRepo(db)
+    for n in range(3):
+        last = await messages.append(sid, "user", f"message {n}", 2, created_at=10.0 + n)
+    await SummaryRepo(db).save(sid, "a summary", last.seq_order, 3, 20.0)
+    # Four of each kind: the three message.appended events (shown as their messages)
+    # must not use up the events' share, or summary.updated would be left out.
+    timeline = await db.read(lambda c: session_timeline(c, sid, limit=4))
+    events = [i.title for i in timeline.items if i.kind == "event"]
+    assert sorted(events) == ["session.started", "summary.updated"]
+    assert not timeline.truncated
+    for n in range(2):
+        await messages.append(sid, "user", f"later {n}", 2, created_at=30.0 + n)
+    longer = await db.read(lambda c: session_timeline(c, sid, limit=4))
+    assert longer.truncated
+    assert [i.body for i in longer.items if i.kind == "message"] == [
+        "message 0",
+        "message 1",
+        "message 2",
+        "later 0",
+    ]
 
 
 async def test_previews_search_and_families(db: Database) -> None:
@@ -112,7 +140,9 @@ async def test_counts_memories_and_recent_events(db: Database) -> None:
     def write(conn: sqlite3.Connection) -> None:
         for n in range(5):
             record_event(conn, "retention.completed", float(n), payload={"n": n})
+        # Ids with gaps, as purges and retention leave them.
+        conn.execute("DELETE FROM events WHERE payload_json IN ('{\"n\":2}', '{\"n\":3}')")
 
     await db.write(write)
     newest = await db.read(lambda c: recent_events(c, 3))
-    assert [e.payload.get("n") for e in newest][:3] == [4, 3, 2]
+    assert [e.payload.get("n") for e in newest] == [4, 1, 0]

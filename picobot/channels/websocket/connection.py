@@ -44,6 +44,7 @@ from picobot.kernel.event_feed import FEED_BATCH, SessionEventFeed
 from picobot.kernel.kernel import COMMAND_FAILED, Kernel
 from picobot.messages import Identity, Inbound, Outbound
 from picobot.ratelimit import TokenBucket
+from picobot.store.events import Event
 
 # The channel's logger, not this module's: operators filter the channel by one name.
 log = logging.getLogger("picobot.channels.websocket.server")
@@ -57,8 +58,8 @@ CUT_OFF = "The server shut down before this message was answered."
 CLOSE_TIMEOUT_SECS = 2.0
 YIELD_AT_QUEUED = 8
 """Frames queued for the client after which a reply stream gives the sender a turn."""
-EVENT_POLL_SECS = 0.5
-"""How often a subscribed connection looks for new events of its session."""
+EVENT_POLL_SECS = 1.0
+"""How often a subscribed connection looks for new events of its session (two reads)."""
 
 
 class Connection:
@@ -171,15 +172,16 @@ class Connection:
         except ProtocolError as exc:
             self.emit(encode_error(exc.code, exc.message))
             return
+        subscribe = isinstance(message, ClientSubscribe)  # answered without an `end`
         if isinstance(message, ClientPing):
             self.emit(encode_pong(message.id))
+        elif not self._accepting:
+            self._refuse(message.id, "shutting_down", SHUTTING_DOWN, end=not subscribe)
+        elif not self._bucket.take():
+            self._refuse(message.id, "rate_limited", RATE_LIMITED, end=not subscribe)
         elif isinstance(message, ClientSubscribe):
             self._subscribe(message.events)
             self.emit(encode_subscribed(message.events, message.id))
-        elif not self._accepting:
-            self._refuse(message.id, "shutting_down", SHUTTING_DOWN)
-        elif not self._bucket.take():
-            self._refuse(message.id, "rate_limited", RATE_LIMITED)
         else:
             if isinstance(message, ClientConfirm):
                 # An answer jumps the queue: the kernel would take a queued chat message
@@ -190,24 +192,51 @@ class Connection:
             self._wake.set()
 
     def _subscribe(self, events: bool) -> None:
-        """Start or stop following the events of this identity's current session."""
+        """Start or stop following the events of this identity's current session; a
+        subscribe that changes nothing does nothing (a follower ends before it is gone
+        from ``_tasks``, so toggling costs no memory)."""
         if events and self._follower is None:
-            self._follower = asyncio.create_task(self._follow(), name=f"ws-{self.name}-events")
-            self._tasks.append(self._follower)
+            follower = asyncio.create_task(self._follow(), name=f"ws-{self.name}-events")
+            self._tasks.append(follower)
+            follower.add_done_callback(self._followed)
+            self._follower = follower
         elif not events and self._follower is not None:
             self._follower.cancel()
             self._follower = None
 
+    def _followed(self, follower: asyncio.Task[None]) -> None:
+        """A follower ended: forget it, and log why if it failed (it only ends cancelled)."""
+        self._tasks.remove(follower)
+        if not follower.cancelled() and follower.exception() is not None:
+            log.error(
+                "WebSocket %s: following events stopped",
+                self.name,
+                exc_info=follower.exception(),
+            )
+        if self._follower is follower:
+            self._follower = None
+
     async def _follow(self) -> None:
-        """Emit each new event of the current session (whichever it is at each read)."""
+        """Emit each new event of the current session (whichever it is at each read).
+
+        A failed read is logged (once until reads work again) and retried at the next poll.
+        """
         feed = SessionEventFeed(self._kernel.db)
-        after = await feed.start()
+        after: int | None = None
+        failing = False
         while True:
+            events: list[Event] = []
             try:
+                if after is None:
+                    after = await feed.start()
                 events = await feed.after(self.identity, after)
+                failing = False
             except StoreUnavailable:
                 log.warning("WebSocket %s: events unavailable for now", self.name)
-                events = []
+            except Exception:
+                if not failing:
+                    log.exception("WebSocket %s: reading events failed; retrying", self.name)
+                failing = True
             for event in events:
                 assert event.session_id is not None  # the feed reads one session's
                 self.emit(
@@ -219,9 +248,10 @@ class Connection:
             if len(events) < FEED_BATCH:
                 await asyncio.sleep(EVENT_POLL_SECS)
 
-    def _refuse(self, reply_to: str | None, code: str, text: str) -> None:
+    def _refuse(self, reply_to: str | None, code: str, text: str, *, end: bool = True) -> None:
         self.emit(encode_error(code, text, reply_to))
-        self.emit(encode_end(reply_to))
+        if end:
+            self.emit(encode_end(reply_to))
 
     async def _work(self) -> None:
         while True:

@@ -3,11 +3,16 @@ events and nobody else's (real server, real client, real SQLite file)."""
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
+from contextlib import AsyncExitStack
+from pathlib import Path
 
 from jsonschema import Draft202012Validator
 from websockets.asyncio.client import ClientConnection
 
+from picobot.channels.websocket.connection import RATE_BURST
 from picobot.channels.websocket.frames import protocol_schema
 from tests.channels.websocket.test_server import (
     KEY_A,
@@ -16,6 +21,7 @@ from tests.channels.websocket.test_server import (
     Server,
     chat,
     recv,
+    start,
     types,
 )
 
@@ -93,3 +99,57 @@ async def test_without_subscribing_no_event_is_sent(server: Server) -> None:
         assert "event" not in types(frames)
         await ws.send(json.dumps({"type": "ping", "id": "p"}))
         assert await recv(ws) == {"type": "pong", "reply_to": "p"}
+
+
+async def pong(ws: ClientConnection) -> None:
+    """A ping answered: every frame sent before it has been handled."""
+    await ws.send(json.dumps({"type": "ping", "id": "p"}))
+    assert await recv(ws) == {"type": "pong", "reply_to": "p"}
+
+
+def followers() -> list[asyncio.Task[None]]:
+    """Every event-follower task still held anywhere (finished ones included)."""
+    gc.collect()
+    return [
+        t
+        for t in gc.get_objects()
+        if isinstance(t, asyncio.Task) and t.get_name().endswith("-events")
+    ]
+
+
+async def test_subscribing_again_changes_nothing(server: Server) -> None:
+    ws, _ = await server.client(KEY_A)
+    async with ws:
+        await subscribe(ws)
+        await subscribe(ws)  # already subscribed: one follower, each event once
+        assert len(followers()) == 1
+        frames = await chat(ws, "once")
+        await events_of(ws, frames, 3)
+        await pong(ws)  # the next frame: no event came twice
+
+
+async def test_toggling_subscribe_is_rate_limited_and_keeps_no_ended_followers(
+    stack: AsyncExitStack, tmp_path: Path
+) -> None:
+    server = await start(stack, tmp_path, rate_limit_per_minute=1)
+    ws, _ = await server.client(KEY_A)
+    async with ws:
+        for n in range(RATE_BURST + 2):
+            frame = {"type": "subscribe", "events": n % 2 == 0, "id": str(n)}
+            await ws.send(json.dumps(frame))
+        got = [await recv(ws) for _ in range(RATE_BURST)]
+        assert [(f["type"], f.get("events")) for f in got] == [
+            ("subscribed", n % 2 == 0) for n in range(RATE_BURST)
+        ]
+        # Beyond the key's burst a subscribe is refused like a chat (no `end`: none
+        # answers a subscribe) and changes nothing.
+        refused = [await recv(ws) for _ in range(2)]
+        assert [(f["type"], f["code"], f["reply_to"]) for f in refused] == [
+            ("error", "rate_limited", str(n)) for n in (RATE_BURST, RATE_BURST + 1)
+        ]
+        await pong(ws)
+        # The last accepted toggle unsubscribed; no ended follower is kept.
+        assert followers() == []
+        frames = await chat(ws, "over the limit")
+        assert types(frames) == ["error"]  # the subscribes used up the key's burst
+        await pong(ws)
