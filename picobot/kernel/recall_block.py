@@ -67,6 +67,8 @@ def pack(
     sessions: set[str | None] = set()
     used = 0
     for hit in hits:
+        if budget - used < 2:  # no line costs less (a token and its line break)
+            break
         if hit.text in skip:
             continue
         text = truncate_to_tokens(estimator, _line(hit), cap)

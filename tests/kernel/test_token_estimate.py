@@ -9,12 +9,19 @@ CJK, Arabic, Hebrew, Indic scripts, Thai, emoji and symbols.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from picobot.kernel.tokens import CharTokenEstimator, ScriptTokenEstimator
+from picobot.kernel.tokens import (
+    TRUNCATED,
+    CharTokenEstimator,
+    ScriptTokenEstimator,
+    TokenEstimator,
+    truncate_to_tokens,
+)
 from picobot.llm.local import bundled_model_path
 
 CORPUS: dict[str, str] = json.loads(
@@ -75,3 +82,32 @@ def test_empty_and_cached() -> None:
 )
 def test_script_weights(text: str, at_least: int) -> None:
     assert EST.estimate(text) >= at_least
+
+
+def _bisected(estimator: TokenEstimator, text: str, max_tokens: int) -> str:
+    """The plain bisection over the whole text that the galloping search replaces."""
+    if estimator.estimate(text) <= max_tokens:
+        return text
+    room = max(0, max_tokens - estimator.estimate(TRUNCATED))
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimator.estimate(text[:mid]) <= room:
+            lo = mid
+        else:
+            hi = mid - 1
+    while lo > 0 and estimator.estimate(text[:lo] + TRUNCATED) > max_tokens:
+        lo -= 1
+    return text[:lo] + TRUNCATED
+
+
+def test_a_cut_keeps_the_longest_prefix_that_fits_in_every_script() -> None:
+    rng = random.Random(7)
+    alphabet = "abc def GHI 123 !?. 你好世界 привет мир مرحبا 😀 {x: 1}\n"
+    for estimator in (ScriptTokenEstimator(), CharTokenEstimator()):
+        for _ in range(500):
+            text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 800)))
+            cap = rng.randint(0, 250)
+            cut = truncate_to_tokens(estimator, text, cap)
+            assert cut == _bisected(estimator, text, cap)
+            assert estimator.estimate(cut) <= max(cap, estimator.estimate(TRUNCATED))
