@@ -234,6 +234,8 @@ async def open_runtime(
         tasks.every("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_in_background)
         # What a purge (here or by another process) removed leaves the memory cache too.
         tasks.every("memory-cache", MEMORY_CACHE_PRUNE_SECS, lambda: db.read(memory_cache.prune))
+        if isinstance(kernel.retriever, MemoryRetriever):  # its epochs hold recalled text
+            tasks.every("prompt-epochs", MEMORY_CACHE_PRUNE_SECS, kernel.retriever.prune_epochs)
         retention = RetentionTask(
             db,
             max_age_days=settings.session.retention.max_age_days,

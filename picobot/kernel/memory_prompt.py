@@ -68,6 +68,7 @@ from picobot.store.memory_cache import CachedMemories, MemoryCache
 from picobot.store.messages import StoredMessage, existing_ids, last_messages
 from picobot.store.recall import RecallQuery, recall_records
 from picobot.store.search import SearchHit
+from picobot.store.sessions import existing_sessions
 from picobot.store.summaries import Summary, get_summary
 
 log = logging.getLogger(__name__)
@@ -86,8 +87,7 @@ class _Epoch:
     with_facts: bool
     inserts: dict[int, list[RecallLine]] = field(default_factory=dict)
     facts: tuple[tuple[object, ...], Item | None] | None = None
-    """The learned facts last rendered (their fields) and their block, reused while
-    they are unchanged: rendering estimates every fact line."""
+    """The facts last rendered (their fields) and their block, reused while unchanged."""
 
     def shown_ids(self) -> set[int]:
         """The messages recalled (other kinds' row ids are another number space)."""
@@ -140,6 +140,16 @@ class MemoryRetriever:
         self._epochs: OrderedDict[str, _Epoch] = OrderedDict()
         # Users' memories, reread only when they changed (any process's change).
         self.memory_cache = cache if cache is not None else MemoryCache()
+
+    async def prune_epochs(self) -> int:
+        """Forget the epochs (and the text they recalled) of sessions no longer stored:
+        a purged session has no next turn to replace its epoch. Returns how many."""
+        held = list(self._epochs)
+        alive = await self._db.read(lambda conn: existing_sessions(conn, held)) if held else set()
+        gone = [sid for sid in held if sid not in alive]
+        for sid in gone:
+            self._epochs.pop(sid, None)  # the build may have evicted it meanwhile
+        return len(gone)
 
     def _item(self, text: str, cap: int) -> Item:
         text = truncate_to_tokens(self._est, text, cap)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import secrets
+import sqlite3
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from picobot.store.connection import AsyncConnection
@@ -52,6 +55,16 @@ SESSION_SELECT = (
     " FROM sessions s"
 )
 """The columns of :func:`session_info`; a caller appends its WHERE, ORDER and LIMIT."""
+
+
+def existing_sessions(conn: sqlite3.Connection, ids: Iterable[str]) -> set[str]:
+    """Which of these session ids are still stored (a purge or retention may have
+    removed some, in this process or another)."""
+    rows = conn.execute(
+        "SELECT id FROM sessions WHERE id IN (SELECT value FROM json_each(?))",
+        (json.dumps(sorted(ids)),),
+    )
+    return {str(row[0]) for row in rows}
 
 
 def session_info(row: Row) -> SessionInfo:

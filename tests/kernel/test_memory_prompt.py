@@ -16,6 +16,7 @@ from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
 from picobot.store.memories import GLOBAL_USER, MemoryRepo
 from picobot.store.messages import MessageRepo, StoredMessage
+from picobot.store.purge import PurgeStore
 from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
@@ -400,3 +401,16 @@ async def test_memories_changed_by_another_process_reach_the_next_prompt(db: Dat
     text = context_text(await w.build(sid, "hello again"))
     assert "- pet: a dog" in text and "- city: Lyon" in text
     assert "a cat" not in text
+
+
+async def test_a_purged_sessions_epoch_and_its_recalled_text_are_forgotten(db: Database) -> None:
+    w = World(db)
+    kept, purged = await w.session(), await w.session("tui:bob")
+    await w.build(kept, "hello")
+    await w.build(purged, "hello")
+    assert await w.retriever.prune_epochs() == 0  # both sessions are still stored
+    await PurgeStore(db).delete_session(purged)
+    assert await w.retriever.prune_epochs() == 1
+    assert await w.retriever.prune_epochs() == 0
+    await w.messages.append(kept, "assistant", "hi", 1)
+    assert await w.build(kept, "again")  # the other session's epoch is still there
