@@ -35,7 +35,7 @@ import logging
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from picobot.config.learning import LearningSettings
 from picobot.config.settings import MemorySettings
@@ -43,6 +43,7 @@ from picobot.kernel import recall_block
 from picobot.kernel.context import Action, Scope
 from picobot.kernel.keywords import extract_terms
 from picobot.kernel.prompt import PromptRequest, as_chat
+from picobot.kernel.prompt_epoch import Epoch, Fetched
 from picobot.kernel.prompt_parts import (
     PROTECTED_MESSAGES,
     Budget,
@@ -61,7 +62,7 @@ from picobot.kernel.untrusted import escape_data, one_line
 from picobot.llm.base import ChatMessage
 from picobot.memory.facts_block import render_facts_block
 from picobot.store.db import Database
-from picobot.store.digests import LAYER_KINDS, layers_intact
+from picobot.store.digests import layers_intact
 from picobot.store.facts import Fact, active_facts
 from picobot.store.memories import GLOBAL_USER, Memory
 from picobot.store.memory_cache import CachedMemories, MemoryCache
@@ -75,48 +76,6 @@ log = logging.getLogger(__name__)
 
 MAX_EPOCHS = 10_000
 """Sessions whose epoch is remembered (least recently used go first)."""
-
-
-@dataclass(slots=True)
-class _Epoch:
-    """What stays in place across a session's turns: where the window starts, and the
-    records recalled for each of its messages."""
-
-    start_seq: int
-    with_summary: bool
-    with_facts: bool
-    inserts: dict[int, list[RecallLine]] = field(default_factory=dict)
-    facts: tuple[tuple[object, ...], Item | None] | None = None
-    """The facts last rendered (their fields) and their block, reused while unchanged."""
-
-    def shown_ids(self) -> set[int]:
-        """The messages recalled (other kinds' row ids are another number space)."""
-        return {h.row_id for h in self._hits() if h.kind == "message"}
-
-    def shown_layers(self) -> dict[int, float]:
-        """The reflections and digests recalled, with the version shown."""
-        return {h.row_id: h.created_at for h in self._hits() if h.kind in LAYER_KINDS}
-
-    def shows(self, hit: SearchHit, messages: set[int]) -> bool:
-        if hit.kind in LAYER_KINDS:
-            return hit.row_id in self.shown_layers()
-        return hit.row_id in messages
-
-    def _hits(self) -> list[SearchHit]:
-        return [line.hit for lines in self.inserts.values() for line in lines]
-
-
-@dataclass(frozen=True, slots=True)
-class _Fetched:
-    """What the database holds for one turn's context."""
-
-    window: list[StoredMessage]
-    memories: list[CachedMemories]  # the user's, then the shared ones if granted
-    summary: Summary | None
-    facts: list[Fact]
-    hits: list[SearchHit]
-    records_intact: bool
-    """Every record the epoch recalled still exists (a purge may have removed some)."""
 
 
 class MemoryRetriever:
@@ -137,7 +96,7 @@ class MemoryRetriever:
         self._est = estimator
         self._cfg = settings
         self._budget = Budget(estimator, settings.recall_budget_tokens)
-        self._epochs: OrderedDict[str, _Epoch] = OrderedDict()
+        self._epochs: OrderedDict[str, Epoch] = OrderedDict()
         # Users' memories, reread only when they changed (any process's change).
         self.memory_cache = cache if cache is not None else MemoryCache()
 
@@ -174,9 +133,7 @@ class MemoryRetriever:
         epoch = self._epochs.get(sid)
         fetched = await self._db.read(lambda conn: self._fetch(conn, request, epoch))
         memories = self._memory_items(fetched.memories, item_cap)
-        facts_key = tuple(
-            (f.id, f.updated_at, f.confidence, f.subject, f.category, f.text) for f in fetched.facts
-        )
+        facts_key = tuple(fetched.facts)
         if epoch is not None and epoch.facts is not None and epoch.facts[0] == facts_key:
             facts = epoch.facts[1]
         else:
@@ -199,9 +156,9 @@ class MemoryRetriever:
 
     def _continue(
         self,
-        epoch: _Epoch,
+        epoch: Epoch,
         request: PromptRequest,
-        fetched: _Fetched,
+        fetched: Fetched,
         window: list[StoredMessage],
         context: tuple[list[Item], Item | None],
         item_cap: int,
@@ -224,8 +181,7 @@ class MemoryRetriever:
             # half the recall floor, so each turn adds little to the cached prefix.
             slots = self._cfg.max_session_messages - len(history) - 2
             left = room - used - self._budget.recall_framing() - self._growth(history, slots)
-            shown = epoch.shown_ids() | {m.id for m in history}
-            fresh = [h for h in fetched.hits if not epoch.shows(h, shown)]
+            fresh = epoch.unshown(fetched.hits, {m.id for m in history})
             lines = recall_block.pack(
                 fresh,
                 self._est,
@@ -242,12 +198,12 @@ class MemoryRetriever:
     def _start(
         self,
         request: PromptRequest,
-        fetched: _Fetched,
+        fetched: Fetched,
         window: list[StoredMessage],
         context: tuple[list[Item], Item | None],
         item_cap: int,
         room: int,
-    ) -> tuple[_Epoch, list[ChatMessage]]:
+    ) -> tuple[Epoch, list[ChatMessage]]:
         """A new epoch: the last messages with room to grow, trimmed to the budget."""
         block = self._drop_block()
         if len(window) > self._cfg.max_session_messages - block:
@@ -276,7 +232,7 @@ class MemoryRetriever:
         self._budget.trim(parts, room)
         history = parts.history()
         start = history[0].seq_order if history else request.current.seq_order
-        epoch = _Epoch(
+        epoch = Epoch(
             start,
             parts.summary is not None,
             parts.facts is not None,
@@ -337,8 +293,8 @@ class MemoryRetriever:
         return self._item(summary.summary, item_cap)
 
     def _fetch(
-        self, conn: sqlite3.Connection, request: PromptRequest, epoch: _Epoch | None
-    ) -> _Fetched:
+        self, conn: sqlite3.Connection, request: PromptRequest, epoch: Epoch | None
+    ) -> Fetched:
         """Every query of the turn's context, in one read transaction (a reader thread).
 
         One trip to the database thread instead of one per query, and every part sees
@@ -380,7 +336,7 @@ class MemoryRetriever:
             shown = epoch.shown_ids()
             intact = len(existing_ids(conn, shown)) == len(shown)
             intact = intact and layers_intact(conn, epoch.shown_layers())
-        return _Fetched(window, memories, summary, facts, hits, intact)
+        return Fetched(window, memories, summary, facts, hits, intact)
 
     def _memory_items(self, groups: Sequence[CachedMemories], item_cap: int) -> list[Item]:
         """The memories' prompt lines, at most ``max_user_memories`` (own ones first).
