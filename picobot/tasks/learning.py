@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from picobot.backoff import FailureBackoff
 from picobot.config.learning import LearningSettings
 from picobot.config.settings import LLMSettings
 from picobot.kernel.tokens import TokenEstimator
@@ -35,8 +34,9 @@ from picobot.memory.extraction import MAX_INPUT_TOKENS, build_prompt, chunk_mess
 from picobot.memory.facts import LifecycleRules
 from picobot.store.db import Database
 from picobot.store.fact_writes import FactStore
-from picobot.store.messages import SessionGone, StoredMessage
+from picobot.store.messages import StoredMessage
 from picobot.tasks.reflection import ReflectionTask
+from picobot.tasks.session_runs import SessionRuns
 
 log = logging.getLogger(__name__)
 
@@ -121,8 +121,7 @@ class LearningTask:
             max_input_tokens=max_input_tokens,
         )
         """Session reflections and digests (same model, settings and clock)."""
-        self._busy: set[str] = set()
-        self._failures = FailureBackoff()
+        self._runs = SessionRuns("fact extraction", lambda: self.clock())
 
     @property
     def enabled(self) -> bool:
@@ -134,7 +133,7 @@ class LearningTask:
         if not self.enabled:
             return "disabled"
         now = self.clock()
-        held = self._failures.all_held(now)
+        held = self._runs.failures.all_held(now)
         rows = await self._db.fetchall(
             "SELECT s.id FROM sessions s LEFT JOIN fact_progress p ON p.session_id = s.id"
             " WHERE s.last_active <= ? AND EXISTS (SELECT 1 FROM messages m"
@@ -166,24 +165,12 @@ class LearningTask:
         """
         if not self.enabled:
             return Extracted()
-        if session_id in self._busy:
-            return Extracted(failed=True)
-        self._busy.add(session_id)
-        try:
-            done = await self._extract(session_id)
-        except SessionGone:
-            return Extracted()
-        except Exception:
-            delay = self._failures.failed(session_id, self.clock())
-            log.exception(
-                "fact extraction of session %s failed; next try in %.0fs", session_id, delay
-            )
-            return Extracted(failed=True)
-        else:
-            self._failures.succeeded(session_id)
-            return done
-        finally:
-            self._busy.discard(session_id)
+        return await self._runs.run(
+            session_id,
+            lambda: self._extract(session_id),
+            none=Extracted(),
+            failed=Extracted(failed=True),
+        )
 
     async def _extract(self, session_id: str) -> Extracted:
         owner = await self._db.fetchone("SELECT user_id FROM sessions WHERE id = ?", (session_id,))

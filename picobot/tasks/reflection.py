@@ -26,7 +26,6 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from picobot.backoff import FailureBackoff
 from picobot.config.learning import LearningSettings
 from picobot.kernel.tokens import TokenEstimator
 from picobot.llm.base import ChatMessage, LLMProvider
@@ -43,8 +42,8 @@ from picobot.store.digests import (
     unfolded,
     unreflected,
 )
-from picobot.store.messages import SessionGone
 from picobot.store.sessions import SessionRepo
+from picobot.tasks.session_runs import SessionRuns
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +91,7 @@ class ReflectionTask:
         self.store = DigestStore(db)
         self.spawn: Spawn | None = None
         """Runs a coroutine in the background (the runtime sets the supervisor's)."""
-        self._busy: set[str] = set()
-        self._failures = FailureBackoff()
+        self._runs = SessionRuns("reflection", lambda: self.clock())
 
     @property
     def enabled(self) -> bool:
@@ -115,7 +113,7 @@ class ReflectionTask:
         if not self.enabled:
             return "disabled"
         now = self.clock()
-        held = self._failures.all_held(now)
+        held = self._runs.failures.all_held(now)
         idle = functools.partial(
             idle_sessions,
             idle_before=now - self.settings.idle_secs,
@@ -132,22 +130,12 @@ class ReflectionTask:
         """Reflect on the messages of ``session_id`` no reflection covers; never raises."""
         if not self.enabled:
             return Reflected()
-        if session_id in self._busy:
-            return Reflected(failed=True)
-        self._busy.add(session_id)
-        try:
-            done = await self._reflect(session_id)
-        except SessionGone:
-            return Reflected()
-        except Exception:
-            delay = self._failures.failed(session_id, self.clock())
-            log.exception("reflection on session %s failed; next try in %.0fs", session_id, delay)
-            return Reflected(failed=True)
-        else:
-            self._failures.succeeded(session_id)
-            return done
-        finally:
-            self._busy.discard(session_id)
+        return await self._runs.run(
+            session_id,
+            lambda: self._reflect(session_id),
+            none=Reflected(),
+            failed=Reflected(failed=True),
+        )
 
     async def _reflect(self, session_id: str) -> Reflected:
         info = await SessionRepo(self._db).get(session_id)
