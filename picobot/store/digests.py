@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from picobot.store.db import Database
 from picobot.store.events import record_event
-from picobot.store.messages import SessionGone, StoredMessage
+from picobot.store.messages import SessionGone, StoredMessage, conversation_after
 from picobot.store.summaries import get_summary
 
 LAYER_KINDS = frozenset({"reflection", "digest"})
@@ -100,14 +100,9 @@ def unreflected(
 ) -> tuple[list[StoredMessage], str | None]:
     """The first ``limit`` user and assistant messages of ``session_id`` no reflection
     covers, in order, and the session's summary (None: none)."""
-    rows = conn.execute(
-        "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
-        " FROM messages WHERE session_id = ? AND seq_order > ?"
-        " AND role IN ('user', 'assistant') ORDER BY seq_order LIMIT ?",
-        (session_id, reflected_seq(conn, session_id), limit),
-    ).fetchall()
+    messages = conversation_after(conn, session_id, reflected_seq(conn, session_id), limit)
     summary = get_summary(conn, session_id)
-    return [StoredMessage(*tuple(r)) for r in rows], summary.summary if summary else None
+    return messages, summary.summary if summary else None
 
 
 def user_digests(conn: sqlite3.Connection, user_id: str, limit: int | None = None) -> list[Digest]:

@@ -296,3 +296,17 @@ def fact_detail(
     if fact is None:
         return None
     return fact, fact_sources(conn, fact_id), fact_history(conn, fact_id)
+
+
+def idle_unlearned(conn: sqlite3.Connection, idle_before: float, limit: int) -> list[str]:
+    """Sessions last active at or before ``idle_before`` with a user message extraction
+    has not read yet, the longest idle first."""
+    rows = conn.execute(
+        "SELECT s.id FROM sessions s LEFT JOIN fact_progress p ON p.session_id = s.id"
+        " WHERE s.last_active <= ? AND EXISTS (SELECT 1 FROM messages m"
+        " WHERE m.session_id = s.id AND m.role = 'user'"
+        " AND m.seq_order > COALESCE(p.covered_seq, 0))"
+        " ORDER BY s.last_active LIMIT ?",
+        (idle_before, limit),
+    ).fetchall()
+    return [str(r[0]) for r in rows]

@@ -65,6 +65,21 @@ class SessionGone(NotCurrentSession):
     """The session no longer exists: it was purged (or expired) while a turn ran in it."""
 
 
+def conversation_after(
+    conn: sqlite3.Connection, session_id: str, after_seq: int, limit: int
+) -> list[StoredMessage]:
+    """The first ``limit`` user and assistant messages of ``session_id`` after position
+    ``after_seq``, in order: what a background reader (extraction, reflection) has not
+    read yet."""
+    rows = conn.execute(
+        "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
+        " FROM messages WHERE session_id = ? AND seq_order > ?"
+        " AND role IN ('user', 'assistant') ORDER BY seq_order LIMIT ?",
+        (session_id, after_seq, limit),
+    ).fetchall()
+    return [StoredMessage(*tuple(r)) for r in rows]
+
+
 def existing_ids(conn: sqlite3.Connection, ids: Iterable[int]) -> set[int]:
     """Which of these message ids are still stored (a purge may have removed some)."""
     wanted = json.dumps(sorted(ids))

@@ -21,6 +21,7 @@ clock: session reflections and the digests they fold into.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -34,7 +35,9 @@ from picobot.memory.extraction import MAX_INPUT_TOKENS, build_prompt, chunk_mess
 from picobot.memory.facts import LifecycleRules
 from picobot.store.db import Database
 from picobot.store.fact_writes import FactStore
-from picobot.store.messages import StoredMessage
+from picobot.store.facts import idle_unlearned
+from picobot.store.messages import StoredMessage, conversation_after
+from picobot.store.sessions import SessionRepo
 from picobot.tasks.reflection import ReflectionTask
 from picobot.tasks.session_runs import SessionRuns
 
@@ -134,15 +137,12 @@ class LearningTask:
             return "disabled"
         now = self.clock()
         held = self._runs.failures.all_held(now)
-        rows = await self._db.fetchall(
-            "SELECT s.id FROM sessions s LEFT JOIN fact_progress p ON p.session_id = s.id"
-            " WHERE s.last_active <= ? AND EXISTS (SELECT 1 FROM messages m"
-            " WHERE m.session_id = s.id AND m.role = 'user'"
-            " AND m.seq_order > COALESCE(p.covered_seq, 0))"
-            " ORDER BY s.last_active LIMIT ?",
-            (now - self.settings.idle_secs, MAX_SESSIONS_PER_CHECK + len(held)),
+        idle = functools.partial(
+            idle_unlearned,
+            idle_before=now - self.settings.idle_secs,
+            limit=MAX_SESSIONS_PER_CHECK + len(held),
         )
-        due = [str(r[0]) for r in rows if str(r[0]) not in held][:MAX_SESSIONS_PER_CHECK]
+        due = [s for s in await self._db.read(idle) if s not in held][:MAX_SESSIONS_PER_CHECK]
         learned = 0
         for sid in due:
             learned += (await self.extract_session(sid)).created
@@ -173,18 +173,15 @@ class LearningTask:
         )
 
     async def _extract(self, session_id: str) -> Extracted:
-        owner = await self._db.fetchone("SELECT user_id FROM sessions WHERE id = ?", (session_id,))
-        if owner is None:
+        info = await SessionRepo(self._db).get(session_id)
+        if info is None:
             return Extracted()
-        user_id = str(owner[0])
+        user_id = info.user_id
         covered = await self.store.progress(session_id)
-        rows = await self._db.fetchall(
-            "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
-            " FROM messages WHERE session_id = ? AND seq_order > ?"
-            " AND role IN ('user', 'assistant') ORDER BY seq_order LIMIT ?",
-            (session_id, covered, MAX_MESSAGES_PER_RUN),
+        read = functools.partial(
+            conversation_after, session_id=session_id, after_seq=covered, limit=MAX_MESSAGES_PER_RUN
         )
-        messages = [StoredMessage(*tuple(r)) for r in rows]
+        messages = await self._db.read(read)
         result = Extracted(messages=len(messages))
         for chunk in chunk_messages(messages, self._estimator, self._chunk):
             result = await self._chunk_run(user_id, session_id, chunk, result)
