@@ -134,7 +134,8 @@ class FactViews:
             web.get(f"/admin/facts/{FACT_ID}/edit", p(self.edit), allow_head=False),
             web.get(f"/admin/facts/{FACT_ID}/row", p(self.row), allow_head=False),
             web.post(f"/admin/facts/{FACT_ID}", a(self.update)),
-            web.get(f"/admin/facts/{FACT_ID}/delete", p(self.confirm_one), allow_head=False),
+            web.get(f"/admin/facts/{FACT_ID}/delete", p(self.ask_one), allow_head=False),
+            web.post(f"/admin/facts/{FACT_ID}/delete", a(self.confirm_one)),
             web.post("/admin/facts/bulk", a(self.bulk)),
             web.post("/admin/facts/delete", a(self.delete)),
             web.get("/admin/memories/delete", p(self.confirm_memory), allow_head=False),
@@ -222,10 +223,20 @@ class FactViews:
             return self._ctx.render(request, login, "_fact_row.html", {"fact": updated})
         return see_other(_back(form))
 
-    async def confirm_one(self, request: web.Request, login: Login) -> web.StreamResponse:
-        """``GET /admin/facts/{id}/delete``: are you sure?"""
+    async def ask_one(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``GET /admin/facts/{id}/delete``: the fact and a button that asks to delete it.
+
+        A GET changes nothing (an ``<img>`` on another site must not plan a purge or
+        cancel the operator's pending one): the plan is made by the POST below."""
         fact = await self._fact(request)
-        return await self._ask(request, login, (fact.id,), _back(request.query))
+        values = {"facts": [fact], "back": _back(request.query), "token": None, "timeout": 0}
+        return self._ctx.render(request, login, "fact_delete.html", values)
+
+    async def confirm_one(self, request: web.Request, login: Login) -> web.StreamResponse:
+        """``POST /admin/facts/{id}/delete``: are you sure? (the plan and its token)"""
+        fact = await self._fact(request)
+        form = await request.post()
+        return await self._ask(request, login, (fact.id,), _back(form))
 
     async def _ask(
         self, request: web.Request, login: Login, ids: tuple[int, ...], back: str

@@ -1,7 +1,9 @@
 """Fixtures of the dashboard tests: a real ``picobot serve`` process on loopback ports
 (scripted model, real SQLite file), a chat client for it, the same database opened
 from the test for seeding, and, for the browser tests, Debian's Chromium driven by
-Playwright (never a downloaded browser)."""
+Playwright (never a downloaded browser). ``local`` serves the same dashboard and admin
+API from the test's own process (a real aiohttp server on port 0, a real SQLite file,
+two operator keys), for tests that read the log or the route table."""
 
 from __future__ import annotations
 
@@ -18,16 +20,21 @@ from typing import Any
 
 import aiohttp
 import pytest
+from aiohttp import web
 from websockets.asyncio.client import connect
 
+from picobot.admin.api import AdminAPI
 from picobot.config.settings import DataSettings, Settings
+from picobot.dashboard.app import Dashboard
+from picobot.llm.scripted import ScriptedProvider
 from picobot.memory.facts import observation
-from picobot.runtime import open_database
+from picobot.runtime import Runtime, open_database, open_runtime
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import Fact
 from tests.cli.test_serve import free_port, start_subprocess, stop_subprocess, wait_healthy
 
 ADMIN_KEY = "dash-admin-key-0123456789"
+OTHER_KEY = "other-operator-key-0123456789"
 WS_KEY = "dash-ws-key-0123456789ab"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -118,6 +125,40 @@ async def log_in(http: aiohttp.ClientSession, base: str, key: str = ADMIN_KEY) -
         found = CSRF.search(await resp.text())
     assert found is not None
     return found.group(1)
+
+
+@dataclass
+class Local:
+    """The dashboard and admin API served from the test's process."""
+
+    base: str
+    runtime: Runtime
+    app: web.Application
+    dashboard: Dashboard
+    admin: AdminAPI
+
+
+@pytest.fixture
+async def local(tmp_path: Path) -> AsyncIterator[Local]:
+    settings = Settings(data=DataSettings(dir=str(tmp_path / "data")))
+    async with open_runtime(settings, provider=ScriptedProvider()) as runtime:
+        if "retention" in runtime.tasks.status():
+            # Its first run records a task run; let it finish before a test counts rows.
+            await runtime.tasks.job("retention").wait_runs(1)
+        admin = AdminAPI(runtime, [ADMIN_KEY, OTHER_KEY])
+        dashboard = Dashboard(runtime, admin)
+        app = web.Application()
+        admin.add_routes(app)
+        dashboard.add_routes(app)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            yield Local(f"http://127.0.0.1:{port}", runtime, app, dashboard, admin)
+        finally:
+            await runner.cleanup()
 
 
 @functools.cache

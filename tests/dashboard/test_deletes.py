@@ -56,8 +56,11 @@ async def test_deleted_facts_leave_no_byte_in_any_file_and_are_purges_by_the_ope
     await served.add_fact("ws:alice", "knowledge", kept, 0.9)
     async with http_session() as http:
         csrf = await log_in(http, served.base)
-        # One fact, from its row's Delete.
+        # One fact, from its row's Delete (a POST; the GET only shows the button).
         async with http.get(f"{served.base}/admin/facts/{one.id}/delete") as resp:
+            assert "Delete 1 fact?" in await resp.text()
+        form = {"csrf_token": csrf, "back": "/admin/facts"}
+        async with http.post(f"{served.base}/admin/facts/{one.id}/delete", data=form) as resp:
             page = await resp.text()
         assert "Delete 1 fact?" in page and gone[0] in page
         listing = await _confirm(http, served, csrf, page)
@@ -90,7 +93,8 @@ async def test_a_used_or_cancelled_confirmation_deletes_nothing(served: Served) 
     fact = await served.add_fact("ws:alice", "knowledge", "keep me", 0.9)
     async with http_session() as http:
         csrf = await log_in(http, served.base)
-        async with http.get(f"{served.base}/admin/facts/{fact.id}/delete") as resp:
+        asked = {"csrf_token": csrf}
+        async with http.post(f"{served.base}/admin/facts/{fact.id}/delete", data=asked) as resp:
             token = TOKEN.search(await resp.text())
         assert token is not None
         form = {"csrf_token": csrf, "token": token.group(1), "back": "/admin/facts"}

@@ -104,8 +104,9 @@ async def test_state_changes_need_the_logins_csrf_token_and_origin(served: Serve
     doomed = await served.add_fact("ws:alice", "knowledge", "the csrf target", 0.9)
     async with http_session() as http:
         csrf = await log_in(http, served.base)
-        async with http.get(f"{served.base}/admin/facts/{doomed.id}/delete") as resp:
-            token = TOKEN.search(await resp.text())
+        asked = {"csrf_token": csrf}
+        async with http.post(f"{served.base}/admin/facts/{doomed.id}/delete", data=asked) as r:
+            token = TOKEN.search(await r.text())
         assert token is not None
         url = f"{served.base}/admin/facts/delete"
         form = {"token": token.group(1), "confirm": "yes"}
