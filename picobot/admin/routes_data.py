@@ -25,6 +25,7 @@ from picobot.admin.http import (
 from picobot.config.settings import MemorySettings
 from picobot.errors import UserError
 from picobot.kernel.keywords import extract_terms
+from picobot.logsafe import loggable
 from picobot.privacy.controller import Actor
 from picobot.privacy.export import count_user_data, iter_user_jsonl
 from picobot.store.db import Database
@@ -114,7 +115,7 @@ class DataRoutes:
         if await self._memories.get(user, key) is not None:
             raise ApiError(409, "exists", f"Memory {key!r} already exists; use PUT to change it.")
         memory = await self._save(user, key, content, actor)
-        log.info("admin %s created memory %r of %s", actor.id, key, user)
+        log.info("admin %s created memory %r of %s", actor.id, key, loggable(user))
         return json_response(m.Memory.model_validate(memory), status=201)
 
     async def update_memory(self, request: web.Request, actor: Actor) -> web.StreamResponse:
@@ -126,7 +127,7 @@ class DataRoutes:
         if await self._memories.get(user, key) is None:
             raise ApiError(404, "not_found", f"No memory {key!r}; create it with POST.")
         memory = await self._save(user, key, content, actor)
-        log.info("admin %s updated memory %r of %s", actor.id, key, user)
+        log.info("admin %s updated memory %r of %s", actor.id, key, loggable(user))
         return json_response(m.Memory.model_validate(memory))
 
     async def delete_memory(self, request: web.Request, actor: Actor) -> web.StreamResponse:
@@ -136,7 +137,7 @@ class DataRoutes:
         key = validate_key(request.match_info["key"])
         if not await self._memories.delete(user, key, actor=actor.id):
             raise ApiError(404, "not_found", f"No memory {key!r}.")
-        log.info("admin %s deleted memory %r of %s", actor.id, key, user)
+        log.info("admin %s deleted memory %r of %s", actor.id, key, loggable(user))
         return web.Response(status=204)
 
     def _validated(self, key: str, content: str) -> tuple[str, str]:
@@ -182,7 +183,7 @@ class DataRoutes:
         user = user_id_value(request.match_info["user_id"], "user_id")
         if (await count_user_data(self._db, user)).empty:
             raise ApiError(404, "not_found", "Nothing is stored about this user.")
-        log.info("admin %s exporting data of %s", actor.id, user)
+        log.info("admin %s exporting data of %s", actor.id, loggable(user))
         return await stream_export(request, self._db, user)
 
 
@@ -204,10 +205,10 @@ async def stream_export(request: web.Request, db: Database, user: str) -> web.St
     try:
         await _write_lines(response, db, user)
     except ConnectionResetError as exc:
-        log.info("export of %s: the client went away", user)
+        log.info("export of %s: the client went away", loggable(user))
         raise StreamAborted(f"export of {user}: client went away") from exc
     except Exception as exc:
-        log.exception("export of %s failed mid-stream", user)
+        log.exception("export of %s failed mid-stream", loggable(user))
         raise StreamAborted(f"export of {user} failed mid-stream") from exc
     await response.write_eof()
     return response

@@ -18,6 +18,7 @@ from aiohttp import web
 from picobot.admin import fact_models as fm
 from picobot.admin.http import ApiError, json_response, read_model, read_query
 from picobot.admin.models import NoQuery
+from picobot.logsafe import loggable
 from picobot.numbers import parse_digits
 from picobot.privacy.controller import Actor
 from picobot.store.db import Database
@@ -91,7 +92,9 @@ class FactRoutes:
             now=self._clock(),
         )
         # Ids and owner only: a fact's text is user data a purge must be able to erase.
-        log.info("fact change by %s: created fact %d of %s", actor.id, fact.id, fact.user_id)
+        log.info(
+            "fact change by %s: created fact %d of %s", actor.id, fact.id, loggable(fact.user_id)
+        )
         return json_response(fm.Fact.model_validate(fact), status=201)
 
     async def update_fact(self, request: web.Request, actor: Actor) -> web.StreamResponse:
@@ -112,7 +115,9 @@ class FactRoutes:
         )
         if fact is None:
             raise ApiError(404, "not_found", "No such fact.")
-        log.info("fact change by %s: updated fact %d of %s", actor.id, fact_id, fact.user_id)
+        log.info(
+            "fact change by %s: updated fact %d of %s", actor.id, fact_id, loggable(fact.user_id)
+        )
         return json_response(fm.Fact.model_validate(fact))
 
     async def delete_fact(self, request: web.Request, actor: Actor) -> web.StreamResponse:

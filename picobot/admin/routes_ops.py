@@ -21,6 +21,7 @@ from picobot.admin import purge_models as pm
 from picobot.admin.http import ApiError, json_response, read_model, read_query
 from picobot.config.settings import Settings
 from picobot.errors import UserError
+from picobot.logsafe import loggable
 from picobot.privacy.controller import (
     DAY,
     Actor,
@@ -126,7 +127,7 @@ class OpsRoutes:
         if pending.plan.counts.total == 0:
             return json_response(pm.PurgePlan(confirm_token=None, plan=plan, expires_at=None))
         self._issued[pending.token] = _Issued(actor, pending.expires_at)
-        log.info("admin %s planned a purge of %s", actor.id, scope.describe())
+        log.info("admin %s planned a purge of %s", actor.id, loggable(scope.describe()))
         return json_response(
             pm.PurgePlan(confirm_token=pending.token, plan=plan, expires_at=pending.expires_at)
         )

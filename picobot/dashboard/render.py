@@ -80,7 +80,16 @@ def html_response(
 
 
 def see_other(location: str) -> web.Response:
-    """A 303 redirect to ``location`` (a path of this site), with the security headers."""
+    """A 303 redirect to ``location``, a path of this site; anything else (another
+    site, a line break that would split the header) goes to the overview instead."""
+    if not (
+        location.startswith("/")
+        and not location.startswith("//")
+        and location.isascii()
+        and location.isprintable()
+        and "\\" not in location
+    ):
+        location = "/admin/"
     return html_response("", 303, {"Location": location})
 
 

@@ -15,7 +15,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
 from multidict import MultiMapping
@@ -25,6 +25,7 @@ from picobot.dashboard.guard import Guard, is_htmx
 from picobot.dashboard.render import see_other
 from picobot.dashboard.session import Login
 from picobot.errors import UserError
+from picobot.logsafe import loggable
 from picobot.memory.facts import observation
 from picobot.numbers import parse_digits
 from picobot.privacy.fact_scope import choose_facts
@@ -33,6 +34,7 @@ from picobot.store.overview import all_memories
 
 log = logging.getLogger(__name__)
 
+LISTING = "/admin/facts"
 LIST_LIMIT = 500
 """Most facts (and memories) one listing shows."""
 POLL_SECS = 3
@@ -110,12 +112,23 @@ def selected_ids(form: MultiMapping[str | bytes | object]) -> tuple[int, ...]:
     return tuple(dict.fromkeys(found))
 
 
+def local_listing(value: str) -> bool:
+    """Whether ``value`` is the facts listing of this site, with filters at most: a
+    path and a query of printable ASCII (no CR/LF to split a header, no space or
+    backslash), no scheme, host or fragment."""
+    if not value.isascii() or not value.isprintable() or " " in value or "\\" in value:
+        return False
+    parts = urlsplit(value)
+    return (parts.scheme, parts.netloc, parts.path, parts.fragment) == ("", "", LISTING, "")
+
+
 def _back(form: Mapping[str, object]) -> str:
-    """Where to go after an action: the listing with its filters (never another site)."""
+    """Where to go after an action: the listing with its filters, as the page sent it;
+    anything else (another site, a header's line break) goes to the plain listing."""
     back = form.get("back")
-    if isinstance(back, str) and back.startswith("/admin/facts") and "//" not in back:
+    if isinstance(back, str) and local_listing(back):
         return back
-    return "/admin/facts"
+    return LISTING
 
 
 class FactViews:
@@ -218,7 +231,7 @@ class FactViews:
         )
         if updated is None:
             raise web.HTTPNotFound(text="No such fact (it may have been deleted).")
-        log.info("fact change by %s: updated fact %d of %s", actor, fact.id, fact.user_id)
+        log.info("fact change by %s: updated fact %d of %s", actor, fact.id, loggable(fact.user_id))
         if is_htmx(request):
             return self._ctx.render(request, login, "_fact_row.html", {"fact": updated})
         return see_other(_back(form))
@@ -323,5 +336,5 @@ class FactViews:
         confirmed = form_text(form, "confirm") == "yes"
         if confirmed and await self._ctx.memories.delete(user, key, actor=actor, now=now):
             # Never the key: it is user data (a purge must be able to erase it).
-            log.info("memory change by %s: deleted a memory of %s", actor, user)
+            log.info("memory change by %s: deleted a memory of %s", actor, loggable(user))
         return see_other("/admin/facts")

@@ -19,6 +19,7 @@ from picobot.dashboard.context import Context, form_text
 from picobot.dashboard.guard import Guard
 from picobot.dashboard.session import Login
 from picobot.errors import UserError
+from picobot.logsafe import loggable
 from picobot.numbers import parse_digits
 from picobot.privacy.controller import (
     DAY,
@@ -120,7 +121,8 @@ class OpsViews:
             again = {"scope": kind, "target": target, "error": str(exc)}
             return self._ctx.render(request, login, "purge.html", again, status=400)
         pending = await self._ctx.privacy.request(scope, login.actor)
-        log.info("dashboard: %s planned a purge of %s", login.actor.id, scope.describe())
+        # The target is what the operator typed: escaped, so it cannot forge a log line.
+        log.info("dashboard: %s planned a purge of %s", login.actor.id, loggable(scope.describe()))
         values = {"pending": pending, "counts": _rows(pending.plan.counts), "scope": scope}
         return self._ctx.render(request, login, "purge_confirm.html", values)
 
@@ -164,7 +166,7 @@ class OpsViews:
         if (await count_user_data(self._ctx.db, user)).empty:
             values = {"user": user, "error": "Nothing is stored about this user."}
             return self._ctx.render(request, login, "export.html", values, status=404)
-        log.info("dashboard: %s exporting data of %s", login.actor.id, user)
+        log.info("dashboard: %s exporting data of %s", login.actor.id, loggable(user))
         return await stream_export(request, self._ctx.db, user)
 
 
