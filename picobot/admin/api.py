@@ -27,6 +27,7 @@ from aiohttp import web
 from prometheus_client.registry import Collector
 
 from picobot.admin.auth_limit import FailedAuthLimit
+from picobot.admin.headers import protect_responses
 from picobot.admin.http import (
     ApiError,
     StreamAborted,
@@ -185,6 +186,8 @@ class AdminAPI:
     def add_routes(self, app: web.Application) -> None:
         """Mount the admin routes on ``app`` (shared with the webhook routes)."""
         app.add_routes(self.routes())
+        # Every answer of the shared app, its 404 and 405 pages included.
+        protect_responses(app)
         app.on_shutdown.append(self._shutdown)
         app.on_cleanup.append(self._cleanup)
 

@@ -196,7 +196,11 @@ async def stream_export(request: web.Request, db: Database, user: str) -> web.St
     looks complete.
     """
     response = web.StreamResponse(
-        headers={"Content-Disposition": f'attachment; filename="{_filename(user)}"'}
+        headers={
+            "Content-Disposition": f'attachment; filename="{_filename(user)}"',
+            # A user's entire data: no browser or proxy may keep a copy.
+            "Cache-Control": "no-store",
+        }
     )
     response.content_type = "application/x-ndjson"
     response.charset = "utf-8"

@@ -97,6 +97,7 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     """Webhooks and the admin API share one aiohttp app on [server] host:port; outbound
     connections (Telegram polling, Slack Socket Mode) feed the same webhook core."""
     from picobot.admin.api import AdminAPI, load_admin_keys
+    from picobot.admin.headers import protect_responses
     from picobot.admin.metrics import webhook_metrics_middleware
     from picobot.channels.webhook.connections.metrics import ConnectionMetrics
     from picobot.channels.webhook.metrics import WebhookMetrics
@@ -123,6 +124,7 @@ async def _start_http(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
         # The guard's first: its deadlines must know when a request head is complete.
         middlewares=[guard.middleware, webhook_metrics_middleware()],
     )
+    protect_responses(app)  # nosniff, no framing, no aiohttp version: on every answer
     if core is not None:
         core.webhooks.add_routes(app)
     if keys:
