@@ -247,5 +247,8 @@ class ServerSettings(Section):
     dashboard_secure_cookie: bool = False
     """Always mark the dashboard's cookie Secure (set this behind a TLS-terminating proxy);
     it is Secure anyway when the request itself came over TLS."""
+    dashboard_sessions_per_key: int = Field(default=20, ge=1, le=1000)
+    """Dashboard logins one admin key holds at once; a new login past it ends that key's
+    oldest login (never another key's), so a flood of logins logs out nobody else."""
     admin_event_streams: int = Field(default=8, ge=1, le=1024)
     """Admin API event streams (/api/v1/events/stream) open at once; more get 503."""

@@ -62,6 +62,7 @@ class Dashboard:
             idle_secs=server.dashboard_session_idle_secs,
             max_secs=server.dashboard_session_max_secs,
             clock=time.monotonic,
+            per_operator=server.dashboard_sessions_per_key,
         )
         self._guard = Guard(
             self.logins,

@@ -24,8 +24,10 @@ from picobot.privacy.controller import Actor
 
 COOKIE = "picobot_dashboard"
 COOKIE_PATH = "/admin/"
-MAX_LOGINS = 1000
-"""Logins held at once; the oldest goes first (a login flood must not grow memory)."""
+MAX_LOGINS_PER_KEY = 20
+"""Logins one operator (admin key) holds at once by default; past it, that operator's
+oldest login ends. Other operators' logins are never ended to make room, and memory
+stays bounded by the number of keys times this."""
 
 
 def _digest(token: str) -> str:
@@ -58,9 +60,11 @@ class LoginStore:
         idle_secs: float,
         max_secs: float,
         clock: Callable[[], float] = time.monotonic,
+        per_operator: int = MAX_LOGINS_PER_KEY,
     ) -> None:
         self._idle = idle_secs
         self._max = max_secs
+        self._per_operator = per_operator
         self._clock = clock
         self._logins: dict[str, Login] = {}
 
@@ -74,10 +78,14 @@ class LoginStore:
         return len(self._logins)
 
     def create(self, actor: Actor) -> tuple[str, Login]:
-        """A new login of ``actor``; returns the cookie token (shown once) and the login."""
+        """A new login of ``actor``; returns the cookie token (shown once) and the login.
+
+        When ``actor`` already holds ``per_operator`` logins, its oldest ends: a flood of
+        logins with one key (a script, a leaked key) logs out only that key's browsers."""
         self._expire()
-        while len(self._logins) >= MAX_LOGINS:
-            del self._logins[next(iter(self._logins))]
+        own = [key for key, login in self._logins.items() if login.actor.id == actor.id]
+        for key in own[: max(0, len(own) - self._per_operator + 1)]:
+            self._logins.pop(key).ended = True
         token = secrets.token_urlsafe(32)
         now = self._clock()
         login = Login(actor, secrets.token_urlsafe(32), now, now)

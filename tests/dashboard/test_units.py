@@ -18,7 +18,7 @@ from picobot.config.settings import Settings
 from picobot.dashboard.context import Context
 from picobot.dashboard.guard import POLL_HEADER, Guard
 from picobot.dashboard.render import Renderer, highlight
-from picobot.dashboard.session import COOKIE, MAX_LOGINS, Login, LoginStore
+from picobot.dashboard.session import COOKIE, MAX_LOGINS_PER_KEY, Login, LoginStore
 from picobot.dashboard.views_facts import FactViews, read_filters
 from picobot.privacy.controller import Actor, PrivacyController
 from picobot.store.db import Database
@@ -76,13 +76,21 @@ def test_logout_forgets_the_login_and_tokens_are_not_the_keys_of_the_store() -> 
     assert logins.get(None) is None and logins.get("") is None
 
 
-def test_the_store_holds_a_bounded_number_of_logins() -> None:
+def test_a_login_flood_ends_only_the_flooding_keys_oldest_logins() -> None:
     logins = LoginStore(idle_secs=60, max_secs=3600, clock=Clock())
-    first, _ = logins.create(OPERATOR)
-    for _ in range(MAX_LOGINS):
-        logins.create(OPERATOR)
-    assert len(logins) == MAX_LOGINS
-    assert logins.get(first) is None
+    other = Actor("api:other-op", operator=True)
+    theirs = [logins.create(other)[0] for _ in range(3)]
+    first, first_login = logins.create(OPERATOR)
+    made = [logins.create(OPERATOR)[0] for _ in range(1000)]
+    assert len(logins) == MAX_LOGINS_PER_KEY + 3
+    assert logins.get(first) is None and first_login.ended
+    assert all(logins.get(token) is not None for token in made[-MAX_LOGINS_PER_KEY:])
+    assert all(logins.get(token) is None for token in made[:-MAX_LOGINS_PER_KEY])
+    assert all(logins.get(token) is not None for token in theirs)
+    small = LoginStore(idle_secs=60, max_secs=3600, clock=Clock(), per_operator=1)
+    one, _ = small.create(OPERATOR)
+    two, _ = small.create(OPERATOR)
+    assert small.get(one) is None and small.get(two) is not None
 
 
 def test_csrf_tokens_compare_exactly() -> None:
