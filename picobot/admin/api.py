@@ -147,7 +147,12 @@ class AdminAPI:
         self._facts = FactRoutes(runtime.db, fact_store(runtime), self._clock)
         self._ops = OpsRoutes(runtime.db, settings, runtime.tasks, privacy, self._clock)
         server = settings.server
-        self.events = EventRoutes(runtime.db, max_streams=server.admin_event_streams)
+        self.events = EventRoutes(
+            runtime.db,
+            max_streams=server.admin_event_streams,
+            per_key=server.admin_event_streams_per_key,
+            write_timeout_secs=server.admin_event_stream_write_timeout_secs,
+        )
         self._auth_limit = FailedAuthLimit(
             server.admin_auth_max_failures, server.admin_auth_window_secs, clock=self._clock
         )

@@ -180,6 +180,10 @@ OPERATIONS: tuple[Operation, ...] = (
                 "An endless text/event-stream; each data line is an Event (see docs/api.md).",
                 media_type="text/event-stream",
             ),
+            429: _error(
+                "Too many failed authentications from this address (too_many_failures), or"
+                " this key already has its most streams open (too_many_key_streams)."
+            ),
             503: _error("Too many streams are open, or the server is shutting down."),
         },
         query=em.EventsStreamQuery,

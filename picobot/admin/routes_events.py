@@ -9,7 +9,11 @@ either it starts with the events stored after it connected. It polls the store e
 process (a CLI purge) arrive as well, and sends a comment line every
 ``heartbeat_secs`` of silence so proxies and clients see a live connection.
 
-At most ``max_streams`` streams are open at once (more get 503 ``too_many_streams``);
+At most ``max_streams`` streams are open at once (more get 503 ``too_many_streams``),
+and at most ``per_key`` of them with one key (more get 429 ``too_many_key_streams``), so
+one key cannot take every slot. A write the client has not taken within
+``write_timeout_secs`` (it stopped reading, and the socket's buffers are full) ends the
+stream and drops the connection, so a client that never reads gives its slot back.
 :meth:`EventRoutes.close` (on application shutdown) ends every open stream, so a
 server shutdown never waits on a client that keeps listening.
 
@@ -46,6 +50,10 @@ def sse_message(event: Event) -> bytes:
     return f"id: {event.id}\nevent: {event.type}\ndata: {data}\n\n".encode()
 
 
+class _Stalled(Exception):
+    """The client took no data within the write deadline."""
+
+
 def _last_event_id(request: web.Request) -> int | None:
     raw = request.headers.get("Last-Event-ID")
     if raw is None or not raw.strip():
@@ -64,14 +72,19 @@ class EventRoutes:
         db: Database,
         *,
         max_streams: int = 8,
+        per_key: int = 4,
+        write_timeout_secs: float = 30.0,
         poll_secs: float = 0.5,
         heartbeat_secs: float = 15.0,
     ) -> None:
         self._db = db
         self._max_streams = max_streams
+        self._per_key = per_key
+        self._write_timeout = write_timeout_secs
         self._poll = poll_secs
         self._heartbeat = heartbeat_secs
         self._streams = 0
+        self._by_key: dict[str, int] = {}
         self._closing = asyncio.Event()
 
     @property
@@ -103,11 +116,20 @@ class EventRoutes:
         resume = _last_event_id(request)
         if self._closing.is_set():
             raise ApiError(503, "shutting_down", "The server is shutting down.")
+        held = self._by_key.get(actor.id, 0)
+        if held >= self._per_key:
+            raise ApiError(
+                429,
+                "too_many_key_streams",
+                f"This key already has {held} event streams open (at most {self._per_key});"
+                " close one first.",
+            )
         if self._streams >= self._max_streams:
             raise ApiError(
                 503, "too_many_streams", f"At most {self._max_streams} event streams are open."
             )
         self._streams += 1
+        self._by_key[actor.id] = held + 1
         try:
             after = resume if resume is not None else query.after
             if after is None:
@@ -123,6 +145,16 @@ class EventRoutes:
             log.info("admin %s opened an event stream after %d", actor.id, after)
             try:
                 await self._follow(request, response, query, after)
+            except _Stalled:
+                log.info(
+                    "admin %s: the event stream's client took no data for %gs; closed",
+                    actor.id,
+                    self._write_timeout,
+                )
+                # Dropped, not ended: what is buffered for it would never be read.
+                if request.transport is not None:
+                    request.transport.abort()
+                return response
             except (ConnectionResetError, asyncio.CancelledError) as exc:
                 if isinstance(exc, asyncio.CancelledError):
                     raise
@@ -131,11 +163,26 @@ class EventRoutes:
             except Exception as exc:
                 log.exception("admin %s: the event stream failed", actor.id)
                 raise StreamAborted("event stream failed") from exc
-            with contextlib.suppress(ConnectionResetError):
-                await response.write_eof()
+            try:
+                await asyncio.wait_for(response.write_eof(), self._write_timeout)
+            except ConnectionResetError:
+                pass
+            except TimeoutError:
+                if request.transport is not None:
+                    request.transport.abort()
             return response
         finally:
             self._streams -= 1
+            self._by_key[actor.id] -= 1
+            if not self._by_key[actor.id]:
+                del self._by_key[actor.id]
+
+    async def _send(self, response: web.StreamResponse, data: bytes) -> None:
+        """Write ``data``; :class:`_Stalled` when the client has not taken it in time."""
+        try:
+            await asyncio.wait_for(response.write(data), self._write_timeout)
+        except TimeoutError:
+            raise _Stalled from None
 
     async def _follow(
         self,
@@ -146,7 +193,7 @@ class EventRoutes:
     ) -> None:
         """Send the events after ``after`` as they are stored, until shutdown or until
         the client is gone."""
-        await response.write(b": stream open\n\n")
+        await self._send(response, b": stream open\n\n")
         quiet_since = time.monotonic()
         while not self._closing.is_set():
             transport = request.transport
@@ -155,13 +202,13 @@ class EventRoutes:
             read = functools.partial(list_events, where=query.filter(after), limit=STREAM_BATCH)
             events = await self._db.read(read)
             if events:
-                await response.write(b"".join(sse_message(e) for e in events))
+                await self._send(response, b"".join(sse_message(e) for e in events))
                 after = events[-1].id
                 quiet_since = time.monotonic()
                 if len(events) == STREAM_BATCH:
                     continue  # more are waiting: no pause
             elif time.monotonic() - quiet_since >= self._heartbeat:
-                await response.write(b": heartbeat\n\n")
+                await self._send(response, b": heartbeat\n\n")
                 quiet_since = time.monotonic()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closing.wait(), self._poll)

@@ -252,3 +252,8 @@ class ServerSettings(Section):
     oldest login (never another key's), so a flood of logins logs out nobody else."""
     admin_event_streams: int = Field(default=8, ge=1, le=1024)
     """Admin API event streams (/api/v1/events/stream) open at once; more get 503."""
+    admin_event_streams_per_key: int = Field(default=4, ge=1, le=1024)
+    """Event streams one admin key holds open at once; more from that key get 429."""
+    admin_event_stream_write_timeout_secs: float = Field(default=30.0, gt=0, le=HOUR_SECS)
+    """An event stream whose client has not taken a write within this time is closed, so a
+    client that stops reading gives its slot back."""
