@@ -1,7 +1,9 @@
 """HTML rendering of the dashboard: the Jinja2 environment, its filters, safe headers.
 
 Templates live in ``picobot/dashboard/templates`` (package data) and are autoescaped:
-user content and model output are always text, never markup. Every page is sent with
+user content and model output are always text, never markup. Identifiers (user, chat
+and session ids, memory keys) go through ``|ident``, which shows invisible and
+direction-changing characters as marked ``\\uXXXX`` escapes. Every page is sent with
 headers that forbid framing, inline scripts and caching (:data:`SECURITY_HEADERS`).
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,6 +58,48 @@ def highlight(text: str, terms: Sequence[str]) -> Markup:
     return Markup("".join(out))  # noqa: S704 - every piece was escaped above
 
 
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"})
+# Letters and marks that draw nothing: Hangul fillers, the combining grapheme joiner.
+_BLANK = frozenset("\u034f\u115f\u1160\u3164\uffa0")
+
+
+def hidden(char: str) -> bool:
+    """Whether ``char`` draws nothing or moves other text: controls, format characters
+    (bidi overrides and isolates U+202A-202E and U+2066-2069, zero-width U+200B-200F,
+    U+FEFF...), separators and spaces other than the plain one, unassigned and private
+    code points, blank letters."""
+    if char == " ":
+        return False
+    return char in _BLANK or unicodedata.category(char) in _HIDDEN_CATEGORIES
+
+
+def _code(char: str) -> str:
+    code = ord(char)
+    return f"\\u{code:04X}" if code < 0x10000 else f"\\U{code:08X}"
+
+
+def ident_text(value: object) -> str:
+    """An identifier as plain text with each :func:`hidden` character written as
+    ``\\uXXXX`` (for attributes and titles, where markup cannot go)."""
+    return "".join(_code(c) if hidden(c) else c for c in str(value))
+
+
+def ident(value: object) -> Markup:
+    """An identifier (user, chat or session id, memory key...) for display: escaped,
+    each :func:`hidden` character shown as ``\\uXXXX`` in a marked ``<span
+    class="hidden-char">`` naming it, so ``generic:\\u202enimda`` cannot pass for
+    ``generic:admin`` and two ids that look alike can be told apart."""
+    out: list[str] = []
+    for char in str(value):
+        if hidden(char):
+            name = unicodedata.name(char, "unnamed character")
+            label = f"U+{ord(char):04X} {name}"
+            out.append(f'<span class="hidden-char" title="{escape(label)}">{_code(char)}</span>')
+        else:
+            out.append(str(escape(char)))
+    return Markup("".join(out))  # noqa: S704 - every piece was escaped above
+
+
 def make_environment() -> jinja2.Environment:
     """The template environment: package templates, autoescape on, undefined is an error."""
     env = jinja2.Environment(
@@ -66,6 +111,8 @@ def make_environment() -> jinja2.Environment:
     )
     env.filters["when"] = when
     env.filters["highlight"] = highlight
+    env.filters["ident"] = ident
+    env.filters["ident_text"] = ident_text
     return env
 
 

@@ -148,3 +148,23 @@ async def test_an_operator_curates_purges_and_logs_out(served: Served, browser: 
     await page.goto(f"{served.base}/admin/facts")
     await expect(page).to_have_url(re.compile(r"/admin/login$"))
     assert await page.locator("text=works as a baker").count() == 0
+
+
+async def test_a_user_id_with_a_bidi_override_is_shown_marked(served: Served, browser: Any) -> None:
+    """``generic:\\u202enimda`` would draw as ``generic:admin``; the browser shows the
+    override as a marked ``\\u202E`` instead, and the id reads as what it is."""
+    from playwright.async_api import expect
+
+    spoof = await served.add_fact("generic:\u202enimda", "knowledge", "likes tea", 0.8)
+    page = await browser.new_page()
+    await page.goto(f"{served.base}/admin/login")
+    await page.get_by_label("Admin API key").fill(ADMIN_KEY)
+    await page.get_by_role("button", name="Log in").click()
+    await expect(page.get_by_role("heading", name="Overview")).to_be_visible()
+    await page.goto(f"{served.base}/admin/facts")
+    cell = page.locator(f"#fact-{spoof.id} td").nth(2)
+    await expect(cell).to_have_text("generic:\\u202Enimda")
+    mark = cell.locator(".hidden-char")
+    await expect(mark).to_be_visible()
+    await expect(mark).to_have_attribute("title", "U+202E RIGHT-TO-LEFT OVERRIDE")
+    assert "admin" not in await cell.inner_text()
