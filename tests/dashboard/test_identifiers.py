@@ -64,10 +64,8 @@ def test_plain_identifiers_are_unchanged_and_markup_is_escaped() -> None:
 
 async def test_pages_show_hidden_characters_of_identifiers_marked(local: Local) -> None:
     db = local.runtime.db
-    await FactStore(db).create(
-        SPOOF, observation("tea", "knowledge", "likes tea"), confidence=0.9,
-        actor="t", now=time.time(),
-    )  # fmt: skip
+    fact = observation("tea", "knowledge", "likes tea")
+    await FactStore(db).create(SPOOF, fact, confidence=0.9, actor="t", now=time.time())
     await MemoryRepo(db).save(SPOOF, KEY, "a cat", max_count=50, actor="t")
     turn = Inbound(Identity("generic", SPOOF, CHAT), "hello")
     [session] = {e.session_id async for e in local.runtime.kernel.handle(turn) if e.session_id}
