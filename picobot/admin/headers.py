@@ -16,7 +16,7 @@ through them; the hook sees every response of the application.
 
 from __future__ import annotations
 
-from aiohttp import web, web_response
+from aiohttp import web
 
 SERVER = "PicoBot"
 """The ``Server`` header: no version (aiohttp's default names itself and Python)."""
@@ -44,9 +44,7 @@ def protect_responses(app: web.Application) -> None:
     """Give every response of ``app`` the baseline headers (once, however often called).
 
     A request too broken to reach the application (a bad request line, a header over
-    8 KiB) is answered by aiohttp before any hook runs, with its default ``Server``
-    header; that default is replaced too, for every aiohttp server of this process
-    (all of them PicoBot's; the aiohttp client's User-Agent is a different name)."""
-    setattr(web_response, "SERVER_SOFTWARE", SERVER)  # noqa: B010 - not re-exported
+    8 KiB) is answered by aiohttp itself before any hook runs, so that plain 400 keeps
+    aiohttp's default ``Server`` header (aiohttp offers no public setting for it)."""
     if secure_headers not in app.on_response_prepare:
         app.on_response_prepare.append(secure_headers)

@@ -73,17 +73,3 @@ async def test_every_kind_of_answer_has_the_security_headers(served: Served) -> 
     # A page keeps its own policy (its scripts and styles from this site).
     assert "script-src 'self'" in seen["dashboard page"]["Content-Security-Policy"]
     assert "Cache-Control" not in seen["stylesheet"]  # static files may be cached
-
-
-async def test_a_request_too_broken_to_route_names_no_version(served: Served) -> None:
-    host, port = served.base.removeprefix("http://").split(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
-    try:
-        writer.write(b"GET /\x01 HTTP/1.1\r\nHost: x\r\n\r\n")
-        await writer.drain()
-        head = (await asyncio.wait_for(reader.read(4096), 30)).decode("latin-1")
-    finally:
-        writer.close()
-    assert head.split("\r\n", 1)[0].endswith(" 400 Bad Request")
-    assert f"Server: {SERVER}\r\n" in head
-    assert "aiohttp" not in head.lower() and "python" not in head.lower()
