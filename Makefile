@@ -4,6 +4,12 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-bench
+LLAMA_STAMP := $(VENV)/.installed-llama
+# llama-cpp-python compiles llama.cpp for the building CPU by default, and on CPUs that
+# advertise AMX (Xeon Sapphire Rapids and later, common in cloud VMs) its AMX kernels
+# crash on the first token. A portable build (AVX2 and FMA, no AMX) runs everywhere;
+# --no-cache-dir keeps pip from reusing a native wheel it built earlier.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
 .PHONY: run test lint install clean bench eval firstchat
 
@@ -11,13 +17,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+$(LLAMA_STAMP): | $(BIN)/python
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir \
+		'llama-cpp-python>=0.3.7'
+	touch $(LLAMA_STAMP)
+
 # Reinstall when the project metadata changes.
-$(STAMP): pyproject.toml | $(BIN)/python
+$(STAMP): pyproject.toml | $(LLAMA_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[local,dev]'
 	touch $(STAMP)
 
 # The benches need the plotting extra too (matplotlib for bench/results/latency.png).
-$(BENCH_STAMP): pyproject.toml | $(BIN)/python
+$(BENCH_STAMP): pyproject.toml | $(LLAMA_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[local,dev,bench]'
 	touch $(BENCH_STAMP)
 
