@@ -31,6 +31,7 @@ from picobot.admin.api import AdminAPI, load_admin_keys
 from picobot.backoff import Backoff
 from picobot.channels.webhook.base import Platform
 from picobot.channels.webhook.connections.base import OutboundConnections
+from picobot.channels.webhook.connections.slack_socket import SlackSocket
 from picobot.channels.webhook.connections.telegram_polling import TelegramPoller
 from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.platforms.telegram import TelegramPlatform
@@ -42,14 +43,17 @@ from picobot.runtime import Runtime, open_runtime
 from picobot.store.channel_state import ChannelState
 from picobot.tasks.retention import PURGE_ERASE_TASK_NAME, last_run
 from tests.channels.webhook import test_slack as slack
+from tests.channels.webhook import test_slack_socket as socket_mode
 from tests.channels.webhook import test_telegram as telegram
 from tests.channels.webhook import test_whatsapp as whatsapp
 from tests.channels.webhook.conftest import PlatformAPI, Received, Running, Webhooks, rows
 from tests.channels.webhook.generic_client import SECRET, signed_headers
+from tests.channels.webhook.slack_socket_api import slack_socket_api
 from tests.channels.webhook.telegram_api import telegram_api
 from tests.privacy.test_erasure import new_marker, scan
 
 ADMIN_KEY = "admin-key-last-reply-0123456789"
+FAST = Backoff(base_secs=0.01, cap_secs=0.05)
 WAIT = 30.0
 
 
@@ -298,9 +302,7 @@ async def test_polled_telegram_purge_answer_leaves_no_trace(tmp_path: Path) -> N
         hooks = Webhooks(rt)
         stack.push_async_callback(hooks.stop_all)
         bot = await hooks.start(platform)
-        poller = TelegramPoller(
-            platform, bot.server, ChannelState(rt.db), backoff=Backoff(0.01, 0.05)
-        )
+        poller = TelegramPoller(platform, bot.server, ChannelState(rt.db), backoff=FAST)
         owner = OutboundConnections([poller], rt.tasks)
         owner.start()
         stack.push_async_callback(owner.stop)
@@ -321,6 +323,36 @@ async def test_polled_telegram_purge_answer_leaves_no_trace(tmp_path: Path) -> N
         assert await rows(rt, "SELECT * FROM outbound_queue") == []
         assert (await count_user_data(rt.db, f"telegram:{user}")).empty
         assert scan(rt.db.path.parent, [str(user), said]) == {}
+
+
+async def test_slack_socket_mode_purge_answer_leaves_no_trace(
+    webhooks: Webhooks, runtime: Runtime
+) -> None:
+    rng = random.Random(33)
+    user, channel, said = f"U{new_marker(rng)}", f"D{new_marker(rng)}", new_marker(rng)
+    async with slack_socket_api(socket_mode.APP_TOKEN, socket_mode.BOT_TOKEN) as api:
+        platform = socket_mode.socket_platform(api)
+        bot = await webhooks.start(platform)
+        socket = SlackSocket(platform, bot.server, ChannelState(runtime.db), backoff=FAST)
+        owner = OutboundConnections([socket], runtime.tasks)
+        owner.start()
+        try:
+            await asyncio.wait_for(socket.status.wait_for(lambda s: s.connected), WAIT)
+
+            async def send(text: str) -> None:
+                await api.send_event(text, user=user, channel=channel)
+
+            def sent() -> list[str]:
+                return [str(p["text"]) for p in api.posted]
+
+            await purge_through(bot, send, sent, said)
+            await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivered == 3), WAIT)
+            assert sent()[-1].startswith(f"Deleted all data of user slack:T0TEAM:{user}")
+            assert await rows(runtime, "SELECT * FROM outbound_queue") == []
+            assert (await count_user_data(runtime.db, f"slack:T0TEAM:{user}")).empty
+            assert scan(runtime.db.path.parent, [user, channel, said]) == {}
+        finally:
+            await owner.stop()
 
 
 async def test_a_reply_of_a_user_not_purged_is_kept_as_before(
