@@ -1,18 +1,25 @@
-"""``[MEMORY:category:subject] observation`` lines in a model's reply.
+"""``[MEMORY:category:subject] observation`` markers in a model's reply.
 
-A capable model told about them (only when learning is on) may end a reply with such
-lines; they become learned facts through the same lifecycle as extracted ones and are
-removed from what the user sees and from the stored reply. Grammar, one per line,
-leading spaces allowed::
+A capable model told about them (only when learning is on) may add such markers to a
+reply; they become learned facts through the same lifecycle as extracted ones and are
+removed from what the user sees and from the stored reply. Grammar::
 
     [MEMORY:category] observation                 (about nothing in particular)
     [MEMORY:category:subject] observation
     [MEMORY:category:subject:replace] observation (supersedes what was known)
 
-Because replies stream, :class:`MarkerFilter` holds back the start of any line that
-could still become ``[MEMORY:`` until it is decided, then passes the text on or drops
-the whole marker line. A marker line that does not parse is dropped all the same (the
-user never sees the grammar) and logged without its content.
+A marker counts wherever it stands in a line, as in the marker format PicoBot follows
+(whose reference pattern is not anchored): "Lovely choice! [MEMORY:preference:coffee]
+Dana prefers oat-milk flat whites" shows "Lovely choice!" and learns the rest. Its
+observation runs to the end of the line or to the next marker. A line that held only
+markers is dropped with its line break; one with text before them keeps the text
+(without the spaces before the marker) and its line break.
+
+Because replies stream, :class:`MarkerFilter` holds back whatever could still become
+``[MEMORY:`` (a ``[M`` at the end of a chunk, and the spaces before it) until it is
+decided, then passes it on or drops the marker to the end of its line. A marker that
+does not parse is dropped all the same (the user never sees the grammar) and logged
+without its content.
 """
 
 from __future__ import annotations
@@ -60,13 +67,11 @@ def parse_marker(line: str) -> Observation | None:
         return None
 
 
-def _could_start_marker(pending: str) -> bool:
-    stripped = pending.lstrip(" \t")
-    return PREFIX.startswith(stripped) or stripped.startswith(PREFIX)
+_SEGMENT = re.compile(r"(?=\[MEMORY:)")
 
 
 class MarkerFilter:
-    """Streams a reply through, holding back and dropping ``[MEMORY:...]`` lines.
+    """Streams a reply through, holding back and dropping ``[MEMORY:...]`` markers.
 
     Feed it each text delta; it returns what may be shown now. :meth:`finish` returns
     the held-back rest at the end. :attr:`text` is the whole visible reply and
@@ -75,8 +80,10 @@ class MarkerFilter:
 
     def __init__(self) -> None:
         self._shown: list[str] = []
-        self._pending = ""  # the start of the current line, while it may be a marker
-        self._at_line_start = True
+        self._spaces = ""  # spaces and tabs held back: a marker right after drops them
+        self._start = ""  # a proper prefix of "[MEMORY:" held back until decided
+        self._marker: list[str] | None = None  # the markers of this line, to its end
+        self._line_shown = False  # text other than spaces was shown on this line
         self.observations: list[Observation] = []
         self.dropped = 0
 
@@ -89,40 +96,73 @@ class MarkerFilter:
         """Take the next piece of the reply; return the part that may be shown now."""
         out: list[str] = []
         for ch in delta:
-            if not self._at_line_start:
-                out.append(ch)
+            if self._marker is not None:
                 if ch == "\n":
-                    self._at_line_start = True
-                continue
-            self._pending += ch
-            if ch == "\n":
-                self._end_line(out)
-            elif not _could_start_marker(self._pending):
-                out.append(self._pending)
-                self._pending = ""
-                self._at_line_start = False
-        shown = "".join(out)
-        self._shown.append(shown)
-        return shown
+                    self._end_markers()
+                    if self._line_shown:
+                        out.append(ch)  # the text before the marker keeps its line
+                    self._line_shown = False
+                else:
+                    self._marker.append(ch)
+            elif ch == "\n":
+                out.append(self._spaces + self._start + ch)
+                self._spaces = self._start = ""
+                self._line_shown = False
+            else:
+                self._take(ch, out)
+        return self._show(out)
 
     def finish(self) -> str:
-        """The end of the reply: decide the last line; return what may still be shown."""
+        """The end of the reply: decide what is held back; return what may be shown."""
         out: list[str] = []
-        if self._pending:
-            self._end_line(out)
+        if self._marker is not None:
+            self._end_markers()
+        else:
+            # Spaces, or a "[MEM" that the reply ended in: no marker, so shown.
+            out.append(self._spaces + self._start)
+            self._spaces = self._start = ""
+        return self._show(out)
+
+    def _show(self, out: list[str]) -> str:
         shown = "".join(out)
         self._shown.append(shown)
         return shown
 
-    def _end_line(self, out: list[str]) -> None:
-        line, self._pending = self._pending, ""
-        self._at_line_start = True
-        if not line.lstrip(" \t").startswith(PREFIX):
-            out.append(line)  # a short line such as "[ME" or a blank line
-            return
-        found = parse_marker(line)
-        if found is None or len(self.observations) >= MAX_MARKERS:
-            self.dropped += 1
-            log.info("dropped a memory marker line that did not parse or was over the cap")
-            return
-        self.observations.append(found)
+    def _take(self, ch: str, out: list[str]) -> None:
+        """One character of a line outside a marker."""
+        if self._start:
+            candidate = self._start + ch
+            if candidate == PREFIX:
+                self._marker = [PREFIX]
+                self._spaces = self._start = ""
+                return
+            if PREFIX.startswith(candidate):
+                self._start = candidate
+                return
+            # Not a marker after all ("[My link]", "[1]"): shown; ``ch`` is looked at
+            # afresh, since it may begin one itself ("[[MEMORY:").
+            out.append(self._spaces + self._start)
+            self._line_shown = True
+            self._spaces = self._start = ""
+        if ch in " \t":
+            self._spaces += ch
+        elif ch == PREFIX[0]:
+            self._start = ch
+        else:
+            out.append(self._spaces + ch)
+            self._spaces = ""
+            self._line_shown = True
+
+    def _end_markers(self) -> None:
+        """Learn the markers of the line that just ended; none of it is shown."""
+        assert self._marker is not None
+        text, self._marker = "".join(self._marker), None
+        for segment in _SEGMENT.split(text):
+            if not segment:
+                continue
+            found = parse_marker(segment)
+            if found is None or len(self.observations) >= MAX_MARKERS:
+                self.dropped += 1
+                log.info("dropped a memory marker that did not parse or was over the cap")
+                continue
+            self.observations.append(found)

@@ -99,9 +99,10 @@ TOKEN_RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "groq_key",
-        rf"{_START}gsk_[A-Za-z0-9]{{48}}{_END}",
+        # Keys as issued have 52; older documentation shows 48.
+        rf"{_START}gsk_[A-Za-z0-9]{{48,56}}{_END}",
         ("gsk_",),
-        "`gsk_` then 48 letters and digits",
+        "`gsk_` then 52 letters and digits (48 to 56 are taken)",
     ),
     Rule(
         "xai_key",

@@ -8,6 +8,10 @@ from typing import Any, Protocol
 
 from picobot.store.db import Row
 
+PURGED_USER = ""
+"""The ``user_id`` of a reply whose message was purged before it was answered: the
+user is gone, and the reply must not bring their id back (nor count as their data)."""
+
 
 class InboundMessage(Protocol):
     """What the inbox needs of a platform message (``PlatformMessage`` fits)."""
@@ -53,6 +57,12 @@ class OutboundItem:
     next_attempt_at: float
     inbox_id: int | None
     seq: int
+
+    @property
+    def purged(self) -> bool:
+        """Whether its message was purged before it was answered (no user id is kept):
+        the reply is deleted and erased once it is sent or given up on."""
+        return self.user_id == PURGED_USER
 
 
 def inbox_item(row: Row) -> InboxItem:

@@ -14,6 +14,12 @@ Text is kept only while it is needed: a processed inbox row and a sent reply hav
 their text blanked (the conversation itself lives in ``messages``); what remains is
 ids and timestamps for de-duplication and metrics. A user purge deletes a user's rows
 by their ``user_id``, a session purge those of its messages.
+
+A reply to a message that was purged while its turn ran (the answer to ``/purge
+user``'s "y" above all) is the exception: it is queued without its user id
+(:data:`PURGED_USER`), so nothing names the purged user beyond what sending it needs
+(the chat and the text), and :meth:`WebhookStore.delete_reply` deletes it once it is
+sent or given up on (:mod:`picobot.privacy.purged_replies` then erases its bytes).
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from typing import Any
 from picobot.store.channel_state import save_offset
 from picobot.store.db import Database
 from picobot.store.webhook_rows import (
+    PURGED_USER,
     InboundMessage,
     InboxItem,
     OutboundItem,
@@ -35,7 +42,7 @@ from picobot.store.webhook_rows import (
 )
 from picobot.store.webhook_seen import mark_seen, plain_key
 
-__all__ = ["InboundMessage", "InboxItem", "OutboundItem", "WebhookStore"]
+__all__ = ["PURGED_USER", "InboundMessage", "InboxItem", "OutboundItem", "WebhookStore"]
 
 _MAX_ERROR = 300
 
@@ -92,6 +99,11 @@ class WebhookStore:
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
         self._clock = clock
+
+    @property
+    def db(self) -> Database:
+        """The database the rows live in (what erasing a deleted reply works on)."""
+        return self._db
 
     async def accept(
         self, platform: str, msg: InboundMessage, *, seen_key: bytes | None = None
@@ -206,7 +218,9 @@ class WebhookStore:
 
         Returns how many replies were enqueued: none if the message was processed
         already (a second run must not answer twice). A message purged while its turn
-        ran still gets its replies (the answer to "/purge user" is one of them).
+        ran still gets its replies (the answer to "/purge user" is one of them), queued
+        without its user id (:data:`PURGED_USER`): its user's data is gone, and the
+        reply is deleted once it is sent or given up on (:meth:`delete_reply`).
         ``session_id`` is the session the replies were produced in: purging it deletes
         them (a command's reply quotes the session without being a message of it).
         Replies are redacted before they are stored.
@@ -227,6 +241,8 @@ class WebhookStore:
                     " session_id = ? WHERE id = ?",
                     ("failed" if failed else "done", now, session_id, inbox_id),
                 )
+            # Purged (by the turn itself, or meanwhile): the reply names no user.
+            owner = user_id if row is not None else PURGED_USER
             conn.executemany(
                 "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json,"
                 " text, next_attempt_at, created_at, inbox_id, seq, session_id)"
@@ -234,7 +250,7 @@ class WebhookStore:
                 [
                     (
                         platform,
-                        user_id,
+                        owner,
                         chat_id,
                         target,
                         text,
@@ -308,6 +324,11 @@ class WebhookStore:
             " next_attempt_at = ? WHERE id = ?",
             (error[:_MAX_ERROR], next_attempt_at, outbound_id),
         )
+
+    async def delete_reply(self, outbound_id: int) -> None:
+        """Delete one reply, whatever its state: a purged user's reply once it was sent
+        or given up on (:data:`PURGED_USER`; its bytes are then erased by the caller)."""
+        await self._db.execute_write("DELETE FROM outbound_queue WHERE id = ?", (outbound_id,))
 
     async def mark_failed(self, outbound_id: int, error: str) -> None:
         """Give up on a reply (attempts exhausted or a permanent error).

@@ -83,6 +83,83 @@ def test_text_that_only_looks_like_a_marker_start_is_released() -> None:
     assert f.dropped == 1 and f.observations == []
 
 
+COFFEE = Observation("coffee", "preference", "Dana prefers oat-milk flat whites")
+
+
+def stream(reply: str, size: int) -> tuple[str, MarkerFilter]:
+    """``reply`` fed in chunks of ``size`` characters; what was shown, and the filter."""
+    f = MarkerFilter()
+    shown = "".join(f.feed(reply[i : i + size]) for i in range(0, len(reply), size))
+    return shown + f.finish(), f
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 1000])
+@pytest.mark.parametrize(
+    ("reply", "visible", "learned"),
+    [
+        # The issue's case: a marker after text on the same line.
+        (
+            "Lovely choice! [MEMORY:preference:coffee] Dana prefers oat-milk flat whites",
+            "Lovely choice!",
+            [COFFEE],
+        ),
+        (
+            "Lovely choice! [MEMORY:preference:coffee] Dana prefers oat-milk flat whites\nMore?",
+            "Lovely choice!\nMore?",
+            [COFFEE],
+        ),
+        # Two on one line: each observation runs to the next marker.
+        (
+            "Noted.\t[MEMORY:preference:coffee] Dana prefers oat-milk flat whites "
+            "[MEMORY:plan] visits Lisbon\nBye",
+            "Noted.\nBye",
+            [COFFEE, Observation(None, "plan", "visits Lisbon")],
+        ),
+        # After ordinary brackets on the line, and right after a "[".
+        (
+            "See [1] and [Monday]: [[MEMORY:plan] visits Lisbon",
+            "See [1] and [Monday]: [",
+            [Observation(None, "plan", "visits Lisbon")],
+        ),
+        # A line of markers alone goes with its line break, as before.
+        (
+            "Sure.\n  [MEMORY:plan] visits Lisbon\nBye",
+            "Sure.\nBye",
+            [Observation(None, "plan", "visits Lisbon")],
+        ),
+        # Nothing that only looks like a marker start is lost, at the end either.
+        ("Arrays: a[i] [M] [MEMO] [MEMORY] x  ", "Arrays: a[i] [M] [MEMO] [MEMORY] x  ", []),
+        ("Ends in [MEM", "Ends in [MEM", []),
+        ("Ends in spaces \t", "Ends in spaces \t", []),
+        ("[memory:plan] lowercase is text", "[memory:plan] lowercase is text", []),
+    ],
+)
+def test_markers_are_taken_wherever_they_stand_in_a_line(
+    reply: str, visible: str, learned: list[Observation], size: int
+) -> None:
+    shown, f = stream(reply, size)
+    assert shown == visible and f.text == visible
+    assert f.observations == learned
+
+
+def test_a_marker_is_held_back_while_it_may_still_be_one() -> None:
+    f = MarkerFilter()
+    assert f.feed("Lovely choice! [MEM") == "Lovely choice!"  # " [MEM" waits
+    assert f.feed("ORY:preference:coffee] Dana") == ""
+    assert f.feed(" prefers oat-milk flat whites\nAnd") == "\nAnd"
+    assert f.finish() == ""
+    assert f.observations == [COFFEE]
+    f = MarkerFilter()
+    assert f.feed("a [MEM") == "a"
+    assert f.feed("O] b") == " [MEMO] b"  # not a marker: released as soon as that is clear
+
+
+def test_a_broken_marker_after_text_is_dropped_to_the_end_of_its_line() -> None:
+    shown, f = stream("Hi [MEMORY:mood:x] sad\nok [MEMORY:plan no bracket", 4)
+    assert shown == "Hi\nok"
+    assert f.dropped == 2 and f.observations == []
+
+
 def msg(seq: int, text: str, role: str = "user") -> StoredMessage:
     return StoredMessage(seq, "s", seq, role, text, len(text) // 4, 0.0)
 

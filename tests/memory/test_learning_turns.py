@@ -62,6 +62,29 @@ async def test_marker_lines_split_across_chunks_are_never_shown_nor_stored(
     assert [(s.session_id, s.message_id) for s in sources] == [(done.session_id, stored[-1].id)]
 
 
+async def test_a_marker_after_text_on_a_line_is_learned_never_shown_nor_stored(
+    tmp_path: Path,
+) -> None:
+    # Before, only a marker that started a line was taken: this one reached the user.
+    reply = (
+        "Lovely choice! [MEMORY:preference:coffee] Dana prefers oat-milk flat whites\n"
+        "Anything else? See [1] or [MEM] notes"
+    )
+    visible = "Lovely choice!\nAnything else? See [1] or [MEM] notes"
+    provider = ScriptedProvider([reply], chunk_size=3)
+    async with open_runtime(settings(tmp_path), provider=provider) as rt:
+        events = await say(rt, ALICE, "I'll have an oat-milk flat white, for Dana")
+        done = events[-1]
+        stored = await rt.kernel.messages.last(done.session_id or "", 5)
+        facts = await rt.db.read(lambda c: find_facts(c, FactFilter(user_id=ALICE.user_id), None))
+    assert shown(events) == visible
+    assert done.kind == OutboundKind.DONE and done.text == visible
+    assert stored[-1].role == "assistant" and stored[-1].content == visible
+    assert [(f.subject, f.category, f.text) for f in facts] == [
+        ("coffee", "preference", "Dana prefers oat-milk flat whites")
+    ]
+
+
 async def test_a_turn_with_learning_on_makes_exactly_one_model_call(tmp_path: Path) -> None:
     provider = ScriptedProvider([REPLY, "second answer"])
     async with open_runtime(settings(tmp_path), provider=provider) as rt:

@@ -6,7 +6,8 @@ are enqueued in the same transaction that marks its message done.
 
 :class:`DeliveryWorker` sends queued replies through the platform API with exponential
 backoff. Only the oldest pending reply of a chat is ever due, so replies go out in
-order even when one of them waits for a retry.
+order even when one of them waits for a retry. A purged user's last reply is deleted
+and erased once sent or given up on (:mod:`picobot.privacy.purged_replies`).
 
 Messages and replies of a platform that is not enabled are left in their queues, out of
 the way of the others, with one warning from each worker at start.
@@ -33,6 +34,7 @@ from picobot.channels.webhook.common import split_text
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Inbound, OutboundKind
+from picobot.privacy.purged_replies import forget_reply
 from picobot.store.webhooks import InboxItem, OutboundItem, WebhookStore
 
 log = logging.getLogger(__name__)
@@ -355,7 +357,10 @@ class DeliveryWorker(_Worker):
             log.exception("%s delivery of reply %d raised", platform.name, item.id)
             await self._failed(item, type(exc).__name__, True, None)
         else:
-            await self.ctx.store.mark_sent(item.id, self.clock())
+            if item.purged:
+                await forget_reply(self.ctx.store, item.id, self.clock)
+            else:
+                await self.ctx.store.mark_sent(item.id, self.clock())
             self.ctx.stats.delivered += 1
 
     def _release(self, outbound_id: int) -> None:
@@ -375,7 +380,10 @@ class DeliveryWorker(_Worker):
                 attempts,
                 reason,
             )
-            await self.ctx.store.mark_failed(item.id, reason)
+            if item.purged:
+                await forget_reply(self.ctx.store, item.id, self.clock)
+            else:
+                await self.ctx.store.mark_failed(item.id, reason)
             self.ctx.stats.delivery_failures += 1
             return
         delay = self.backoff.delay(attempts, retry_after)
