@@ -27,6 +27,7 @@ import aiohttp
 from picobot.backoff import Backoff
 from picobot.channels.webhook.base import DeliveryError, Platform, PlatformMessage
 from picobot.errors import StoreUnavailable
+from picobot.logsafe import LogSummary
 from picobot.store.channel_state import ChannelState, ConnectionRecord
 from picobot.tasks.supervisor import TaskSupervisor
 
@@ -36,6 +37,9 @@ P = TypeVar("P", bound=Platform)
 
 DEFAULT_BACKOFF = Backoff(base_secs=1.0, cap_secs=60.0, jitter=0.2)
 """Waits after failures in a row: 1 s doubling up to a minute, spread by up to 20 %."""
+LOG_INTERVAL_SECS = 60.0
+"""A line a platform could make us repeat is logged once per kind per this interval,
+then counted (:class:`~picobot.logsafe.LogSummary`)."""
 
 
 class Sink(Protocol):
@@ -159,16 +163,31 @@ class PlatformConnection(Generic[P]):
         self.state = state
         self._backoff = backoff
         self._status = ConnectionStatus(platform.name, self.mode, state)
+        self._summaries: list[LogSummary] = []
 
     @property
     def status(self) -> ConnectionStatus:
         """The connection's state."""
         return self._status
 
+    def log_summary(
+        self, logger: logging.Logger, what: str, *, level: int = logging.WARNING
+    ) -> LogSummary:
+        """A :class:`LogSummary` on ``logger`` for lines the platform could make us
+        repeat without end (one per kind a minute, then a count); its pending counts
+        are logged when :meth:`run` ends."""
+        summary = LogSummary(logger, what, interval_secs=LOG_INTERVAL_SECS, level=level)
+        self._summaries.append(summary)
+        return summary
+
     async def run(self) -> None:
         """Stay connected until cancelled."""
-        async with aiohttp.ClientSession() as http:
-            await keep_connected(self._status, lambda: self.session(http), self._backoff)
+        try:
+            async with aiohttp.ClientSession() as http:
+                await keep_connected(self._status, lambda: self.session(http), self._backoff)
+        finally:
+            for summary in self._summaries:
+                summary.close()
 
     async def session(self, http: aiohttp.ClientSession) -> None:
         """One connection: return to reconnect at once, raise to back off first."""

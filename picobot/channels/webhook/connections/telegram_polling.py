@@ -12,7 +12,13 @@ offset. The next offset is saved in the transaction that stores the update's inb
 stored and confirmed, or neither and fetched again (and then still de-duplicated by
 the replay guard), so a crash at any moment loses and repeats nothing. An offset saved
 more than a day ago is not used: Telegram keeps an update for 24 hours, so none it
-could skip is left, and update ids restart at random after a quiet week.
+could skip is left, and update ids restart at random after a quiet week. For the same
+reason the offset never moves backwards (a lower update id arriving later is answered
+but not confirmed again) unless it has not moved for a day.
+
+An update that cannot be parsed is skipped, never a reason to stop: every number in it
+is bounded (:func:`~picobot.channels.webhook.common.load_json`, ``required``), and the
+log line of each kind of skip is rate-limited.
 
 At start a webhook set for the bot is deleted (``deleteWebhook``, keeping the updates
 waiting) and the log says so: Telegram refuses ``getUpdates`` (409) while one is set.
@@ -25,13 +31,15 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeGuard
 
 import aiohttp
 
 from picobot.backoff import Backoff
 from picobot.channels.webhook.base import PlatformMessage, WebhookError
-from picobot.channels.webhook.common import ApiAnswer
+from picobot.channels.webhook.common import MAX_INT, ApiAnswer
 from picobot.channels.webhook.connections.base import (
     DEFAULT_BACKOFF,
     PlatformConnection,
@@ -63,12 +71,17 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
         state: ChannelState,
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(platform, sink, state, backoff=backoff)
         self._timeout = platform.settings.poll_timeout_secs
+        self._clock = clock
         self._offset: int | None = None
+        self._offset_at = 0.0
         self._offset_loaded = False
         self._webhook_checked = False
+        self._skipped = self.log_summary(log, "telegram: skipped updates")
+        self._failed = self.log_summary(log, "telegram: updates that failed", level=logging.ERROR)
 
     async def session(self, http: aiohttp.ClientSession) -> None:
         """Delete a webhook if one is set, then poll until something fails."""
@@ -79,6 +92,7 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
             self._offset = await self.state.offset(
                 self.platform.name, max_age_secs=OFFSET_MAX_AGE_SECS
             )
+            self._offset_at = self._clock()
             self._offset_loaded = True
         while True:
             await self._poll(http)
@@ -109,28 +123,53 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
         messages, last = self._parse(updates)
         if last is None:
             return
-        await self.sink.take(self.platform, messages, next_offset=last + 1)
-        self._offset = last + 1
+        next_offset = self._next_offset(last)
+        await self.sink.take(self.platform, messages, next_offset=next_offset)
+        if next_offset is not None:
+            self._offset, self._offset_at = next_offset, self._clock()
         await self._status.received()
+
+    def _next_offset(self, last: int) -> int | None:
+        """The offset past update ``last``, or None where it would move backwards.
+
+        A lower update id than one already confirmed never takes the offset back (that
+        would ask again for what is confirmed), unless the offset has not moved for a
+        day: Telegram has forgotten everything it covers, and restarts update ids at
+        random after a quiet week.
+        """
+        candidate = last + 1
+        if self._offset is None or candidate > self._offset:
+            return candidate
+        if self._clock() - self._offset_at > OFFSET_MAX_AGE_SECS:
+            return candidate
+        return None
 
     def _parse(self, updates: list[Any]) -> tuple[list[PlatformMessage], int | None]:
         """The chat messages of ``updates`` and the highest update id among them.
 
-        A malformed update is skipped (it is confirmed with the others, or Telegram would
-        send it for ever); the log names no content.
+        Whatever cannot be parsed is skipped and confirmed with the others (or Telegram
+        would send it for ever); only an update without a usable ``update_id`` (not an
+        integer from 0 to 2^53 - 1) cannot be confirmed, and moves no offset. The log
+        names no content, and a line a platform could repeat is logged once a minute
+        per kind, then counted.
         """
         messages: list[PlatformMessage] = []
         last: int | None = None
         for update in updates:
             number = update.get("update_id") if isinstance(update, dict) else None
-            if not isinstance(number, int) or isinstance(number, bool):
-                log.warning("telegram: skipped an update without an update_id")
+            if not _usable_id(number):
+                self._skipped.note("id", "telegram: skipped an update without a valid update_id")
                 continue
             last = number if last is None else max(last, number)
             try:
                 messages += self.platform.parse(json.dumps(update).encode())
             except WebhookError as exc:
-                log.warning("telegram: skipped update %d: %s", number, loggable(exc.reason))
+                reason = loggable(exc.reason)
+                self._skipped.note(reason, "telegram: skipped update %d: %s", number, reason)
+            except Exception as exc:
+                # A bug of ours, not the platform's: one update must not stop polling.
+                failed = type(exc).__name__
+                self._failed.note(failed, "telegram: update %d failed", number, exc_info=True)
         return messages, last
 
     async def _call(
@@ -148,3 +187,8 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
         raise api.failure(
             answer, answer.field("description"), retry=True, retry_after=retry_after(answer)
         )
+
+
+def _usable_id(number: object) -> TypeGuard[int]:
+    """Whether ``number`` is an update id an offset can be built from."""
+    return isinstance(number, int) and not isinstance(number, bool) and 0 <= number <= MAX_INT
