@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,9 +42,13 @@ async def api() -> AsyncIterator[SlackSocketAPI]:
 async def start(webhooks: Webhooks, runtime: Runtime) -> AsyncIterator[Any]:
     owners: list[OutboundConnections] = []
 
-    async def go(platform: SlackPlatform, **core: Any) -> SlackSocket:
+    async def go(
+        platform: SlackPlatform, connection: dict[str, Any] | None = None, **core: Any
+    ) -> SlackSocket:
+        connection = connection or {}
         running = await webhooks.start(platform, **core)
-        socket = SlackSocket(platform, running.server, ChannelState(runtime.db), backoff=FAST)
+        options: dict[str, Any] = {"backoff": FAST, "floor_secs": 0.01, **connection}
+        socket = SlackSocket(platform, running.server, ChannelState(runtime.db), **options)
         owner = OutboundConnections([socket], runtime.tasks)
         owner.start()
         owners.append(owner)
@@ -159,3 +164,26 @@ async def test_an_event_that_could_not_be_stored_is_not_acknowledged(
     assert [r["text"] for r in await posted(api, 1)] == ["You said: keep me"]
     assert envelope in api.acks
     assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
+
+
+@pytest.mark.parametrize("broken", ["disconnect", "drop"])
+async def test_a_slack_that_ends_every_connection_at_once_is_not_a_hot_loop(
+    api: SlackSocketAPI, start: Any, caplog: pytest.LogCaptureFixture, broken: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="picobot")
+    api.on_connect = broken
+    floor, window = 0.2, 1.0
+    socket = await start(socket_platform(api), {"floor_secs": floor})
+    await asyncio.wait_for(api.wait(lambda a: a.hellos >= 1), WAIT)
+    before = api.opens
+    await asyncio.sleep(window)
+    # At most one connection per floor (before: 780 reconnects in 5 s).
+    assert 1 <= api.opens - before <= window / floor + 1
+    # One log line per kind, not one per reconnect.
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("picobot")]
+    if broken == "disconnect":
+        assert socket.status.errors == 0
+        assert sum("asked to reconnect" in line for line in ours) == 1
+    else:
+        assert socket.status.errors >= 2
+        assert sum("trying again" in line for line in ours) == 1

@@ -36,6 +36,8 @@ BOT_TOKEN = "4242:polling-token-ABCdef0123456789"
 USER = 5550001
 OTHER = 5550002
 FAST = Backoff(base_secs=0.01, cap_secs=0.05)
+FLOOR = 0.01
+"""The floor between polls that brought nothing (1 s in production)."""
 WAIT = 20.0
 """Bound of every wait for the poller (a hang fails instead of blocking the suite)."""
 
@@ -66,7 +68,7 @@ class Polling:
         """Start the webhook core (``core``: its options) and a poller feeding it
         (``poller``: its options)."""
         running = await self.webhooks.start(platform, **core)
-        options: dict[str, Any] = {"backoff": FAST, **(poller or {})}
+        options: dict[str, Any] = {"backoff": FAST, "floor_secs": FLOOR, **(poller or {})}
         connection = TelegramPoller(
             platform, running.server, ChannelState(self.runtime.db), **options
         )
@@ -379,3 +381,19 @@ async def test_an_offset_that_has_not_moved_for_a_day_follows_restarted_ids(
     await asyncio.wait_for(api.wait(lambda a: 101 in [p.get("offset") for p in a.polls()]), WAIT)
     assert first + 1 in [p.get("offset") for p in api.polls()]
     assert await ChannelState(runtime.db).offset("telegram", max_age_secs=60) == 101
+
+
+async def test_a_bot_api_that_answers_at_once_is_not_polled_in_a_hot_loop(
+    api: TelegramAPI, polling: Polling
+) -> None:
+    api.instant = True  # getUpdates answers [] at once, whatever its timeout
+    floor, window = 0.2, 1.0
+    await polling.start(polling_platform(api), poller={"floor_secs": floor})
+    await asyncio.wait_for(api.wait(lambda a: len(a.polls()) >= 1), WAIT)
+    before = len(api.polls())
+    await asyncio.sleep(window)
+    # At most one poll per floor (before: thousands of calls in a few seconds).
+    assert len(api.polls()) - before <= window / floor + 1
+    # Still polling: a message is fetched at the next poll.
+    api.push("are you there", user=USER, chat=USER, message_id=1)
+    assert [r["text"] for r in await sent(api, 1)] == ["You said: are you there"]

@@ -11,9 +11,12 @@ When Slack's ``hello`` names the app, an event for another app is refused.
 Every envelope is acknowledged (``{"envelope_id": ...}``) right after its message is
 stored in the inbox, well within Slack's 3 seconds; one that could not be stored is
 not acknowledged, so Slack sends it again. A ``disconnect`` envelope (Slack rotates
-connections every few hours) opens a new connection at once; a dropped connection or
-a failed open is retried with backoff (1 s doubling up to a minute, or Slack's
-Retry-After).
+connections every few hours) opens a new connection at once, but never sooner than
+``floor_secs`` (1 s) after the last one was opened: a Slack that says ``disconnect``
+on every connect is not reconnected to in a hot loop. A dropped connection or a
+failed open is retried with backoff (1 s doubling up to a minute, or Slack's
+Retry-After). The lines a platform can make us repeat are logged once a minute per
+kind, then counted.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from picobot.backoff import Backoff
 from picobot.channels.webhook.base import WebhookError
 from picobot.channels.webhook.connections.base import (
+    ATTEMPT_FLOOR_SECS,
     DEFAULT_BACKOFF,
     PlatformConnection,
     Sink,
@@ -57,9 +61,12 @@ class SlackSocket(PlatformConnection[SlackPlatform]):
         state: ChannelState,
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
+        floor_secs: float = ATTEMPT_FLOOR_SECS,
     ) -> None:
-        super().__init__(platform, sink, state, backoff=backoff)
+        super().__init__(platform, sink, state, backoff=backoff, floor_secs=floor_secs)
         self._app_id: str | None = None
+        self._reconnects = self.log_summary(log, "slack: reconnects asked", level=logging.INFO)
+        self._skipped = self.log_summary(log, "slack: skipped envelopes")
 
     async def session(self, http: aiohttp.ClientSession) -> None:
         """One connection: open it, read envelopes; return on ``disconnect``."""
@@ -88,7 +95,7 @@ class SlackSocket(PlatformConnection[SlackPlatform]):
         try:
             envelope = json.loads(raw)
         except UNREADABLE_JSON:
-            log.warning("slack: ignored a Socket Mode frame that is not JSON")
+            self._skipped.note("json", "slack: ignored a Socket Mode frame that is not JSON")
             return True
         if not isinstance(envelope, dict):
             return True
@@ -100,7 +107,8 @@ class SlackSocket(PlatformConnection[SlackPlatform]):
             await self._status.enter("connected")
             return True
         if kind == "disconnect":
-            log.info("slack: Slack asked to reconnect (%s)", loggable(str(envelope.get("reason"))))
+            reason = loggable(str(envelope.get("reason")))
+            self._reconnects.note("disconnect", "slack: Slack asked to reconnect (%s)", reason)
             return False
         envelope_id = envelope.get("envelope_id")
         if not isinstance(envelope_id, str) or not envelope_id:
@@ -115,16 +123,17 @@ class SlackSocket(PlatformConnection[SlackPlatform]):
         """Admit the chat message of an events_api payload; a StoreUnavailable escapes
         (the envelope is then not acknowledged and comes again)."""
         if not isinstance(payload, dict):
-            log.warning("slack: skipped an events_api envelope without a payload")
+            self._skipped.note("payload", "slack: skipped an events_api envelope without a payload")
             return
         app = payload.get("api_app_id")
         if self._app_id is not None and app != self._app_id:
-            log.warning("slack: refused an event for another app: %s", loggable(str(app)))
+            self._skipped.note("app", "slack: refused an event for another app: %s", loggable(app))
             return
         try:
             messages = self.platform.parse(json.dumps(payload).encode())
         except WebhookError as exc:
-            log.warning("slack: skipped a malformed event: %s", loggable(exc.reason))
+            reason = loggable(exc.reason)
+            self._skipped.note(reason, "slack: skipped a malformed event: %s", reason)
             return
         await self._status.received()
         await self.sink.take(self.platform, messages)

@@ -22,13 +22,17 @@ log line of each kind of skip is rate-limited.
 
 At start a webhook set for the bot is deleted (``deleteWebhook``, keeping the updates
 waiting) and the log says so: Telegram refuses ``getUpdates`` (409) while one is set.
-Errors back off (1 s doubling up to a minute, or ``parameters.retry_after`` of a 429);
+Errors back off (1 s doubling up to a minute, or ``parameters.retry_after`` of a 429),
+and a poll that brings nothing new is followed by the next no sooner than
+``floor_secs`` (1 s) after it started, so a Bot API answering ``[]`` at once is not
+called in a hot loop;
 a 409 later (someone set a webhook again, or a second process polls) checks the
 webhook again before the next poll.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -41,6 +45,7 @@ from picobot.backoff import Backoff
 from picobot.channels.webhook.base import PlatformMessage, WebhookError
 from picobot.channels.webhook.common import MAX_INT, ApiAnswer
 from picobot.channels.webhook.connections.base import (
+    ATTEMPT_FLOOR_SECS,
     DEFAULT_BACKOFF,
     PlatformConnection,
     Sink,
@@ -71,9 +76,10 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
         state: ChannelState,
         *,
         backoff: Backoff = DEFAULT_BACKOFF,
+        floor_secs: float = ATTEMPT_FLOOR_SECS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(platform, sink, state, backoff=backoff)
+        super().__init__(platform, sink, state, backoff=backoff, floor_secs=floor_secs)
         self._timeout = platform.settings.poll_timeout_secs
         self._clock = clock
         self._offset: int | None = None
@@ -94,8 +100,14 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
             )
             self._offset_at = self._clock()
             self._offset_loaded = True
+        loop = asyncio.get_running_loop()
         while True:
-            await self._poll(http)
+            started = loop.time()
+            if not await self._poll(http):
+                # Nothing new: an empty answer before its timeout, or only what cannot
+                # be confirmed. Telegram holds an empty poll for the timeout (at least
+                # 1 s); a platform that answers at once is not asked again at once.
+                await self.pause(started)
 
     async def _delete_webhook(self, http: aiohttp.ClientSession) -> None:
         answer = await self._call(http, "getWebhookInfo", {})
@@ -111,7 +123,8 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
             " use webhooks again."
         )
 
-    async def _poll(self, http: aiohttp.ClientSession) -> None:
+    async def _poll(self, http: aiohttp.ClientSession) -> bool:
+        """One getUpdates call; whether it moved the offset (brought something new)."""
         payload: dict[str, Any] = {"timeout": self._timeout, "allowed_updates": ALLOWED_UPDATES}
         if self._offset is not None:
             payload["offset"] = self._offset
@@ -119,15 +132,16 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
         await self._status.enter("connected")
         updates = answer.field("result")
         if not isinstance(updates, list) or not updates:
-            return
+            return False
         messages, last = self._parse(updates)
         if last is None:
-            return
+            return False
         next_offset = self._next_offset(last)
         await self.sink.take(self.platform, messages, next_offset=next_offset)
         if next_offset is not None:
             self._offset, self._offset_at = next_offset, self._clock()
         await self._status.received()
+        return next_offset is not None
 
     def _next_offset(self, last: int) -> int | None:
         """The offset past update ``last``, or None where it would move backwards.
