@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from picobot.backoff import retry_after_secs
-from picobot.channels.webhook.base import DeliveryError, WebhookError
+from picobot.channels.webhook.base import AnswerTooLarge, DeliveryError, WebhookError
 from picobot.config.sections import http_url_problem
 from picobot.errors import UNREADABLE_JSON, ConfigError
 
@@ -252,13 +252,17 @@ class ReplyApi:
         headers: Mapping[str, str] | None = None,
         *,
         deadline: aiohttp.ClientTimeout = SEND_TIMEOUT,
+        max_bytes: int | None = None,
     ) -> ApiAnswer:
         """POST ``payload`` as JSON; network failures raise a retryable DeliveryError.
 
-        ``deadline`` bounds the whole call (a long poll needs more than a send).
+        ``deadline`` bounds the whole call (a long poll needs more than a send);
+        ``max_bytes`` the answer (a longer one raises a retryable DeliveryError).
         """
         data = json.dumps(payload, ensure_ascii=False).encode()
-        return await self.post_body(session, url, data, headers, deadline=deadline)
+        return await self.post_body(
+            session, url, data, headers, deadline=deadline, max_bytes=max_bytes
+        )
 
     async def post_body(
         self,
@@ -268,11 +272,13 @@ class ReplyApi:
         headers: Mapping[str, str] | None = None,
         *,
         deadline: aiohttp.ClientTimeout = SEND_TIMEOUT,
+        max_bytes: int | None = None,
     ) -> ApiAnswer:
         """POST ``body``, JSON already encoded (so a signature covers the bytes sent).
 
-        Network failures raise a retryable DeliveryError; a URL that aiohttp cannot
-        use (not absolute, not http or https) a final one.
+        Network failures and an answer over ``max_bytes`` (never read whole) raise a
+        retryable DeliveryError; a URL that aiohttp cannot use (not absolute, not http
+        or https) a final one.
         """
         all_headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
         try:
@@ -281,7 +287,9 @@ class ReplyApi:
             async with session.post(
                 url, data=body, headers=all_headers, allow_redirects=False, timeout=deadline
             ) as resp:
-                raw = await resp.read()
+                raw = await _read_at_most(resp, max_bytes)
+                if raw is None:
+                    raise AnswerTooLarge(f"{self.service}: the answer is over {max_bytes} bytes")
                 wait = retry_after_secs(resp.headers.get("Retry-After"))
                 return ApiAnswer(resp.status, _json_or_none(raw), wait)
         except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError):
@@ -322,6 +330,28 @@ class ReplyApi:
         for secret in self._secrets:
             reason = reason.replace(secret, "[REDACTED]")
         return DeliveryError(reason, retry=retry, retry_after_secs=retry_after)
+
+
+async def _read_at_most(resp: aiohttp.ClientResponse, limit: int | None) -> bytes | None:
+    """The answer's body, or None as soon as it grows past ``limit``."""
+    if limit is None:
+        return await resp.read()
+    if resp.content_length is not None and resp.content_length > limit:
+        return None
+    body = bytearray()
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def encoded_size(value: Any) -> int:
+    """The bytes ``value`` (parsed JSON) takes as compact UTF-8 JSON: the size of the
+    webhook body that would have carried it, for the same limit on every transport."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # A lone surrogate (JSON may escape one) still counts, as the bytes it was sent as.
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def _json_or_none(raw: bytes) -> Any:

@@ -187,3 +187,20 @@ async def test_a_slack_that_ends_every_connection_at_once_is_not_a_hot_loop(
     else:
         assert socket.status.errors >= 2
         assert sum("trying again" in line for line in ours) == 1
+
+
+async def test_an_event_over_the_body_limit_is_acknowledged_and_skipped(
+    api: SlackSocketAPI, start: Any, runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="picobot")
+    socket = await start(socket_platform(api))
+    await asyncio.wait_for(api.wait(lambda a: a.hellos == 1), WAIT)
+    big = await api.send_event("x" * 300_000)  # a webhook body stops at 256 KiB
+    small = await api.send_event("small")
+    assert [r["text"] for r in await posted(api, 1)] == ["You said: small"]
+    await asyncio.wait_for(api.wait(lambda a: {big, small} <= set(a.acks)), WAIT)
+    assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
+    [(longest,)] = await rows(runtime, "SELECT max(length(content)) FROM messages")
+    assert isinstance(longest, int) and longest < 100
+    assert "slack: skipped an event over 262144 bytes" in caplog.messages
+    assert socket.status.errors == 0 and api.hellos == 1

@@ -24,7 +24,7 @@ from picobot.channels.webhook.connections.telegram_polling import TelegramPoller
 from picobot.channels.webhook.platforms.telegram import TelegramPlatform
 from picobot.cli.status import StoreStatus, describe_status, status_json
 from picobot.cli.status import read_status as store_status
-from picobot.config.channels import TelegramSettings
+from picobot.config.channels import TelegramSettings, WebhookSettings
 from picobot.config.settings import Settings
 from picobot.errors import ConfigError
 from picobot.runtime import Runtime
@@ -246,6 +246,8 @@ def test_polling_needs_no_secret_token_but_a_webhook_does() -> None:
 
 
 class _NoSink:
+    max_body_bytes = 262_144
+
     async def take(self, platform: Any, messages: Any, *, next_offset: int | None = None) -> None:
         raise AssertionError("no connection should take anything")
 
@@ -397,3 +399,36 @@ async def test_a_bot_api_that_answers_at_once_is_not_polled_in_a_hot_loop(
     # Still polling: a message is fetched at the next poll.
     api.push("are you there", user=USER, chat=USER, message_id=1)
     assert [r["text"] for r in await sent(api, 1)] == ["You said: are you there"]
+
+
+async def test_an_update_over_the_body_limit_is_skipped_never_stored(
+    api: TelegramAPI, polling: Polling, runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    api.push("x" * 300_000, user=USER, chat=USER, message_id=1)  # webhooks stop at 256 KiB
+    api.push("small", user=USER, chat=USER, message_id=2)
+    poller, _ = await polling.start(polling_platform(api))
+    assert [r["text"] for r in await sent(api, 1)] == ["You said: small"]
+    assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
+    [(longest,)] = await rows(runtime, "SELECT max(length(content)) FROM messages")
+    assert isinstance(longest, int) and longest < 100
+    assert "telegram: skipped update 500001: over 262144 bytes" in caplog.messages
+    assert poller.status.errors == 0
+
+
+async def test_a_batch_too_long_to_read_is_fetched_one_update_at_a_time(
+    api: TelegramAPI, polling: Polling, runtime: Runtime
+) -> None:
+    # Each update over the 1 KiB limit; together over what one answer may hold
+    # (100 updates of 1 KiB and 64 KiB besides): never read whole, never stuck.
+    api.push("y" * 100_000, user=USER, chat=USER, message_id=1)
+    api.push("z" * 100_000, user=USER, chat=USER, message_id=2)
+    api.push("small", user=USER, chat=USER, message_id=3)
+    poller, _ = await polling.start(
+        polling_platform(api), settings=WebhookSettings(max_body_bytes=1024)
+    )
+    assert [r["text"] for r in await sent(api, 1)] == ["You said: small"]
+    assert [p["limit"] for p in api.polls()[:3]] == [100, 1, 100]
+    assert poller.status.errors == 1
+    assert "the answer is over 167936 bytes" in (poller.status.last_error or "")
+    assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1

@@ -51,6 +51,12 @@ then counted (:class:`~picobot.logsafe.LogSummary`)."""
 class Sink(Protocol):
     """Where fetched messages go: the webhook core's admission and inbox."""
 
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest webhook body accepted: a fetched update or event larger than
+        that (as JSON) is skipped, so every transport has the same limit."""
+        ...
+
     async def take(
         self,
         platform: Platform,

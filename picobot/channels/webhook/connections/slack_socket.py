@@ -9,9 +9,12 @@ identities (``slack:<team>:<user>``), the allow-list and the replay guard are th
 When Slack's ``hello`` names the app, an event for another app is refused.
 
 Every envelope is acknowledged (``{"envelope_id": ...}``) right after its message is
-stored in the inbox, well within Slack's 3 seconds; one that could not be stored is
-not acknowledged, so Slack sends it again. A ``disconnect`` envelope (Slack rotates
-connections every few hours) opens a new connection at once, but never sooner than
+stored in the inbox, well within Slack's 3 seconds (an event larger than a webhook
+body may be, ``[channels.webhook] max_body_bytes``, is acknowledged and skipped); one
+that could not be stored is not acknowledged, so Slack sends it again.
+
+A ``disconnect`` envelope (Slack rotates connections every few hours) opens a new
+connection at once, but never sooner than
 ``floor_secs`` (1 s) after the last one was opened: a Slack that says ``disconnect``
 on every connect is not reconnected to in a hot loop. A dropped connection or a
 failed open is retried with backoff (1 s doubling up to a minute, or Slack's
@@ -31,6 +34,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from picobot.backoff import Backoff
 from picobot.channels.webhook.base import WebhookError
+from picobot.channels.webhook.common import encoded_size
 from picobot.channels.webhook.connections.base import (
     ATTEMPT_FLOOR_SECS,
     DEFAULT_BACKOFF,
@@ -46,7 +50,9 @@ log = logging.getLogger(__name__)
 
 OPEN_TIMEOUT_SECS = 10.0
 MAX_ENVELOPE_BYTES = 1_048_576
-"""Largest envelope accepted (an event is a few KiB)."""
+"""Largest frame read, unless four times ``[channels.webhook] max_body_bytes`` is more
+(an event is a few KiB). An event over ``max_body_bytes`` itself is acknowledged and
+skipped, as a webhook body that large is refused."""
 
 
 class SlackSocket(PlatformConnection[SlackPlatform]):
@@ -78,9 +84,10 @@ class SlackSocket(PlatformConnection[SlackPlatform]):
             error = answer.field("error")
             raise api.failure(answer, error if isinstance(error, str) else None, retry=True)
         try:
-            async with connect(
-                ws_url, open_timeout=OPEN_TIMEOUT_SECS, max_size=MAX_ENVELOPE_BYTES
-            ) as ws:
+            # Frames somewhat over the body limit are read, so that their envelope can be
+            # acknowledged and skipped; a larger one ends the connection unread.
+            max_frame = max(MAX_ENVELOPE_BYTES, 4 * self.sink.max_body_bytes)
+            async with connect(ws_url, open_timeout=OPEN_TIMEOUT_SECS, max_size=max_frame) as ws:
                 async for raw in ws:
                     if not await self._envelope(ws, raw):
                         return
@@ -124,6 +131,11 @@ class SlackSocket(PlatformConnection[SlackPlatform]):
         (the envelope is then not acknowledged and comes again)."""
         if not isinstance(payload, dict):
             self._skipped.note("payload", "slack: skipped an events_api envelope without a payload")
+            return
+        if encoded_size(payload) > self.sink.max_body_bytes:
+            # As a webhook body over the limit is refused: never stored whole.
+            limit = self.sink.max_body_bytes
+            self._skipped.note("size", "slack: skipped an event over %d bytes", limit)
             return
         app = payload.get("api_app_id")
         if self._app_id is not None and app != self._app_id:

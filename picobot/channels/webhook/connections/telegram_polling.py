@@ -42,8 +42,8 @@ from typing import Any, TypeGuard
 import aiohttp
 
 from picobot.backoff import Backoff
-from picobot.channels.webhook.base import PlatformMessage, WebhookError
-from picobot.channels.webhook.common import MAX_INT, ApiAnswer
+from picobot.channels.webhook.base import AnswerTooLarge, PlatformMessage, WebhookError
+from picobot.channels.webhook.common import MAX_INT, ApiAnswer, encoded_size
 from picobot.channels.webhook.connections.base import (
     ATTEMPT_FLOOR_SECS,
     DEFAULT_BACKOFF,
@@ -62,6 +62,10 @@ EXTRA_WAIT_SECS = 15
 """How much longer than the long-poll timeout a getUpdates call may take."""
 ALLOWED_UPDATES = ["message"]
 """The only update kind that carries a chat message PicoBot answers."""
+BATCH = 100
+"""Updates asked for per getUpdates call (Telegram's maximum)."""
+ENVELOPE_BYTES = 65_536
+"""Room in a getUpdates answer besides its updates."""
 
 
 class TelegramPoller(PlatformConnection[TelegramPlatform]):
@@ -86,6 +90,7 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
         self._offset_at = 0.0
         self._offset_loaded = False
         self._webhook_checked = False
+        self._one_by_one = False
         self._skipped = self.log_summary(log, "telegram: skipped updates")
         self._failed = self.log_summary(log, "telegram: updates that failed", level=logging.ERROR)
 
@@ -128,7 +133,15 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
         payload: dict[str, Any] = {"timeout": self._timeout, "allowed_updates": ALLOWED_UPDATES}
         if self._offset is not None:
             payload["offset"] = self._offset
-        answer = await self._call(http, "getUpdates", payload, long=True)
+        # One update over the limit makes a whole batch too long to read: it is then
+        # fetched alone (and skipped), not asked for again in a batch for ever.
+        payload["limit"] = 1 if self._one_by_one else BATCH
+        try:
+            answer = await self._call(http, "getUpdates", payload, long=True)
+        except AnswerTooLarge:
+            self._one_by_one = True
+            raise
+        self._one_by_one = False
         await self._status.enter("connected")
         updates = answer.field("result")
         if not isinstance(updates, list) or not updates:
@@ -175,6 +188,14 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
                 self._skipped.note("id", "telegram: skipped an update without a valid update_id")
                 continue
             last = number if last is None else max(last, number)
+            size = encoded_size(update)
+            if size > self.sink.max_body_bytes:
+                # As a webhook body over the limit is refused: never stored whole.
+                limit = self.sink.max_body_bytes
+                self._skipped.note(
+                    "size", "telegram: skipped update %d: over %d bytes", number, limit
+                )
+                continue
             try:
                 messages += self.platform.parse(json.dumps(update).encode())
             except WebhookError as exc:
@@ -192,7 +213,9 @@ class TelegramPoller(PlatformConnection[TelegramPlatform]):
         """Call ``method``; raise a DeliveryError (scrubbed) unless Telegram says ok."""
         url, api = self.platform.method(method)
         deadline = aiohttp.ClientTimeout(total=self._timeout + EXTRA_WAIT_SECS if long else 30)
-        answer = await api.post(http, url, payload, deadline=deadline)
+        # Room for a full batch of updates each as large as a webhook body may be.
+        max_bytes = BATCH * self.sink.max_body_bytes + ENVELOPE_BYTES
+        answer = await api.post(http, url, payload, deadline=deadline, max_bytes=max_bytes)
         if answer.ok and answer.field("ok") is True:
             return answer
         if answer.status == 409:
