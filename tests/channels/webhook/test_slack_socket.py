@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
@@ -204,3 +205,26 @@ async def test_an_event_over_the_body_limit_is_acknowledged_and_skipped(
     assert isinstance(longest, int) and longest < 100
     assert "slack: skipped an event over 262144 bytes" in caplog.messages
     assert socket.status.errors == 0 and api.hellos == 1
+
+
+async def test_an_envelope_with_an_absurd_number_is_acknowledged_and_skipped(
+    api: SlackSocketAPI, start: Any, runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="picobot")
+    await start(socket_platform(api))
+    await asyncio.wait_for(api.wait(lambda a: a.hellos == 1), WAIT)
+    digits = "1" + "0" * 5000  # more than Python reads as an int: the envelope stays JSON
+    raw = json.dumps({"type": "events_api", "envelope_id": "env-huge", "payload": {"x": 0}})
+    await api.live.send(
+        raw.replace(
+            '"x": 0',
+            '"team_id": "T0TEAM", "api_app_id": "A0PICOBOT1", "event": {"user": ' + digits + "}",
+        )
+    )
+    await api.send_event("after it")
+    assert [r["text"] for r in await posted(api, 1)] == ["You said: after it"]
+    await asyncio.wait_for(api.wait(lambda a: "env-huge" in a.acks), WAIT)
+    assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
+    ours = [r for r in caplog.records if r.name.startswith("picobot")]
+    assert not [r for r in ours if r.levelno >= logging.ERROR or r.exc_info]
+    assert any("skipped a malformed event" in r.getMessage() for r in ours)

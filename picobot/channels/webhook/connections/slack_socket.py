@@ -34,7 +34,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from picobot.backoff import Backoff
 from picobot.channels.webhook.base import WebhookError
-from picobot.channels.webhook.common import encoded_size
+from picobot.channels.webhook.common import encoded_size, load_json
 from picobot.channels.webhook.connections.base import (
     ATTEMPT_FLOOR_SECS,
     DEFAULT_BACKOFF,
@@ -100,7 +100,9 @@ class SlackSocket(PlatformConnection[SlackPlatform]):
     async def _envelope(self, ws: ClientConnection, raw: str | bytes) -> bool:
         """Handle one envelope; False when Slack asks us to reconnect."""
         try:
-            envelope = json.loads(raw)
+            # Bounded numbers: a 5,000-digit one makes a field bad, not the envelope
+            # unreadable (and so never acknowledged).
+            envelope = load_json(raw)
         except UNREADABLE_JSON:
             self._skipped.note("json", "slack: ignored a Socket Mode frame that is not JSON")
             return True
