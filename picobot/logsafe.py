@@ -83,15 +83,16 @@ class LogSummary:
         self._max_keys = max_keys
         self._windows: dict[str, _Window] = {}
 
-    def note(self, key: str, msg: str, *args: object) -> None:
-        """Record one event of ``key``; ``msg % args`` is logged if its window is new."""
+    def note(self, key: str, msg: str, *args: object, exc_info: bool = False) -> None:
+        """Record one event of ``key``; ``msg % args`` is logged if its window is new
+        (with the exception being handled if ``exc_info``)."""
         if key not in self._windows and len(self._windows) >= self._max_keys:
             key = "other"
         window = self._windows.get(key)
         if window is not None:
             window.suppressed += 1
             return
-        self._log.log(self._level, msg, *args)
+        self._log.log(self._level, msg, *args, exc_info=exc_info)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

@@ -174,7 +174,8 @@ class WebhookSettings(Section):
     """Webhook channels, served on the [server] address."""
 
     max_body_bytes: int = Field(default=262144, ge=1024)
-    """Largest webhook body accepted (413 above)."""
+    """Largest webhook body accepted (413 above); a polled Telegram update or a Slack
+    Socket Mode event larger than this (as JSON) is skipped, never stored."""
     max_message_age_secs: int = Field(default=604800, ge=60, le=604800)
     """WhatsApp and Telegram messages sent longer ago than this (by the time in their
     authenticated body) are acknowledged but dropped as replays; at most 7 days, the

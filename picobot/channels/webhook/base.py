@@ -47,6 +47,13 @@ class DeliveryError(Exception):
         self.retry_after_secs = retry_after_secs
 
 
+class AnswerTooLarge(DeliveryError):
+    """A platform's answer was longer than the caller would read (retryable)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason, retry=True)
+
+
 @dataclass(frozen=True, slots=True)
 class PlatformMessage:
     """One inbound chat message from a platform.

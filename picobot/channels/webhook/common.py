@@ -3,6 +3,10 @@
 Reading a verified body: :func:`load_object` and the typed accessors turn JSON into
 values or a :class:`WebhookError` (400) that names the bad field, and :func:`safe_name`
 keeps ids that become part of a user id free of separators and control characters.
+Every number a platform sends is bounded: :func:`load_json` reads an integer of more
+than 20 digits as infinity (so one absurd number makes one field bad, not a whole
+answer unreadable) and :func:`required` takes integers of at most 53 bits only, so
+nothing further down overflows a float or a SQLite column.
 
 Replying: :class:`ReplyApi` makes one JSON POST to a platform's API and classifies a
 failure as :class:`DeliveryError` (retry on 429, 5xx and network errors), with the
@@ -14,6 +18,7 @@ text; :func:`split_text` cuts a long reply into parts the platform accepts;
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +27,7 @@ from typing import Any, TypeVar
 import aiohttp
 
 from picobot.backoff import retry_after_secs
-from picobot.channels.webhook.base import DeliveryError, WebhookError
+from picobot.channels.webhook.base import AnswerTooLarge, DeliveryError, WebhookError
 from picobot.config.sections import http_url_problem
 from picobot.errors import UNREADABLE_JSON, ConfigError
 
@@ -33,11 +38,35 @@ MAX_ID_CHARS = 256
 """Longest message id accepted."""
 MAX_DETAIL_CHARS = 200
 """Longest piece of a platform's error text kept in a DeliveryError."""
+MAX_INT = 2**53 - 1
+"""The largest integer (either sign) taken from a platform: the largest a JSON number
+holds exactly, and more than any id a platform hands out (Telegram's have at most 52
+significant bits) or any Unix time."""
+MAX_INT_DIGITS = 20
+"""Integers with more digits are read as infinity by :func:`load_json`."""
 _SAFE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 
 
 # Reading a verified body ---------------------------------------------------------
+
+
+def load_json(raw: bytes | str) -> Any:
+    """JSON a platform sent, with an integer of more than :data:`MAX_INT_DIGITS` digits
+    read as an infinite float (which :func:`required` refuses where an integer is due).
+
+    Python refuses to convert an integer of more than 4,300 digits and would fail the
+    whole document: in a batch of polled updates one such number would make every
+    update unreadable. Raises what ``json.loads`` raises (``UNREADABLE_JSON``).
+    """
+    return json.loads(raw, parse_int=_bounded_int)
+
+
+def _bounded_int(text: str) -> int | float:
+    negative = text.startswith("-")
+    if len(text) - negative > MAX_INT_DIGITS:
+        return -math.inf if negative else math.inf
+    return int(text)
 
 
 def load_object(body: bytes) -> dict[str, Any]:
@@ -47,7 +76,7 @@ def load_object(body: bytes) -> dict[str, Any]:
     a RecursionError, which must not reach the log as a crash of ours.
     """
     try:
-        data = json.loads(body)
+        data = load_json(body)
     except UNREADABLE_JSON:
         raise WebhookError(400, "body is not valid JSON") from None
     if not isinstance(data, dict):
@@ -61,11 +90,23 @@ def _matches(value: object, kind: type[T]) -> bool:
 
 
 def required(data: Mapping[str, Any], key: str, kind: type[T], where: str) -> T:
-    """``data[key]`` if it is a ``kind``, else WebhookError(400) naming ``where.key``."""
+    """``data[key]`` if it is a ``kind``, else WebhookError(400) naming ``where.key``.
+
+    An integer must be within +-:data:`MAX_INT` (a 400 "out of range" otherwise).
+    """
     value = data.get(key)
+    if kind is int and _out_of_range(value):
+        raise WebhookError(400, f"{where}.{key} is out of range")
     if not _matches(value, kind):
-        raise WebhookError(400, f"{where}.{key} must be a {_kind_name(kind)}")
+        raise WebhookError(400, f"{where}.{key} must be {_kind_name(kind)}")
     return value  # type: ignore[return-value]  # checked by _matches
+
+
+def _out_of_range(value: object) -> bool:
+    # An integer too long to read is infinity (load_json).
+    if isinstance(value, float):
+        return math.isinf(value)
+    return isinstance(value, int) and not -MAX_INT <= value <= MAX_INT
 
 
 def optional(data: Mapping[str, Any], key: str, kind: type[T], where: str) -> T | None:
@@ -118,8 +159,8 @@ def http_url(value: str, config_key: str) -> str:
 
 
 def _kind_name(kind: type[Any]) -> str:
-    return {str: "string", int: "integer", dict: "JSON object", list: "list"}.get(
-        kind, kind.__name__
+    return {str: "a string", int: "an integer", dict: "a JSON object", list: "a list"}.get(
+        kind, f"a {kind.__name__}"
     )
 
 
@@ -211,13 +252,17 @@ class ReplyApi:
         headers: Mapping[str, str] | None = None,
         *,
         deadline: aiohttp.ClientTimeout = SEND_TIMEOUT,
+        max_bytes: int | None = None,
     ) -> ApiAnswer:
         """POST ``payload`` as JSON; network failures raise a retryable DeliveryError.
 
-        ``deadline`` bounds the whole call (a long poll needs more than a send).
+        ``deadline`` bounds the whole call (a long poll needs more than a send);
+        ``max_bytes`` the answer (a longer one raises a retryable DeliveryError).
         """
         data = json.dumps(payload, ensure_ascii=False).encode()
-        return await self.post_body(session, url, data, headers, deadline=deadline)
+        return await self.post_body(
+            session, url, data, headers, deadline=deadline, max_bytes=max_bytes
+        )
 
     async def post_body(
         self,
@@ -227,11 +272,13 @@ class ReplyApi:
         headers: Mapping[str, str] | None = None,
         *,
         deadline: aiohttp.ClientTimeout = SEND_TIMEOUT,
+        max_bytes: int | None = None,
     ) -> ApiAnswer:
         """POST ``body``, JSON already encoded (so a signature covers the bytes sent).
 
-        Network failures raise a retryable DeliveryError; a URL that aiohttp cannot
-        use (not absolute, not http or https) a final one.
+        Network failures and an answer over ``max_bytes`` (never read whole) raise a
+        retryable DeliveryError; a URL that aiohttp cannot use (not absolute, not http
+        or https) a final one.
         """
         all_headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
         try:
@@ -240,7 +287,9 @@ class ReplyApi:
             async with session.post(
                 url, data=body, headers=all_headers, allow_redirects=False, timeout=deadline
             ) as resp:
-                raw = await resp.read()
+                raw = await _read_at_most(resp, max_bytes)
+                if raw is None:
+                    raise AnswerTooLarge(f"{self.service}: the answer is over {max_bytes} bytes")
                 wait = retry_after_secs(resp.headers.get("Retry-After"))
                 return ApiAnswer(resp.status, _json_or_none(raw), wait)
         except (aiohttp.InvalidURL, aiohttp.NonHttpUrlClientError):
@@ -283,8 +332,30 @@ class ReplyApi:
         return DeliveryError(reason, retry=retry, retry_after_secs=retry_after)
 
 
+async def _read_at_most(resp: aiohttp.ClientResponse, limit: int | None) -> bytes | None:
+    """The answer's body, or None as soon as it grows past ``limit``."""
+    if limit is None:
+        return await resp.read()
+    if resp.content_length is not None and resp.content_length > limit:
+        return None
+    body = bytearray()
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+def encoded_size(value: Any) -> int:
+    """The bytes ``value`` (parsed JSON) takes as compact UTF-8 JSON: the size of the
+    webhook body that would have carried it, for the same limit on every transport."""
+    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # A lone surrogate (JSON may escape one) still counts, as the bytes it was sent as.
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _json_or_none(raw: bytes) -> Any:
     try:
-        return json.loads(raw)
+        return load_json(raw)
     except UNREADABLE_JSON:
         return None

@@ -125,6 +125,12 @@ class WebhookServer:
         self._inbox.on_enqueued = self._delivery.wake
 
     @property
+    def max_body_bytes(self) -> int:
+        """The largest body accepted (``[channels.webhook] max_body_bytes``); outbound
+        connections skip a fetched update or event larger than that."""
+        return self._max_body
+
+    @property
     def platforms(self) -> dict[str, Platform]:
         """The served platforms by name."""
         return dict(self._platforms)

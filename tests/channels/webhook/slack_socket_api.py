@@ -43,6 +43,9 @@ class SlackSocketAPI(StandIn):
         """Every events_api envelope sent, by id."""
         self._tickets: set[str] = set()
         self._ids = itertools.count(1)
+        self.on_connect: str | None = None
+        """What a broken Slack does right after every ``hello``: ``"disconnect"`` (asks
+        to reconnect) or ``"drop"`` (closes the connection); None: nothing."""
 
     @property
     def live(self) -> ServerConnection:
@@ -141,6 +144,11 @@ class SlackSocketAPI(StandIn):
         )
         self.hellos += 1
         self.notify()
+        if self.on_connect == "disconnect":
+            await self.disconnect()
+        elif self.on_connect == "drop":
+            await ws.close()
+            return
         async for raw in ws:
             ack = json.loads(raw)
             self.acks.append(str(ack.get("envelope_id")))

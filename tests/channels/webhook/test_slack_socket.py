@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -41,9 +43,13 @@ async def api() -> AsyncIterator[SlackSocketAPI]:
 async def start(webhooks: Webhooks, runtime: Runtime) -> AsyncIterator[Any]:
     owners: list[OutboundConnections] = []
 
-    async def go(platform: SlackPlatform, **core: Any) -> SlackSocket:
+    async def go(
+        platform: SlackPlatform, connection: dict[str, Any] | None = None, **core: Any
+    ) -> SlackSocket:
+        connection = connection or {}
         running = await webhooks.start(platform, **core)
-        socket = SlackSocket(platform, running.server, ChannelState(runtime.db), backoff=FAST)
+        options: dict[str, Any] = {"backoff": FAST, "floor_secs": 0.01, **connection}
+        socket = SlackSocket(platform, running.server, ChannelState(runtime.db), **options)
         owner = OutboundConnections([socket], runtime.tasks)
         owner.start()
         owners.append(owner)
@@ -159,3 +165,66 @@ async def test_an_event_that_could_not_be_stored_is_not_acknowledged(
     assert [r["text"] for r in await posted(api, 1)] == ["You said: keep me"]
     assert envelope in api.acks
     assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
+
+
+@pytest.mark.parametrize("broken", ["disconnect", "drop"])
+async def test_a_slack_that_ends_every_connection_at_once_is_not_a_hot_loop(
+    api: SlackSocketAPI, start: Any, caplog: pytest.LogCaptureFixture, broken: str
+) -> None:
+    caplog.set_level(logging.INFO, logger="picobot")
+    api.on_connect = broken
+    floor, window = 0.2, 1.0
+    socket = await start(socket_platform(api), {"floor_secs": floor})
+    await asyncio.wait_for(api.wait(lambda a: a.hellos >= 1), WAIT)
+    before = api.opens
+    await asyncio.sleep(window)
+    # At most one connection per floor (before: 780 reconnects in 5 s).
+    assert 1 <= api.opens - before <= window / floor + 1
+    # One log line per kind, not one per reconnect.
+    ours = [r.getMessage() for r in caplog.records if r.name.startswith("picobot")]
+    if broken == "disconnect":
+        assert socket.status.errors == 0
+        assert sum("asked to reconnect" in line for line in ours) == 1
+    else:
+        assert socket.status.errors >= 2
+        assert sum("trying again" in line for line in ours) == 1
+
+
+async def test_an_event_over_the_body_limit_is_acknowledged_and_skipped(
+    api: SlackSocketAPI, start: Any, runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="picobot")
+    socket = await start(socket_platform(api))
+    await asyncio.wait_for(api.wait(lambda a: a.hellos == 1), WAIT)
+    big = await api.send_event("x" * 300_000)  # a webhook body stops at 256 KiB
+    small = await api.send_event("small")
+    assert [r["text"] for r in await posted(api, 1)] == ["You said: small"]
+    await asyncio.wait_for(api.wait(lambda a: {big, small} <= set(a.acks)), WAIT)
+    assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
+    [(longest,)] = await rows(runtime, "SELECT max(length(content)) FROM messages")
+    assert isinstance(longest, int) and longest < 100
+    assert "slack: skipped an event over 262144 bytes" in caplog.messages
+    assert socket.status.errors == 0 and api.hellos == 1
+
+
+async def test_an_envelope_with_an_absurd_number_is_acknowledged_and_skipped(
+    api: SlackSocketAPI, start: Any, runtime: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="picobot")
+    await start(socket_platform(api))
+    await asyncio.wait_for(api.wait(lambda a: a.hellos == 1), WAIT)
+    digits = "1" + "0" * 5000  # more than Python reads as an int: the envelope stays JSON
+    raw = json.dumps({"type": "events_api", "envelope_id": "env-huge", "payload": {"x": 0}})
+    await api.live.send(
+        raw.replace(
+            '"x": 0',
+            '"team_id": "T0TEAM", "api_app_id": "A0PICOBOT1", "event": {"user": ' + digits + "}",
+        )
+    )
+    await api.send_event("after it")
+    assert [r["text"] for r in await posted(api, 1)] == ["You said: after it"]
+    await asyncio.wait_for(api.wait(lambda a: "env-huge" in a.acks), WAIT)
+    assert len(await rows(runtime, "SELECT id FROM webhook_inbox")) == 1
+    ours = [r for r in caplog.records if r.name.startswith("picobot")]
+    assert not [r for r in ours if r.levelno >= logging.ERROR or r.exc_info]
+    assert any("skipped a malformed event" in r.getMessage() for r in ours)

@@ -14,7 +14,8 @@ import pytest
 from aiohttp.test_utils import make_mocked_request
 
 from picobot.channels.webhook.base import DeliveryError, WebhookError
-from picobot.channels.webhook.platforms.telegram import TelegramPlatform
+from picobot.channels.webhook.common import ApiAnswer
+from picobot.channels.webhook.platforms.telegram import TelegramPlatform, retry_after
 from picobot.config.channels import TelegramSettings, WebhookSettings
 from picobot.errors import ConfigError
 from picobot.runtime import Runtime
@@ -164,6 +165,14 @@ def with_message(**fields: Any) -> bytes:
         with_message(chat={"id": "not a number"}),
         with_message(message_id=None),
         with_message(**{"from": {"id": "77", "is_bot": False}}),
+        # Absurd numbers: out of range, not an overflow further down.
+        with_message(date=10**400),
+        with_message(date=-(2**63)),
+        with_message(message_id=2**63),
+        with_message(chat={"id": -(2**64)}),
+        encode({"update_id": 2**63, "message": {}}),
+        encode({"update_id": 10**30}),
+        with_message(date=1).replace(b'"date": 1', b'"date": 1' + b"0" * 5000),
     ],
 )
 def test_malformed_bodies_are_400(body: bytes) -> None:
@@ -329,6 +338,28 @@ async def test_allow_list_and_oversize_body(
     assert [r.json()["text"] for r in platform_api.requests] == ["You said: friend"]
 
 
+async def test_absurd_numbers_are_a_400_with_a_warning_and_no_traceback(
+    webhooks: Webhooks,
+    platform_api: PlatformAPI,
+    client: aiohttp.ClientSession,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bot = await webhooks.start(platform(platform_api.url("")))
+    url = bot.url("telegram")
+    caplog.set_level(logging.INFO)
+    absurd = update("hi")
+    absurd["message"]["date"] = 10**400
+    assert await post(client, url, absurd) == 400
+    huge = encode(update("hi", sent=1)).replace(b'"date": 1', b'"date": 1' + b"0" * 5000)
+    assert await post(client, url, huge) == 400
+    assert await post(client, url, update("hi", update_id=2**63)) == 400
+    assert await bot.store.inbox_depth() == 0
+    ours = [r for r in caplog.records if r.name.startswith("picobot")]
+    assert [r.levelno for r in ours] == [logging.WARNING] * 3
+    assert all(r.exc_info is None for r in ours)
+    assert "message.date is out of range" in ours[0].getMessage()
+
+
 async def test_delivery_failures_leave_the_token_out_of_logs_and_the_queue(
     webhooks: Webhooks,
     platform_api: PlatformAPI,
@@ -369,3 +400,12 @@ async def test_parts_of_a_long_reply_are_each_sent_once_when_one_is_retried(
     assert refused == second and first != second
     assert f"{first} {second}" == f"You said: {question.strip()}"
     assert bot.server.stats.delivery_retries == 1
+
+
+def test_an_absurd_retry_after_is_read_as_a_day() -> None:
+    def asked(wait: object) -> float | None:
+        return retry_after(ApiAnswer(429, {"parameters": {"retry_after": wait}}, None))
+
+    assert asked(10**400) == asked(float("inf")) == 86_400.0
+    assert asked(3) == 3.0
+    assert asked(-1) is None and asked(True) is None and asked("5") is None

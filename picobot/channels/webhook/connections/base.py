@@ -6,9 +6,11 @@ messages it fetches to the webhook core (:meth:`WebhookServer.take`, the :class:
 here), so they go through the same allow-list, replay guard, durable inbox and reply
 queue as webhooks.
 
-:func:`keep_connected` runs a connection's session again and again: a session that
-returns (a platform asked us to reconnect) is opened again at once; one that fails
-waits by exponential backoff (or the platform's retry-after, if longer) first.
+:meth:`PlatformConnection.run` runs a connection's session again and again: a session
+that returns (a platform asked us to reconnect) is opened again, one that fails waits by
+exponential backoff (or the platform's retry-after, if longer) first, and never are two
+attempts less than ``floor_secs`` apart (1 s), so a platform that disconnects or answers
+at once cannot make a hot loop; what it makes us log is rate-limited the same way.
 :class:`ConnectionStatus` is what ``/metrics`` shows and what is recorded in the store
 for ``picobot status``. :class:`OutboundConnections` starts them with ``serve`` and
 cancels them on shutdown; an interrupted fetch is fetched again on the next start.
@@ -19,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
 import aiohttp
@@ -27,6 +29,7 @@ import aiohttp
 from picobot.backoff import Backoff
 from picobot.channels.webhook.base import DeliveryError, Platform, PlatformMessage
 from picobot.errors import StoreUnavailable
+from picobot.logsafe import LogSummary
 from picobot.store.channel_state import ChannelState, ConnectionRecord
 from picobot.tasks.supervisor import TaskSupervisor
 
@@ -36,10 +39,23 @@ P = TypeVar("P", bound=Platform)
 
 DEFAULT_BACKOFF = Backoff(base_secs=1.0, cap_secs=60.0, jitter=0.2)
 """Waits after failures in a row: 1 s doubling up to a minute, spread by up to 20 %."""
+ATTEMPT_FLOOR_SECS = 1.0
+"""The shortest time between two connection attempts (or two polls that brought
+nothing): a platform that answers at once, or asks to reconnect at once, is called at
+most once a second, not thousands of times."""
+LOG_INTERVAL_SECS = 60.0
+"""A line a platform could make us repeat is logged once per kind per this interval,
+then counted (:class:`~picobot.logsafe.LogSummary`)."""
 
 
 class Sink(Protocol):
     """Where fetched messages go: the webhook core's admission and inbox."""
+
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest webhook body accepted: a fetched update or event larger than
+        that (as JSON) is skipped, so every transport has the same limit."""
+        ...
 
     async def take(
         self,
@@ -152,59 +168,92 @@ class PlatformConnection(Generic[P]):
     """The config ``mode`` it serves (``polling``, ``socket``)."""
 
     def __init__(
-        self, platform: P, sink: Sink, state: ChannelState, *, backoff: Backoff = DEFAULT_BACKOFF
+        self,
+        platform: P,
+        sink: Sink,
+        state: ChannelState,
+        *,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        floor_secs: float = ATTEMPT_FLOOR_SECS,
     ) -> None:
         self.platform = platform
         self.sink = sink
         self.state = state
         self._backoff = backoff
+        self._floor = floor_secs
         self._status = ConnectionStatus(platform.name, self.mode, state)
+        self._summaries: list[LogSummary] = []
+        channel = platform.name
+        self._retries = self.log_summary(log, f"{channel}: connection failures")
+        self._errors = self.log_summary(log, f"{channel}: errors", level=logging.ERROR)
 
     @property
     def status(self) -> ConnectionStatus:
         """The connection's state."""
         return self._status
 
+    def log_summary(
+        self, logger: logging.Logger, what: str, *, level: int = logging.WARNING
+    ) -> LogSummary:
+        """A :class:`LogSummary` on ``logger`` for lines the platform could make us
+        repeat without end (one per kind a minute, then a count); its pending counts
+        are logged when :meth:`run` ends."""
+        summary = LogSummary(logger, what, interval_secs=LOG_INTERVAL_SECS, level=level)
+        self._summaries.append(summary)
+        return summary
+
     async def run(self) -> None:
         """Stay connected until cancelled."""
-        async with aiohttp.ClientSession() as http:
-            await keep_connected(self._status, lambda: self.session(http), self._backoff)
+        try:
+            async with aiohttp.ClientSession() as http:
+                await self._keep_connected(http)
+        finally:
+            for summary in self._summaries:
+                summary.close()
 
     async def session(self, http: aiohttp.ClientSession) -> None:
-        """One connection: return to reconnect at once, raise to back off first."""
+        """One connection: return to reconnect, raise to back off first."""
         raise NotImplementedError
 
+    async def pause(self, started: float) -> None:
+        """Wait until ``floor_secs`` after ``started`` (the event loop's time): the
+        floor between attempts, so a platform that answers at once cannot spin us."""
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, started + self._floor - loop.time()))
 
-async def keep_connected(
-    status: ConnectionStatus,
-    session: Callable[[], Awaitable[None]],
-    backoff: Backoff,
-) -> None:
-    """Run ``session`` until cancelled: again at once when it returns, after a backoff
-    when it fails.
+    async def _keep_connected(self, http: aiohttp.ClientSession) -> None:
+        """Run :meth:`session` until cancelled: again when it returns, after a backoff
+        when it fails; never twice within ``floor_secs``.
 
-    A :class:`DeliveryError` is a failure the platform or the network reported (its text
-    is already scrubbed of secrets); its ``retry_after_secs`` is a floor of the wait.
-    Anything else is logged with its traceback and retried the same way: one bad answer
-    must not end the channel.
-    """
-    while True:
-        retry_after: float | None = None
-        try:
-            await session()
-            continue
-        except DeliveryError as exc:
-            reason, retry_after = str(exc), exc.retry_after_secs
-        except StoreUnavailable:
-            log.exception("%s: the store is unavailable", status.channel)
-            reason = "the store is unavailable"
-        except Exception as exc:
-            log.exception("%s: the connection failed", status.channel)
-            reason = f"unexpected error: {type(exc).__name__}"
-        failures = await status.failed(reason)
-        delay = backoff.delay(failures, retry_after)
-        log.warning("%s: %s; trying again in %.1fs", status.channel, reason, delay)
-        await asyncio.sleep(delay)
+        A :class:`DeliveryError` is a failure the platform or the network reported (its
+        text is already scrubbed of secrets); its ``retry_after_secs`` is a floor of the
+        wait. Anything else is logged with its traceback and retried the same way: one
+        bad answer must not end the channel. Each kind of failure is logged once a
+        minute, then counted.
+        """
+        loop = asyncio.get_running_loop()
+        channel = self._status.channel
+        while True:
+            started = loop.time()
+            retry_after: float | None = None
+            try:
+                await self.session(http)
+            except DeliveryError as exc:
+                reason, retry_after = str(exc), exc.retry_after_secs
+            except StoreUnavailable:
+                reason = "the store is unavailable"
+                self._errors.note(reason, "%s: %s", channel, reason, exc_info=True)
+            except Exception as exc:
+                reason = f"unexpected error: {type(exc).__name__}"
+                self._errors.note(reason, "%s: the connection failed", channel, exc_info=True)
+            else:
+                await self.pause(started)
+                continue
+            failures = await self._status.failed(reason)
+            delay = self._backoff.delay(failures, retry_after)
+            delay = max(delay, started + self._floor - loop.time())
+            self._retries.note(reason, "%s: %s; trying again in %.1fs", channel, reason, delay)
+            await asyncio.sleep(delay)
 
 
 class OutboundConnections:

@@ -31,6 +31,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from picobot.backoff import RETRY_AFTER_CEILING_SECS
 from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
 from picobot.channels.webhook.common import (
     ApiAnswer,
@@ -222,8 +223,9 @@ class TelegramPlatform:
 
 def retry_after(answer: ApiAnswer) -> float | None:
     """The wait a Bot API error asks for: a 429 says it in its body
-    (``parameters.retry_after``), not in a header."""
+    (``parameters.retry_after``), not in a header. At most a day, like a Retry-After
+    header (a larger number would overflow a float)."""
     wait = answer.field("parameters", "retry_after")
     if isinstance(wait, int | float) and not isinstance(wait, bool) and wait >= 0:
-        return float(wait)
+        return float(min(wait, RETRY_AFTER_CEILING_SECS))
     return None
