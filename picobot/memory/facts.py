@@ -15,6 +15,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 
+from picobot.config.learning import LearningSettings
+
 CATEGORIES = ("preference", "personal", "plan", "relationship", "event", "knowledge")
 """The categories a fact may have; anything else is dropped."""
 
@@ -39,6 +41,19 @@ class LifecycleRules:
     decay_step: float = 0.1
     decay_after_days: float = 30.0
     decay_every_days: float = 7.0
+
+
+def lifecycle_rules(settings: LearningSettings) -> LifecycleRules:
+    """The lifecycle numbers as configured."""
+    return LifecycleRules(
+        initial_confidence=settings.initial_confidence,
+        reinforce_step=settings.reinforce_step,
+        contradict_step=settings.contradict_step,
+        min_confidence=settings.min_confidence,
+        decay_step=settings.decay_step,
+        decay_after_days=settings.decay_after_days,
+        decay_every_days=settings.decay_every_days,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,8 +43,14 @@ MAX_PURGE_DAYS = 36_500
 """Largest N of an older-than-N-days purge (100 years); larger is a mistake, not a plan."""
 YES = frozenset({"y", "yes"})
 EXPIRED_KEPT_SECS = DAY
-"""How long an expired purge asked in a chat is remembered: a late y/yes there is told
-that nothing was deleted, rather than taken for chat that the model then answers."""
+"""How long an expired purge is remembered: a late y/yes in the chat is told that
+nothing was deleted, rather than taken for chat that the model then answers, and a late
+confirmation through the admin API is told it expired rather than that the token is
+unknown (at most one per actor is kept: a new request replaces it)."""
+
+
+class PurgeExpired(UserError):
+    """The confirmation of a pending purge came after it expired; nothing was deleted."""
 
 
 def is_yes(answer: str) -> bool:
@@ -163,6 +169,8 @@ class PrivacyController:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._db = db
+        self.db = db
+        """The database it purges."""
         self._store = PurgeStore(db)
         self._facts = FactPurge(db)
         self._sessions = SessionRepo(db)
@@ -239,8 +247,8 @@ class PrivacyController:
     async def confirm(self, token: str, actor: Actor, answer: str) -> PurgeResult | None:
         """Answer a pending purge: execute on y/yes, cancel on anything else.
 
-        The token is single use. An unknown or expired token, or one that belongs to
-        another actor, raises UserError and deletes nothing.
+        The token is single use. An unknown token, or one that belongs to another actor,
+        raises UserError, an expired one :class:`PurgeExpired`; neither deletes anything.
         """
         pending = self._pending.get(token)
         if pending is None or pending.plan.actor != actor:
@@ -248,7 +256,7 @@ class PrivacyController:
         del self._pending[token]
         if self._clock() > pending.expires_at:
             log.info("purge confirmation expired: %s by %s", pending.plan.scope, actor.id)
-            raise UserError("The purge confirmation expired; nothing was deleted.")
+            raise PurgeExpired("The purge confirmation expired; nothing was deleted.")
         if not is_yes(answer):
             log.info("purge cancelled: %s by %s", pending.plan.scope, actor.id)
             return None
@@ -343,6 +351,5 @@ class PrivacyController:
     def _expire(self) -> None:
         now = self._clock()
         for token, pending in list(self._pending.items()):
-            kept = 0 if pending.origin is None else EXPIRED_KEPT_SECS
-            if now > pending.expires_at + kept:
+            if now > pending.expires_at + EXPIRED_KEPT_SECS:
                 del self._pending[token]

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobot.store.events import Event, EventFilter, list_events
-from picobot.store.memories import Memory, list_memories
 from picobot.store.sessions import SESSION_SELECT, SessionInfo, session_info
 
 PREVIEW_CHARS = 120
@@ -40,24 +39,6 @@ def store_counts(conn: sqlite3.Connection) -> StoreCounts:
         " (SELECT COUNT(*) FROM user_memories)"
     ).fetchone()
     return StoreCounts(*(int(v) for v in tuple(row)))
-
-
-def all_memories(conn: sqlite3.Connection, user_id: str | None, limit: int) -> list[Memory]:
-    """Memories of ``user_id`` (None: of every user), most recently updated first."""
-    if user_id is not None:
-        return list_memories(conn, user_id, limit)
-    users = [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT user_id FROM user_memories GROUP BY user_id ORDER BY MAX(updated_at) DESC"
-        ).fetchall()
-    ]
-    found: list[Memory] = []
-    for user in users:
-        found += list_memories(conn, user, limit - len(found))
-        if len(found) >= limit:
-            break
-    return found
 
 
 @dataclass(frozen=True, slots=True)

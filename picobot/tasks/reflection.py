@@ -85,7 +85,8 @@ class ReflectionTask:
         self._provider = provider
         self._est = estimator
         self.settings = settings
-        self._redact: Callable[[str], str] = redact or str
+        # The store's redactor unless told otherwise (what reaches the model, too).
+        self._redact: Callable[[str], str] = redact or (lambda text: db.redact(text))
         self.clock = clock
         self._input = max(1, max_input_tokens)
         self.store = DigestStore(db)

@@ -15,7 +15,7 @@ from picobot.config.settings import Settings
 from picobot.registry import Registry
 from picobot.store.search import SearchIndex
 from picobot.tools.base import Tool, ToolRegistry
-from picobot.tools.memory import MemoryService, MemoryTool
+from picobot.tools.memory import MemoryTool, Notes
 from picobot.tools.memory_search import MemorySearchTool
 
 
@@ -25,7 +25,7 @@ class ToolDeps:
 
     settings: Settings
     index: SearchIndex
-    memory: MemoryService | None
+    memory: Notes | None
 
 
 ToolFactory = Callable[[ToolDeps], Tool | None]

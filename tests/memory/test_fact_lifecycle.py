@@ -157,7 +157,8 @@ async def test_nothing_is_learned_from_a_session_that_is_gone(db: Database) -> N
 
 async def test_secrets_are_redacted_before_a_fact_is_stored(db: Database) -> None:
     sid = await session(db)
-    store = FactStore(db, redact=Redactor().redact)
+    db.redact = Redactor().redact
+    store = FactStore(db)
     key = "AKIA" + "IOSFODNN7EXAMPLE"
     [a] = await store.observe(
         ALICE, [obs(f"uses key {key}", subject=key)], session_id=sid, message_id=1, now=T0

@@ -23,11 +23,12 @@ from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound, OutboundKind
+from picobot.services.notes import NoteService
 from picobot.store.db import Database
 from picobot.store.memories import GLOBAL_USER, MemoryRepo
 from picobot.store.messages import MessageRepo
 from picobot.tools.base import ToolRegistry
-from picobot.tools.memory import MemoryService, MemoryTool
+from picobot.tools.memory import MemoryTool
 
 ALICE = Identity("tui", "tui:alice", "local")
 BOB = Identity("tui", "tui:bob", "local")
@@ -54,14 +55,14 @@ def repo(db: Database) -> MemoryRepo:
 @pytest.fixture
 def tools(repo: MemoryRepo) -> ToolRegistry:
     """A registry holding only the memory tool, with a small cap for the cap tests."""
-    return ToolRegistry([MemoryTool(MemoryService(repo, max_count=3, max_chars=40))])
+    return ToolRegistry([MemoryTool(NoteService(repo, max_count=3, max_chars=40))])
 
 
 @pytest.fixture
 def router(repo: MemoryRepo) -> CommandRouter:
     """A command router with the memory commands on the same repo and limits."""
     commands = CommandRouter()
-    MemoryCommands(MemoryService(repo, max_count=3, max_chars=40)).register(commands)
+    MemoryCommands(NoteService(repo, max_count=3, max_chars=40)).register(commands)
     return commands
 
 
@@ -323,9 +324,9 @@ async def test_the_model_saves_through_the_kernel(db: Database, repo: MemoryRepo
         provider=provider,
         retriever=WindowRetriever(MessageRepo(db), estimator, budget_tokens=4000, max_messages=20),
         estimator=estimator,
-        tools=ToolRegistry([MemoryTool(MemoryService(repo, max_count=50, max_chars=2000))]),
+        tools=ToolRegistry([MemoryTool(NoteService(repo, max_count=50, max_chars=2000))]),
     )
-    MemoryCommands(MemoryService(repo, max_count=50, max_chars=2000)).register(kernel.commands)
+    MemoryCommands(NoteService(repo, max_count=50, max_chars=2000)).register(kernel.commands)
 
     events = [e async for e in kernel.handle(Inbound(ALICE, "remember that my cat is Tom"))]
     assert events[-1].kind == OutboundKind.DONE and events[-1].text == "Saved."

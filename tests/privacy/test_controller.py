@@ -25,6 +25,7 @@ from picobot.privacy.controller import (
 )
 from picobot.privacy.fact_scope import FactsScope
 from picobot.runtime import Runtime, open_runtime
+from picobot.services.purges import PurgeService
 from picobot.store.memories import MemoryRepo
 
 ALICE = Identity("whatsapp", "whatsapp:111@s.whatsapp.net", "111")
@@ -174,7 +175,7 @@ async def test_confirmation_expires(tmp_path: Path, rt: Runtime) -> None:
 
 async def test_a_late_yes_in_chat_is_told_the_purge_expired(rt: Runtime) -> None:
     clock = Clock()
-    PurgeCommands(PrivacyController(rt.db, clock=clock)).register(rt.kernel)
+    PurgeCommands(PurgeService(PrivacyController(rt.db, clock=clock))).register(rt.kernel)
     await say(rt, ALICE, "hello")
     assert (await say(rt, ALICE, "/purge user"))[-1].kind == OutboundKind.CONFIRM_REQUEST
     clock.now += 61

@@ -317,7 +317,7 @@ async def test_the_runtime_redacts_imported_messages_like_live_ones(data_dir: Pa
     write(data_dir, data)
     settings = Settings(data={"dir": str(data_dir)})  # type: ignore[arg-type]
     async with open_runtime(settings, provider=ScriptedProvider()) as rt:
-        live = rt.kernel.redact(leak)
+        live = rt.db.redact(leak)
         row = await rt.db.fetchone(
             "SELECT content, token_estimate FROM messages WHERE session_id = 'legacy1'"
             " AND seq_order = 2"

@@ -8,10 +8,9 @@ from picobot.memory.facts import Observation
 from picobot.store.db import Database
 from picobot.store.events import record_event
 from picobot.store.fact_writes import FactStore
-from picobot.store.memories import MemoryRepo
+from picobot.store.memories import MemoryRepo, all_memories
 from picobot.store.messages import MessageRepo
 from picobot.store.overview import (
-    all_memories,
     recent_events,
     session_family,
     session_previews,

@@ -33,12 +33,12 @@ async def chat(db: Database, user: str, lines: list[str], at: float = T0) -> str
 
 def task(db: Database, provider: ScriptedProvider, now: list[float], **kw: object) -> LearningTask:
     settings = LearningSettings(**kw)  # type: ignore[arg-type]
+    db.redact = Redactor().redact  # as the runtime does: the store's redactor is used
     return LearningTask(
         db,
         provider,
         CharTokenEstimator(),
         settings,
-        redact=Redactor().redact,
         clock=lambda: now[0],
     )
 

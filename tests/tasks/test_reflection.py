@@ -48,12 +48,12 @@ async def chat(db: Database, user: str, lines: list[str], at: float = T0) -> str
 def task(
     db: Database, provider: ScriptedProvider, now: list[float], **kw: object
 ) -> ReflectionTask:
+    db.redact = Redactor().redact  # as the runtime does: the store's redactor is used
     return ReflectionTask(
         db,
         provider,
         CharTokenEstimator(),
         LearningSettings(**kw),  # type: ignore[arg-type]
-        redact=Redactor().redact,
         clock=lambda: now[0],
     )
 

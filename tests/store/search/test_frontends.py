@@ -13,6 +13,7 @@ from picobot.kernel.commands import CommandRouter
 from picobot.kernel.context import ToolContext
 from picobot.kernel.search_commands import SearchCommands
 from picobot.messages import Identity, OutboundKind
+from picobot.services.search import SearchService
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.search import SearchHit, SearchIndex
@@ -81,7 +82,7 @@ async def test_tool_clamps_top_k_and_needs_memory_read(db: Database) -> None:
 
 async def test_search_command_lists_own_hits_and_needs_words(db: Database) -> None:
     router = CommandRouter()
-    SearchCommands(SearchIndex(db), max_terms=8).register(router)
+    SearchCommands(SearchService(SearchIndex(db), max_terms=8)).register(router)
     who = Identity("telegram", ALICE, ALICE)
     [event] = await router.dispatch(who, None, "/search Volcano")
     assert event.kind == OutboundKind.NOTICE
@@ -122,6 +123,6 @@ async def test_tool_and_search_rank_like_the_prompts_recall(db: Database) -> Non
     lines = listing.splitlines()
     assert "which harbour" in lines[0] and "Porto Santo" in lines[1]
     router = CommandRouter()
-    SearchCommands(SearchIndex(db), max_terms=8).register(router)
+    SearchCommands(SearchService(SearchIndex(db), max_terms=8)).register(router)
     events = await router.dispatch(Identity("telegram", ALICE, ALICE), sid, "/search harbour")
     assert "Porto Santo" in events[0].text
