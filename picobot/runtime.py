@@ -14,22 +14,20 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+from picobot.access.permissions import grants_for
+from picobot.commands.facts import FactCommands
+from picobot.commands.memories import MemoryCommands
+from picobot.commands.pins import PinCommands
+from picobot.commands.purge import PurgeCommands
+from picobot.commands.search import SearchCommands
+from picobot.commands.summary import SummaryCommands
 from picobot.config.settings import Settings
-from picobot.kernel.fact_commands import FactCommands
 from picobot.kernel.kernel import Kernel
-from picobot.kernel.memory_commands import MemoryCommands
 from picobot.kernel.memory_prompt import MemoryRetriever
-from picobot.kernel.permissions import grants_for
-from picobot.kernel.pin_commands import PinCommands
-from picobot.kernel.purge_commands import PurgeCommands
-from picobot.kernel.search_commands import SearchCommands
-from picobot.kernel.summary_commands import SummaryCommands
-from picobot.kernel.tokens import ProviderTokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.llm.factory import build_provider
 from picobot.memory.facts import lifecycle_rules
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
-from picobot.memory.reply_learning import ReplyLearner
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor
@@ -51,9 +49,11 @@ from picobot.store.pins import PinStore
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks.learning import LearningTask, extraction_input_tokens
+from picobot.tasks.reply_learning import ReplyLearner
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
+from picobot.text.tokens import ProviderTokenEstimator
 from picobot.tools.catalog import ToolDeps, build_tools
 
 WAL_CHECKPOINT_SECS = 1.0
@@ -202,7 +202,8 @@ def assemble(
     clock = _KernelClock()
     services = build_services(settings, db, learning=learning, clock=clock)
     notes = services.notes if memory.enable_user_memories else None
-    tools = build_tools(ToolDeps(settings, services.search.index, notes))
+    search = services.search
+    tools = build_tools(ToolDeps(settings, search.index, notes, search.terms))
     kernel = Kernel(
         db=db,
         provider=provider,

@@ -48,7 +48,7 @@ from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, StoreUnavailable, UserError
 from picobot.logsafe import loggable
 from picobot.metrics import METRICS, PicobotMetrics
-from picobot.privacy.controller import Actor
+from picobot.privacy.scopes import Actor
 from picobot.runtime import Runtime
 
 log = logging.getLogger(__name__)

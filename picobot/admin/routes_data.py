@@ -22,7 +22,7 @@ from picobot.admin.http import (
     user_id_value,
 )
 from picobot.errors import UserError
-from picobot.privacy.controller import Actor
+from picobot.privacy.scopes import Actor
 from picobot.services.bundle import Services
 from picobot.services.export import ExportService
 from picobot.store.memories import Memory

@@ -29,7 +29,7 @@ from aiohttp import web
 from picobot.admin import event_models as em
 from picobot.admin.http import ApiError, StreamAborted, json_response, read_query
 from picobot.numbers import parse_digits
-from picobot.privacy.controller import Actor
+from picobot.privacy.scopes import Actor
 from picobot.services.events import EventService
 from picobot.store.events import Event
 

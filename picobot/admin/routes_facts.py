@@ -18,7 +18,7 @@ from picobot.admin import fact_models as fm
 from picobot.admin.http import ApiError, json_response, read_model, read_query
 from picobot.admin.models import NoQuery
 from picobot.numbers import parse_digits
-from picobot.privacy.controller import Actor
+from picobot.privacy.scopes import Actor
 from picobot.services.facts import FactService
 from picobot.store.facts import FactFilter
 

@@ -19,19 +19,13 @@ from picobot.admin import purge_models as pm
 from picobot.admin.http import ApiError, json_response, read_model, read_query
 from picobot.config.settings import Settings
 from picobot.errors import UserError
-from picobot.privacy.controller import (
-    DAY,
-    Actor,
-    OlderThanScope,
-    PurgeExpired,
-    PurgeScope,
-    UserScope,
-)
+from picobot.privacy.controller import PurgeExpired
 from picobot.privacy.fact_scope import FactsScope
+from picobot.privacy.scopes import DAY, Actor, OlderThanScope, PurgeScope, UserScope
 from picobot.services.bundle import Services
 from picobot.services.purges import NoSuchSession
 from picobot.store.db import Database
-from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
+from picobot.store.task_runs import TASK_NAME, erasure_state, last_run
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ from picobot.config.settings import Settings
 from picobot.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from picobot.privacy.controller import PurgeResult, PurgeScope
+    from picobot.privacy.controller import PurgeResult
+    from picobot.privacy.scopes import PurgeScope
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def add_purge_command(add: AddCommand, run: Callable[[argparse.Namespace], int])
 
 def scope_from(args: argparse.Namespace) -> PurgeScope:
     """The purge scope named on the command line; DAYS in 1..MAX_PURGE_DAYS, as in the API."""
-    from picobot.privacy.controller import MAX_PURGE_DAYS, OlderThanScope, SessionScope, UserScope
+    from picobot.privacy.scopes import MAX_PURGE_DAYS, OlderThanScope, SessionScope, UserScope
 
     if args.scope == "session":
         return SessionScope(args.target)
@@ -65,7 +66,7 @@ async def purge(
     stdout: TextIO,
 ) -> int:
     """Plan, ask (unless --yes), execute; return the exit status."""
-    from picobot.privacy.controller import Actor, SessionScope
+    from picobot.privacy.scopes import Actor, SessionScope
     from picobot.runtime import build_services, open_database
     from picobot.services.purges import NoSuchSession
 

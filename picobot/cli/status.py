@@ -24,7 +24,7 @@ from picobot.config.settings import Settings
 if TYPE_CHECKING:
     from picobot.store.channel_state import ConnectionRecord
     from picobot.store.migrations import SchemaState
-    from picobot.tasks.retention import ErasureState, TaskRun
+    from picobot.store.task_runs import ErasureState, TaskRun
 
 Described = tuple[list[str], list[str]]
 """What status says: the lines for stdout, and the warnings for stderr."""
@@ -94,7 +94,7 @@ async def read_status(settings: Settings) -> StoreStatus | SchemaState:
     from picobot.runtime import open_database
     from picobot.store.channel_state import ChannelState
     from picobot.store.migrations import schema_state
-    from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
+    from picobot.store.task_runs import TASK_NAME, erasure_state, last_run
 
     async with open_database(settings, schema="as_is") as db:
         schema = await schema_state(db)

@@ -1,7 +1,7 @@
 """/facts, /forget fact N, /pin fact N, /unpin fact N, /pins, /reflect.
 
 ``/reflect`` also stores the session's reflection (:mod:`picobot.tasks.reflection`);
-message pins wrap these commands (:mod:`picobot.kernel.pin_commands`).
+message pins wrap these commands (:mod:`picobot.commands.pins`).
 
 The chat side of learned facts. Every command acts on the facts of the authenticated
 caller (``call.identity.user_id``) only: a fact number of someone else is answered

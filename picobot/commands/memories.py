@@ -7,9 +7,9 @@ memories of the authenticated caller (``call.identity.user_id``).
 
 from __future__ import annotations
 
+from picobot.access.context import ToolContext
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter
-from picobot.kernel.context import ToolContext
 from picobot.messages import Outbound, notice
 from picobot.services.notes import NoteService
 

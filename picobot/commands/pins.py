@@ -1,6 +1,6 @@
 """/pin, /unpin and /pins for messages (facts keep theirs), and /new ending a session.
 
-Wraps the fact commands registered before (:mod:`picobot.kernel.fact_commands`):
+Wraps the fact commands registered before (:mod:`picobot.commands.facts`):
 ``/pin fact N`` still pins a fact; ``/pin`` pins the last exchange of the current
 session (the last user message and the reply to it), ``/pin message N`` one message by
 its number (``/pins`` and ``/search`` show them). Every command acts on the caller's own
@@ -15,12 +15,12 @@ import time
 
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter, Handler
-from picobot.kernel.untrusted import one_line
 from picobot.messages import Outbound, notice
 from picobot.numbers import parse_digits
 from picobot.services.facts import FactService
 from picobot.services.pins import PinService
 from picobot.store.pins import PinnedMessage
+from picobot.text.untrusted import one_line
 
 MAX_LISTED = 50
 """Most pinned messages one /pins answer lists."""

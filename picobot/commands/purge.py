@@ -16,13 +16,7 @@ from picobot.errors import StoreUnavailable, UserError
 from picobot.kernel.commands import CommandCall
 from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Outbound, OutboundKind, error, notice
-from picobot.privacy.controller import (
-    Actor,
-    OlderThanScope,
-    PurgeScope,
-    SessionScope,
-    UserScope,
-)
+from picobot.privacy.scopes import Actor, OlderThanScope, PurgeScope, SessionScope, UserScope
 from picobot.services.purges import PurgeService
 
 USAGE = "Usage: /purge session [ID] | /purge user | /purge older DAYS"

@@ -20,7 +20,7 @@ from picobot.dashboard.guard import Guard
 from picobot.dashboard.session import Login
 from picobot.errors import UserError
 from picobot.numbers import parse_digits
-from picobot.privacy.controller import (
+from picobot.privacy.scopes import (
     MAX_PURGE_DAYS,
     OlderThanScope,
     PurgeScope,
@@ -29,7 +29,7 @@ from picobot.privacy.controller import (
 )
 from picobot.store.overview import store_counts
 from picobot.store.purge import PurgeCounts
-from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
+from picobot.store.task_runs import TASK_NAME, erasure_state, last_run
 
 log = logging.getLogger(__name__)
 

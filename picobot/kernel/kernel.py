@@ -17,9 +17,9 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
+from picobot.access.context import Grant, ToolContext, own_data_grants
 from picobot.errors import LLMError, StoreUnavailable, UserError
 from picobot.kernel.commands import CommandRouter, SessionCommands
-from picobot.kernel.context import Grant, ToolContext, own_data_grants
 from picobot.kernel.failures import COMMAND_FAILED as COMMAND_FAILED  # re-exported
 from picobot.kernel.failures import (
     INTERNAL_FAILED,
@@ -30,16 +30,16 @@ from picobot.kernel.failures import (
     safely,
 )
 from picobot.kernel.prompt import ContextRetriever, PromptRequest
-from picobot.kernel.tokens import TokenEstimator
 from picobot.kernel.tool_budget import ToolBudget
 from picobot.llm.base import LLMProvider, TextDelta, ToolCall, ToolCalls
-from picobot.memory.reply_learning import ReplyLearner
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo, NotCurrentSession, SessionGone, StoredMessage
 from picobot.store.sessions import ChatKey, SessionRepo
 from picobot.store.tool_records import ToolRecordRepo
+from picobot.tasks.reply_learning import ReplyLearner
+from picobot.text.tokens import TokenEstimator
 from picobot.tools.base import ToolRegistry
 
 log = logging.getLogger(__name__)

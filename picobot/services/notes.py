@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import builtins
 
+from picobot.access.context import Action, Scope, ToolContext
 from picobot.errors import AccessDenied, UserError
-from picobot.kernel.context import Action, Scope, ToolContext
 from picobot.store.memories import (
     GLOBAL_USER,
     Memory,

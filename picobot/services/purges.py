@@ -11,14 +11,8 @@ apart without keeping tokens of its own.
 from __future__ import annotations
 
 from picobot.errors import UserError
-from picobot.privacy.controller import (
-    Actor,
-    PendingPurge,
-    PrivacyController,
-    PurgeResult,
-    PurgeScope,
-    SessionScope,
-)
+from picobot.privacy.controller import PendingPurge, PrivacyController, PurgeResult
+from picobot.privacy.scopes import Actor, PurgeScope, SessionScope
 from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.sessions import SessionRepo
 

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 
 from picobot.config.learning import LearningSettings
 from picobot.config.settings import LLMSettings
-from picobot.kernel.tokens import TokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.memory.extraction import MAX_INPUT_TOKENS, build_prompt, chunk_messages, parse_reply
 from picobot.memory.facts import lifecycle_rules
@@ -40,6 +39,7 @@ from picobot.store.messages import StoredMessage, conversation_after
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.reflection import ReflectionTask
 from picobot.tasks.session_runs import SessionRuns
+from picobot.text.tokens import TokenEstimator
 
 log = logging.getLogger(__name__)
 

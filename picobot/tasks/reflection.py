@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobot.config.learning import LearningSettings
-from picobot.kernel.tokens import TokenEstimator
 from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.memory.extraction import MAX_INPUT_TOKENS
 from picobot.memory.reflection import checked_answer, digest_prompt, reflection_prompt
@@ -44,6 +43,7 @@ from picobot.store.digests import (
 )
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.session_runs import SessionRuns
+from picobot.text.tokens import TokenEstimator
 
 log = logging.getLogger(__name__)
 

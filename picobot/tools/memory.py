@@ -13,8 +13,8 @@ from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
+from picobot.access.context import Scope, ToolContext
 from picobot.errors import UserError
-from picobot.kernel.context import Scope, ToolContext
 from picobot.llm.base import ToolSpec
 from picobot.store.memories import KEY_PATTERN, MAX_KEY_CHARS, Memory
 from picobot.tools.base import Arguments, argument_schema, parse_arguments

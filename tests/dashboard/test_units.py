@@ -20,7 +20,7 @@ from picobot.dashboard.guard import POLL_HEADER, Guard
 from picobot.dashboard.render import Renderer, highlight
 from picobot.dashboard.session import COOKIE, MAX_LOGINS, Login, LoginStore
 from picobot.dashboard.views_facts import FactViews, read_filters
-from picobot.privacy.controller import Actor
+from picobot.privacy.scopes import Actor
 from picobot.runtime import build_services
 from picobot.store.db import Database
 from picobot.tasks.supervisor import TaskSupervisor

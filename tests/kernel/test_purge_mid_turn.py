@@ -10,7 +10,8 @@ import pytest
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedTurn
 from picobot.messages import OutboundKind
-from picobot.privacy.controller import Actor, PrivacyController, SessionScope, UserScope
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.scopes import Actor, SessionScope, UserScope
 from picobot.services.notes import NoteService
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo

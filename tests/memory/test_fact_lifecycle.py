@@ -178,8 +178,8 @@ async def test_pins_and_reads_are_scoped_to_the_owner(db: Database) -> None:
 
 
 async def test_active_facts_reads_in_one_snapshot_by_threshold_and_limit(db: Database) -> None:
-    from picobot.kernel.tokens import CharTokenEstimator
     from picobot.memory.facts_block import render_facts_block
+    from picobot.text.tokens import CharTokenEstimator
 
     sid = await session(db)
     store = FactStore(db)

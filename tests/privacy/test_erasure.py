@@ -37,8 +37,9 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
 from picobot.memory.facts import Observation
-from picobot.privacy.controller import Actor, PrivacyController, SessionScope, UserScope
+from picobot.privacy.controller import PrivacyController
 from picobot.privacy.fact_scope import choose_facts
+from picobot.privacy.scopes import Actor, SessionScope, UserScope
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
 from picobot.store.digests import DigestStore, Provenance, user_digests

@@ -12,9 +12,9 @@ from picobot.admin.api import operator_actor
 from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, OutboundKind
-from picobot.privacy.controller import UserScope
 from picobot.privacy.export import count_user_data
 from picobot.privacy.redaction import Redactor
+from picobot.privacy.scopes import UserScope
 from picobot.runtime import open_runtime
 from tests.admin.helpers import ALICE, BOB, KEY_A, KEY_B, WS_KEY, Api, FakeClock, start
 

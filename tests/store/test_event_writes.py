@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from picobot.memory.facts import Observation
-from picobot.privacy.controller import Actor, PrivacyController, SessionScope
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.scopes import Actor, SessionScope
 from picobot.store.db import Database
 from picobot.store.events import Event, EventFilter, list_events
 from picobot.store.fact_writes import FactStore

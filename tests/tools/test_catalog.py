@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from picobot.access.context import ToolContext
 from picobot.config.settings import Settings
 from picobot.errors import ConfigError
-from picobot.kernel.context import ToolContext
+from picobot.kernel.keywords import extract_terms
 from picobot.llm.base import ToolSpec
 from picobot.services.notes import NoteService
 from picobot.store.db import Database
@@ -49,7 +50,7 @@ def clock_tool() -> Iterator[None]:
 
 def _deps(db: Database, *, memories: bool) -> ToolDeps:
     service = NoteService(MemoryRepo(db), max_count=3, max_chars=40) if memories else None
-    return ToolDeps(Settings(), SearchIndex(db), service)
+    return ToolDeps(Settings(), SearchIndex(db), service, extract_terms)
 
 
 async def test_the_memory_tool_follows_the_memory_service(db: Database) -> None:
