@@ -26,7 +26,6 @@ from picobot.kernel.kernel import Kernel
 from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.llm.base import LLMProvider
 from picobot.llm.factory import build_provider
-from picobot.memory.facts import lifecycle_rules
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.importer import import_sessions_json
@@ -41,6 +40,7 @@ from picobot.services.purges import PurgeService
 from picobot.services.search import SearchService
 from picobot.services.sessions import SessionService
 from picobot.store.db import Database
+from picobot.store.fact_rules import lifecycle_rules
 from picobot.store.fact_writes import FactStore
 from picobot.store.memories import MemoryRepo
 from picobot.store.memory_cache import MemoryCache

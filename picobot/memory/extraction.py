@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Sequence
 
 from picobot.llm.base import ChatMessage
-from picobot.memory.facts import CATEGORIES, MAX_FACT_WORDS, Observation, observation
+from picobot.store.fact_rules import CATEGORIES, MAX_FACT_WORDS, Observation, observation
 from picobot.store.messages import StoredMessage
 from picobot.text.tokens import TokenEstimator, truncate_to_tokens
 from picobot.text.untrusted import escape_data

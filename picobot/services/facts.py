@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from picobot.errors import UserError
-from picobot.memory.facts import normalize_text, observation
 from picobot.privacy.fact_scope import FactsScope, choose_facts
 from picobot.store.db import Database
+from picobot.store.fact_rules import normalize_text, observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import (
     Fact,

@@ -1,4 +1,4 @@
-"""Writing learned facts by the lifecycle rules of :mod:`picobot.memory.facts`.
+"""Writing learned facts by the lifecycle rules of :mod:`picobot.store.fact_rules`.
 
 Every change is one write (group-committed, see :meth:`Database.write`) that updates
 the fact and appends a ``fact_history`` row saying what changed, from what and why,
@@ -13,7 +13,10 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from picobot.memory.facts import (
+from picobot.store.db import Database
+from picobot.store.events import record_event
+from picobot.store.fact_rows import add_source, insert_fact, record_change, set_fact
+from picobot.store.fact_rules import (
     LifecycleRules,
     Observation,
     clamp,
@@ -21,9 +24,6 @@ from picobot.memory.facts import (
     is_active,
     same_text,
 )
-from picobot.store.db import Database
-from picobot.store.events import record_event
-from picobot.store.fact_rows import add_source, insert_fact, record_change, set_fact
 from picobot.store.facts import _COLUMNS, Fact, FactFilter, fact_from_row, get_fact
 from picobot.store.messages import SessionGone
 

@@ -31,8 +31,8 @@ from picobot.config.learning import LearningSettings
 from picobot.config.settings import LLMSettings
 from picobot.llm.base import LLMProvider
 from picobot.memory.extraction import MAX_INPUT_TOKENS, build_prompt, chunk_messages, parse_reply
-from picobot.memory.facts import lifecycle_rules
 from picobot.store.db import Database
+from picobot.store.fact_rules import lifecycle_rules
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import idle_unlearned
 from picobot.store.messages import StoredMessage, conversation_after

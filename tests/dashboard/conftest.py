@@ -21,8 +21,8 @@ import pytest
 from websockets.asyncio.client import connect
 
 from picobot.config.settings import DataSettings, Settings
-from picobot.memory.facts import observation
 from picobot.runtime import open_database
+from picobot.store.fact_rules import observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import Fact
 from tests.cli.test_serve import free_port, start_subprocess, stop_subprocess, wait_healthy

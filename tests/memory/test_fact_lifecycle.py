@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from picobot.memory.facts import DAY_SECS, LifecycleRules, Observation, decay_steps_due
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
+from picobot.store.fact_rules import DAY_SECS, LifecycleRules, Observation, decay_steps_due
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import (
     FactFilter,

@@ -14,9 +14,9 @@ from pathlib import Path
 from picobot.config.settings import DataSettings, MemorySettings, Settings
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
-from picobot.memory.facts import Observation
 from picobot.messages import Identity, Inbound
 from picobot.runtime import open_database, open_runtime
+from picobot.store.fact_rules import Observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.messages import MessageRepo
 from picobot.store.sessions import SessionRepo
