@@ -28,7 +28,6 @@ from picobot.llm.base import LLMProvider
 from picobot.llm.factory import build_provider
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.privacy.controller import PrivacyController
-from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor
 from picobot.services.bundle import Services
 from picobot.services.events import EventService
@@ -42,6 +41,7 @@ from picobot.services.sessions import SessionService
 from picobot.store.db import Database
 from picobot.store.fact_rules import lifecycle_rules
 from picobot.store.fact_writes import FactStore
+from picobot.store.legacy_import import import_sessions_json
 from picobot.store.memories import MemoryRepo
 from picobot.store.memory_cache import MemoryCache
 from picobot.store.migrations import require_current_schema

@@ -30,7 +30,8 @@ from picobot.cli.common import EXIT_ERROR, EXIT_OK, Subcommands, fail
 from picobot.config.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from picobot.privacy.export import ExportFormat, ExportStats
+    from picobot.privacy.export import ExportFormat
+    from picobot.store.export import ExportStats
 
 
 class ProgressBar:

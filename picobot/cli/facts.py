@@ -233,6 +233,7 @@ async def _delete(args: argparse.Namespace, settings: Settings) -> int:
 async def _extract(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     from picobot.llm.factory import build_provider
     from picobot.runtime import learning_task
+    from picobot.store.sessions import SessionRepo
 
     provider = build_provider(settings.llm)
     try:
@@ -243,8 +244,7 @@ async def _extract(args: argparse.Namespace, settings: Settings, db: Any) -> int
         if args.session:
             sessions = [args.session]
         else:
-            rows = await db.fetchall("SELECT id FROM sessions WHERE user_id = ?", (args.user,))
-            sessions = [str(r[0]) for r in rows]
+            sessions = await SessionRepo(db).ids_of(args.user)
         created = reinforced = read = 0
         for sid in sessions:
             done = await task.extract_session(sid)

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import IO
 
-from picobot.privacy.export import ExportFormat, ExportStats, count_user_data, export_user
+from picobot.privacy.export import ExportFormat, export_user
 from picobot.privacy.export import iter_user_jsonl as _jsonl
 from picobot.store.db import Database
+from picobot.store.export import ExportStats, count_user_data
 
 
 class ExportService:

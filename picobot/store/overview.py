@@ -29,6 +29,26 @@ class StoreCounts:
     memories: int
 
 
+@dataclass(frozen=True, slots=True)
+class StatusCounts:
+    """What ``picobot status`` counts: sessions, messages, memories, messages waiting
+    for the recall index."""
+
+    sessions: int
+    messages: int
+    memories: int
+    queued_for_index: int
+
+
+def status_counts(conn: sqlite3.Connection) -> StatusCounts:
+    """The counts ``picobot status`` shows (one query)."""
+    row = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages),"
+        " (SELECT COUNT(*) FROM user_memories), (SELECT COUNT(*) FROM search_pending)"
+    ).fetchone()
+    return StatusCounts(*(int(v) for v in tuple(row)))
+
+
 def store_counts(conn: sqlite3.Connection) -> StoreCounts:
     """Rows of each kind; ``users`` counts everyone with a session, a memory or a fact."""
     row = conn.execute(

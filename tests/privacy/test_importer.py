@@ -14,9 +14,9 @@ import pytest
 from picobot.config.settings import Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.privacy.export import export_user
-from picobot.privacy.importer import import_sessions_json
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
+from picobot.store.legacy_import import import_sessions_json
 from picobot.store.search import SearchIndex, fts_query
 from picobot.store.sessions import SessionRepo
 
@@ -105,7 +105,7 @@ async def test_import_writes_sessions_messages_and_index(
     db: Database, data_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = write(data_dir, snapshot())
-    caplog.set_level(logging.INFO, logger="picobot.privacy.importer")
+    caplog.set_level(logging.INFO, logger="picobot.store.legacy_import")
     result = await import_sessions_json(db, data_dir)
 
     assert result is not None and result.ok
