@@ -1,8 +1,8 @@
 """The rules of learned facts: what a valid observation is and how confidence moves.
 
 Pure functions and one frozen dataclass of numbers, so the store, the extraction task,
-the reply markers and the CLI apply exactly the same rules. Defaults (the Claude Ops
-numbers): a new fact starts at 0.7; re-observing it adds 0.1 (at most 1.0); a newer
+the reply markers and the CLI apply exactly the same rules. Defaults: a new fact
+starts at 0.7; re-observing it adds 0.1 (at most 1.0); a newer
 contradicting fact takes 0.3 off the old one; after 30 days untouched a fact loses 0.1
 a week; a fact below 0.3 is inactive (kept, but never in a prompt); pinned facts never
 decay.
