@@ -40,8 +40,8 @@ import numpy as np
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS
 from picobot.store.search_writes import index_pending
+from picobot.store.task_runs import ERASE_TASK_NAME, RESIDUE_ERASED, TASK_NAME
 from picobot.store.terms import index_text, register_functions
-from picobot.tasks.retention import ERASE_TASK_NAME, RESIDUE_ERASED, TASK_NAME
 
 GEN_VERSION = 2
 """Bump when the generator changes, so cached corpora are rebuilt."""

@@ -22,13 +22,12 @@ from bench.provider import InstantProvider
 from bench.stats import Ticker, dist_ms, now_ns
 from bench.turn import kernel_turn
 from picobot.kernel.kernel import Kernel
-from picobot.memory.facts import CATEGORIES, observation
 from picobot.messages import Identity, Inbound
 from picobot.runtime import build_kernel, open_database
 from picobot.store.db import Database
 from picobot.store.digests import DigestStore, Provenance, unfolded
+from picobot.store.fact_rules import CATEGORIES, lifecycle_rules, observation
 from picobot.store.fact_writes import FactStore
-from picobot.tasks.learning import lifecycle_rules
 
 FACTS_PER_USER = 50
 REFLECTIONS_PER_USER = 10

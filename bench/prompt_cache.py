@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 from picobot.config.settings import Settings
-from picobot.kernel.tokens import ScriptTokenEstimator
 from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.runtime import open_runtime
 from picobot.store.search import SearchIndex
+from picobot.text.tokens import ScriptTokenEstimator
 
 USER = Identity("ws", "ws:cache-bench", "cache-bench")
 TOPICS = (

@@ -20,7 +20,8 @@ from bench.provider import InstantProvider
 from bench.stats import dist_ms, now_ns, ratio
 from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Inbound, OutboundKind
-from picobot.privacy.controller import Actor, PrivacyController, UserScope
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.scopes import Actor, UserScope
 from picobot.runtime import build_kernel, open_database
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue

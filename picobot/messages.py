@@ -14,7 +14,7 @@ from enum import StrEnum
 class Identity:
     """An authenticated speaker: set by the channel adapter, never by client input.
 
-    ``user_id`` follows the per-channel forms of the design brief, e.g. ``tui:local``,
+    ``user_id`` follows the per-channel forms of docs/architecture.md, e.g. ``tui:local``,
     ``ws:<key prefix>``, ``telegram:<id>``; ``chat_id`` names the conversation place
     (a terminal, a socket, a chat) so that each chat has one current session.
     """

@@ -8,31 +8,40 @@ background tasks first (cancelled and awaited), then the model, then the databas
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+from picobot.access.permissions import grants_for
+from picobot.commands.facts import FactCommands
+from picobot.commands.memories import MemoryCommands
+from picobot.commands.pins import PinCommands
+from picobot.commands.purge import PurgeCommands
+from picobot.commands.search import SearchCommands
+from picobot.commands.summary import SummaryCommands
 from picobot.config.settings import Settings
-from picobot.kernel.fact_commands import FactCommands
 from picobot.kernel.kernel import Kernel
-from picobot.kernel.memory_commands import MemoryCommands
 from picobot.kernel.memory_prompt import MemoryRetriever
-from picobot.kernel.permissions import grants_for
-from picobot.kernel.pin_commands import PinCommands
-from picobot.kernel.purge_commands import PurgeCommands
-from picobot.kernel.search_commands import SearchCommands
-from picobot.kernel.summary_commands import SummaryCommands
-from picobot.kernel.tokens import ProviderTokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.llm.factory import build_provider
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
-from picobot.memory.reply_learning import ReplyLearner
 from picobot.privacy.controller import PrivacyController
-from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor
+from picobot.services.bundle import Services
+from picobot.services.events import EventService
+from picobot.services.export import ExportService
+from picobot.services.facts import FactService
+from picobot.services.notes import NoteService
+from picobot.services.pins import PinService
+from picobot.services.purges import PurgeService
+from picobot.services.search import SearchService
+from picobot.services.sessions import SessionService
 from picobot.store.db import Database
+from picobot.store.fact_rules import lifecycle_rules
 from picobot.store.fact_writes import FactStore
+from picobot.store.legacy_import import import_sessions_json
 from picobot.store.memories import MemoryRepo
 from picobot.store.memory_cache import MemoryCache
 from picobot.store.migrations import require_current_schema
@@ -40,11 +49,12 @@ from picobot.store.pins import PinStore
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks.learning import LearningTask, extraction_input_tokens
+from picobot.tasks.reply_learning import ReplyLearner
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
+from picobot.text.tokens import ProviderTokenEstimator
 from picobot.tools.catalog import ToolDeps, build_tools
-from picobot.tools.memory import MemoryService
 
 WAL_CHECKPOINT_SECS = 1.0
 INDEX_INTERVAL_SECS = 0.5
@@ -65,6 +75,7 @@ class Runtime:
     kernel: Kernel
     tasks: TaskSupervisor
     summarizer: Summarizer
+    services: Services
     learning: LearningTask | None = None
 
 
@@ -99,6 +110,59 @@ async def open_database(
         await db.close()
 
 
+def build_services(
+    settings: Settings,
+    db: Database,
+    *,
+    learning: LearningTask | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Services:
+    """The services every front end calls (see :mod:`picobot.services`), once per database.
+
+    With ``learning``, facts are written through its store (one writer of the rules in
+    force); without, through a store with the configured rules.
+    """
+    memory = settings.session.memory
+    privacy = settings.privacy
+    controller = PrivacyController(
+        db,
+        confirmation_timeout_secs=privacy.confirmation_timeout_secs,
+        batch_size=privacy.retention_batch_size,
+        clock=clock,
+    )
+    store = (
+        learning.store
+        if learning is not None
+        else FactStore(db, rules=lifecycle_rules(settings.memory.learning))
+    )
+    return Services(
+        notes=NoteService(
+            MemoryRepo(db),
+            max_count=memory.max_user_memories,
+            max_chars=memory.max_memory_chars,
+            enabled=memory.enable_user_memories,
+        ),
+        facts=FactService(db, store, learning, clock),
+        pins=PinService(PinStore(db), clock),
+        purges=PurgeService(controller),
+        export=ExportService(db),
+        search=SearchService(SearchIndex(db), max_terms=memory.recall_max_terms),
+        sessions=SessionService(db),
+        events=EventService(db),
+    )
+
+
+class _KernelClock:
+    """The kernel's clock, read when called: tests move ``kernel.clock`` after assembly,
+    and the services' time (purge expiry, fact edits) moves with it."""
+
+    def __init__(self) -> None:
+        self.kernel: Kernel | None = None
+
+    def __call__(self) -> float:
+        return self.kernel.clock() if self.kernel is not None else time.time()
+
+
 def build_kernel(
     settings: Settings,
     db: Database,
@@ -107,15 +171,27 @@ def build_kernel(
     memory_cache: MemoryCache | None = None,
     learning: LearningTask | None = None,
 ) -> Kernel:
-    """The kernel with its retriever, tools and commands, as configured.
+    """The kernel with its retriever, tools and commands, as configured (see
+    :func:`assemble`, which also returns the services)."""
+    return assemble(settings, db, provider, memory_cache=memory_cache, learning=learning)[0]
+
+
+def assemble(
+    settings: Settings,
+    db: Database,
+    provider: LLMProvider,
+    *,
+    memory_cache: MemoryCache | None = None,
+    learning: LearningTask | None = None,
+) -> tuple[Kernel, Services]:
+    """The kernel with its retriever, tools and commands, and the services they share
+    with the other front ends.
 
     With ``learning`` (see :func:`learning_task`): reply markers hidden from the user
     and learned, and ``/reflect``; the other fact commands are there either way.
     """
     memory = settings.session.memory
     estimator = ProviderTokenEstimator(provider)
-    memories = MemoryRepo(db)
-    index = SearchIndex(db)
     retriever = MemoryRetriever(
         db=db,
         estimator=estimator,
@@ -123,12 +199,11 @@ def build_kernel(
         cache=memory_cache,
         learning=settings.memory.learning,
     )
-    redact = Redactor.from_settings(settings.privacy).redact
-    mcount, mchars = memory.max_user_memories, memory.max_memory_chars
-    service = None
-    if memory.enable_user_memories:
-        service = MemoryService(memories, max_count=mcount, max_chars=mchars, redact=redact)
-    tools = build_tools(ToolDeps(settings, index, service))
+    clock = _KernelClock()
+    services = build_services(settings, db, learning=learning, clock=clock)
+    notes = services.notes if memory.enable_user_memories else None
+    search = services.search
+    tools = build_tools(ToolDeps(settings, search.index, notes, search.terms))
     kernel = Kernel(
         db=db,
         provider=provider,
@@ -138,29 +213,22 @@ def build_kernel(
         system_prompt=settings.system_prompt,
         max_tool_rounds=settings.llm.max_tool_rounds,
         grants=functools.partial(grants_for, settings=settings),
-        redact=redact,
         budget_tokens=memory.context_budget_tokens,
     )
-    if service is not None:
-        MemoryCommands(service).register(kernel.commands)
-    SearchCommands(index, max_terms=memory.recall_max_terms).register(kernel.commands)
+    clock.kernel = kernel
+    if notes is not None:
+        MemoryCommands(notes).register(kernel.commands)
+    SearchCommands(services.search).register(kernel.commands)
     SummaryCommands(SummaryRepo(db)).register(kernel.commands)
-    privacy = PrivacyController(
-        db,
-        confirmation_timeout_secs=settings.privacy.confirmation_timeout_secs,
-        batch_size=settings.privacy.retention_batch_size,
-        clock=kernel.clock,
-    )
-    PurgeCommands(privacy).register(kernel)
+    PurgeCommands(services.purges).register(kernel)
     # The fact commands stay with learning off: people can still see and delete theirs.
-    facts = learning.store if learning is not None else FactStore(db, redact=redact)
-    FactCommands(db, facts, learning, clock=kernel.clock).register(kernel.commands)
-    PinCommands(PinStore(db), learning, clock=kernel.clock).register(kernel.commands)
+    FactCommands(services.facts).register(kernel.commands)
+    PinCommands(services.pins, services.facts).register(kernel.commands)
     if learning is not None:
         kernel.learner = ReplyLearner(learning.store, kernel.clock)
         if markers_taught(settings):
             kernel.system_prompt = f"{kernel.system_prompt}\n\n{MARKER_INSTRUCTIONS}".strip()
-    return kernel
+    return kernel, services
 
 
 def markers_taught(settings: Settings) -> bool:
@@ -181,7 +249,6 @@ def learning_task(settings: Settings, db: Database, provider: LLMProvider) -> Le
         provider,
         ProviderTokenEstimator(provider),
         settings.memory.learning,
-        redact=Redactor.from_settings(settings.privacy).redact,
         max_input_tokens=extraction_input_tokens(settings.llm),
     )
 
@@ -205,12 +272,10 @@ async def open_runtime(
             await load()
         memory_cache = MemoryCache()
         learning = learning_task(settings, db, llm)
-        kernel = build_kernel(settings, db, llm, memory_cache=memory_cache, learning=learning)
+        kernel, services = assemble(settings, db, llm, memory_cache=memory_cache, learning=learning)
         # A legacy sessions.json snapshot is imported once (redacted like live messages);
         # a bad file is kept and logged.
-        await import_sessions_json(
-            db, settings.data_dir, estimator=kernel.estimator.estimate, redact=kernel.redact
-        )
+        await import_sessions_json(db, settings.data_dir, estimator=kernel.estimator.estimate)
         tasks = await stack.enter_async_context(TaskSupervisor())
         memory = settings.session.memory
         chunk_tokens, summary_tokens = summary_limits(settings.llm)
@@ -262,4 +327,4 @@ async def open_runtime(
             reflections.spawn = tasks.spawn
             tasks.every("reflect", learn.check_interval_secs, reflections.check_idle)
             summarizer.on_summarized.append(reflections.session_ended)
-        yield Runtime(settings, db, llm, kernel, tasks, summarizer, learning)
+        yield Runtime(settings, db, llm, kernel, tasks, summarizer, services, learning)

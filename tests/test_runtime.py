@@ -8,12 +8,12 @@ import time
 from pathlib import Path
 
 from picobot.config.settings import DEFAULT_SYSTEM_PROMPT, LOCAL_SYSTEM_PROMPT, Settings
-from picobot.kernel.tokens import prompt_cost
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.runtime import INDEX_INTERVAL_SECS, Runtime, open_runtime
+from picobot.text.tokens import prompt_cost
 
 ALICE = Identity("tui", "tui:alice", "local")
 BOB = Identity("tui", "tui:bob", "local")

@@ -49,11 +49,8 @@ from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, StoreUnavailable, UserError
 from picobot.logsafe import loggable
 from picobot.metrics import METRICS, PicobotMetrics
-from picobot.privacy.controller import Actor, PrivacyController
-from picobot.privacy.redaction import Redactor
+from picobot.privacy.scopes import Actor
 from picobot.runtime import Runtime
-from picobot.store.fact_writes import FactStore
-from picobot.tasks.learning import lifecycle_rules
 
 log = logging.getLogger(__name__)
 
@@ -87,18 +84,6 @@ def load_admin_keys(
     return parse_admin_keys(read_secret(name, environ), name)
 
 
-def fact_store(runtime: Runtime) -> FactStore:
-    """The learning task's fact store (one writer of the rules in force), or one with
-    the configured rules and redaction when learning is off."""
-    if runtime.learning is not None:
-        return runtime.learning.store
-    return FactStore(
-        runtime.db,
-        rules=lifecycle_rules(runtime.settings.memory.learning),
-        redact=Redactor.from_settings(runtime.settings.privacy).redact,
-    )
-
-
 def operator_actor(key: str) -> Actor:
     """The operator a key acts as: ``api:<first 8 characters of the key>``."""
     return Actor(f"api:{key_prefix(key)}", operator=True)
@@ -109,9 +94,9 @@ class AdminAPI:
 
     ``/metrics`` serves ``metrics``, the queue depths, the runtime's jobs and the
     process metrics (:mod:`picobot.admin.metrics`), plus ``collectors``
-    (prometheus_client collectors, such as the webhook counters). ``privacy``
-    is the controller that holds pending purges (one is built from the runtime's
-    settings if not given); ``clock`` is its clock and the expiry clock of tokens.
+    (prometheus_client collectors, such as the webhook counters). Every operation
+    is the runtime's services' (:mod:`picobot.services`), pending purges included;
+    ``clock`` is the time of the failed-login budget and of the readiness probe.
     """
 
     def __init__(
@@ -120,7 +105,6 @@ class AdminAPI:
         keys: Sequence[str],
         *,
         collectors: Sequence[Collector] = (),
-        privacy: PrivacyController | None = None,
         clock: Callable[[], float] | None = None,
         metrics: PicobotMetrics = METRICS,
     ) -> None:
@@ -132,23 +116,16 @@ class AdminAPI:
         self._db = runtime.db
         self._clock = clock or runtime.kernel.clock
         settings = runtime.settings
-        privacy = privacy or PrivacyController(
-            runtime.db,
-            confirmation_timeout_secs=settings.privacy.confirmation_timeout_secs,
-            batch_size=settings.privacy.retention_batch_size,
-            clock=self._clock,
-        )
+        services = runtime.services
         self._metrics = MetricsEndpoint(
             runtime.db, runtime.tasks, metrics=metrics, collectors=collectors
         )
-        self._data = DataRoutes(
-            runtime.db, settings.session.memory, Redactor.from_settings(settings.privacy).redact
-        )
-        self._facts = FactRoutes(runtime.db, fact_store(runtime), self._clock)
-        self._ops = OpsRoutes(runtime.db, settings, runtime.tasks, privacy, self._clock)
+        self._data = DataRoutes(services)
+        self._facts = FactRoutes(services.facts)
+        self._ops = OpsRoutes(runtime.db, settings, runtime.tasks, services, self._clock)
         server = settings.server
         self.events = EventRoutes(
-            runtime.db,
+            services.events,
             max_streams=server.admin_event_streams,
             per_key=server.admin_event_streams_per_key,
             write_timeout_secs=server.admin_event_stream_write_timeout_secs,

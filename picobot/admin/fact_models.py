@@ -14,8 +14,8 @@ from pydantic_core import PydanticCustomError
 
 from picobot.admin.models import MAX_PAGE, Query, Request, Response, Timestamp, UserId
 from picobot.admin.operation import TOO_LARGE, Operation, Reply, error_reply
-from picobot.memory.facts import CATEGORIES, MAX_FACT_WORDS, MAX_SUBJECT_CHARS
 from picobot.shapes import STORABLE, Text
+from picobot.store.fact_rules import CATEGORIES, MAX_FACT_WORDS, MAX_SUBJECT_CHARS
 from picobot.store.facts import FactFilter, operator_filter
 
 _ALLOWED = "one of " + ", ".join(repr(c) for c in CATEGORIES)

@@ -23,11 +23,11 @@ from picobot.admin.http import read_query
 from picobot.admin.models import NoQuery
 from picobot.errors import StoreUnavailable
 from picobot.metrics import METRICS, PicobotMetrics, render, server_registry
-from picobot.privacy.controller import Actor
+from picobot.privacy.scopes import Actor
 from picobot.store.db import Database
 from picobot.store.search import SearchIndex
+from picobot.store.task_runs import TASK_NAME, last_run
 from picobot.store.webhooks import WebhookStore
-from picobot.tasks.retention import TASK_NAME, last_run
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from pydantic import Field, RootModel, TypeAdapter, create_model
 
 from picobot.admin.fact_models import FactCriteria, FactId
 from picobot.admin.models import Request, Response, Timestamp, UserId
-from picobot.privacy.controller import MAX_PURGE_DAYS
 from picobot.privacy.fact_scope import MAX_CHOSEN_FACTS
+from picobot.privacy.scopes import MAX_PURGE_DAYS
 from picobot.shapes import Text
 from picobot.store.purge import PurgeCounts
 

@@ -1,15 +1,14 @@
 """Admin API routes over stored data: sessions, messages, memories, search, export.
 
-Reads go through the store's repositories (this module holds no SQL). Memory writes
-apply the same rules as the chat commands (:func:`validate_key`,
-:func:`validate_content`, the per-user cap, redaction).
+Everything goes through the runtime's services (this module holds no SQL). Memory
+writes follow the notes service's rules, the chat commands' (the key and content
+rules, the per-user cap; the store redacts).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable
 
 from aiohttp import web
 
@@ -22,17 +21,12 @@ from picobot.admin.http import (
     read_query,
     user_id_value,
 )
-from picobot.config.settings import MemorySettings
 from picobot.errors import UserError
-from picobot.kernel.keywords import extract_terms
 from picobot.logsafe import loggable
-from picobot.privacy.controller import Actor
-from picobot.privacy.export import count_user_data, iter_user_jsonl
-from picobot.store.db import Database
-from picobot.store.memories import Memory, MemoryRepo, validate_content, validate_key
-from picobot.store.messages import MessageRepo
-from picobot.store.search import SearchIndex
-from picobot.store.sessions import SessionRepo
+from picobot.privacy.scopes import Actor
+from picobot.services.bundle import Services
+from picobot.services.export import ExportService
+from picobot.store.memories import Memory
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +42,11 @@ def _filename(user_id: str) -> str:
 class DataRoutes:
     """Handlers for the data routes; each takes the request and the operator actor."""
 
-    def __init__(self, db: Database, memory: MemorySettings, redact: Callable[[str], str]) -> None:
-        self._db = db
-        self._sessions = SessionRepo(db)
-        self._messages = MessageRepo(db)
-        self._memories = MemoryRepo(db)
-        self._index = SearchIndex(db)
-        self._settings = memory
-        self._redact = redact
+    def __init__(self, services: Services) -> None:
+        self._sessions = services.sessions
+        self._notes = services.notes
+        self._search = services.search
+        self._export = services.export
 
     # --- sessions ------------------------------------------------------------------------
 
@@ -82,7 +73,7 @@ class DataRoutes:
         info = await self._sessions.get(request.match_info["id"])
         if info is None:
             raise ApiError(404, "not_found", "No such session.")
-        page = await self._messages.page_before(
+        page = await self._sessions.messages_before(
             info.id, limit=params.limit, before_seq=params.before_seq
         )
         return json_response(
@@ -99,7 +90,7 @@ class DataRoutes:
         """``GET /api/v1/users/{user_id}/memories``, most recently updated first."""
         read_query(request, m.NoQuery)
         user = user_id_value(request.match_info["user_id"], "user_id")
-        memories = await self._memories.list(user)
+        memories = await self._notes.list_of(user)
         return json_response(
             m.MemoryList(user_id=user, memories=[m.Memory.model_validate(x) for x in memories])
         )
@@ -112,7 +103,7 @@ class DataRoutes:
         key, content = self._validated(body.key, body.content)
         # Checked before the upsert: an operator creating a key must not silently
         # overwrite what the user saved (PUT is the explicit overwrite).
-        if await self._memories.get(user, key) is not None:
+        if await self._notes.get_of(user, key) is not None:
             raise ApiError(409, "exists", f"Memory {key!r} already exists; use PUT to change it.")
         memory = await self._save(user, key, content, actor)
         log.info("admin %s created memory %r of %s", actor.id, key, loggable(user))
@@ -124,7 +115,7 @@ class DataRoutes:
         user = user_id_value(request.match_info["user_id"], "user_id")
         body = await read_model(request, m.MemoryUpdate)
         key, content = self._validated(request.match_info["key"], body.content)
-        if await self._memories.get(user, key) is None:
+        if await self._notes.get_of(user, key) is None:
             raise ApiError(404, "not_found", f"No memory {key!r}; create it with POST.")
         memory = await self._save(user, key, content, actor)
         log.info("admin %s updated memory %r of %s", actor.id, key, loggable(user))
@@ -134,25 +125,20 @@ class DataRoutes:
         """``DELETE /api/v1/users/{user_id}/memories/{key}``: 204, 404 if missing."""
         read_query(request, m.NoQuery)
         user = user_id_value(request.match_info["user_id"], "user_id")
-        key = validate_key(request.match_info["key"])
-        if not await self._memories.delete(user, key, actor=actor.id):
+        key = request.match_info["key"]
+        if not await self._notes.remove(user, key, actor=actor.id):
             raise ApiError(404, "not_found", f"No memory {key!r}.")
         log.info("admin %s deleted memory %r of %s", actor.id, key, loggable(user))
         return web.Response(status=204)
 
     def _validated(self, key: str, content: str) -> tuple[str, str]:
-        if not self._settings.enable_user_memories:
+        if not self._notes.enabled:
             raise ApiError(409, "memories_disabled", "User memories are turned off.")
-        # Secrets never reach the store, the index or a prompt (as in the chat commands).
-        return validate_key(key), self._redact(
-            validate_content(content, self._settings.max_memory_chars)
-        )
+        return self._notes.validated(key, content)
 
     async def _save(self, user: str, key: str, content: str, actor: Actor) -> Memory:
         try:
-            return await self._memories.save(
-                user, key, content, max_count=self._settings.max_user_memories, actor=actor.id
-            )
+            return await self._notes.put(user, key, content, actor=actor.id)
         except UserError as exc:
             # The only refusal of save() itself is the per-user cap.
             raise ApiError(409, "limit_reached", str(exc)) from None
@@ -164,8 +150,8 @@ class DataRoutes:
         params = read_query(request, m.SearchQuery)
         # The same keyword extraction as recall and /search: stop words and FTS syntax
         # in ``q`` never reach the MATCH expression as operators.
-        terms = extract_terms(params.q, self._settings.recall_max_terms)
-        hits = await self._index.search(params.user, terms, limit=params.limit) if terms else []
+        terms = self._search.terms(params.q)
+        hits = await self._search.hits(params.user, terms, params.limit)
         return json_response(
             m.SearchResult(
                 user_id=params.user, terms=terms, hits=[m.SearchHit.model_validate(h) for h in hits]
@@ -181,13 +167,15 @@ class DataRoutes:
         """
         read_query(request, m.NoQuery)
         user = user_id_value(request.match_info["user_id"], "user_id")
-        if (await count_user_data(self._db, user)).empty:
+        if (await self._export.count(user)).empty:
             raise ApiError(404, "not_found", "Nothing is stored about this user.")
         log.info("admin %s exporting data of %s", actor.id, loggable(user))
-        return await stream_export(request, self._db, user)
+        return await stream_export(request, self._export, user)
 
 
-async def stream_export(request: web.Request, db: Database, user: str) -> web.StreamResponse:
+async def stream_export(
+    request: web.Request, export: ExportService, user: str
+) -> web.StreamResponse:
     """Send ``user``'s JSONL export as a download (the admin API's and the dashboard's).
 
     Once the first byte is sent the status cannot change: a failure mid-stream is
@@ -207,7 +195,7 @@ async def stream_export(request: web.Request, db: Database, user: str) -> web.St
     response.enable_chunked_encoding()
     await response.prepare(request)
     try:
-        await _write_lines(response, db, user)
+        await _write_lines(response, export, user)
     except ConnectionResetError as exc:
         log.info("export of %s: the client went away", loggable(user))
         raise StreamAborted(f"export of {user}: client went away") from exc
@@ -218,10 +206,10 @@ async def stream_export(request: web.Request, db: Database, user: str) -> web.St
     return response
 
 
-async def _write_lines(response: web.StreamResponse, db: Database, user: str) -> None:
+async def _write_lines(response: web.StreamResponse, export: ExportService, user: str) -> None:
     buffer: list[bytes] = []
     size = 0
-    async for line in iter_user_jsonl(db, user):
+    async for line in export.jsonl(user):
         data = line.encode("utf-8")
         buffer.append(data)
         size += len(data)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 
@@ -34,9 +33,9 @@ from aiohttp import web
 from picobot.admin import event_models as em
 from picobot.admin.http import ApiError, StreamAborted, json_response, read_query
 from picobot.numbers import parse_digits
-from picobot.privacy.controller import Actor
-from picobot.store.db import Database
-from picobot.store.events import Event, latest_event_id, list_events
+from picobot.privacy.scopes import Actor
+from picobot.services.events import EventService
+from picobot.store.events import Event
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +68,7 @@ class EventRoutes:
 
     def __init__(
         self,
-        db: Database,
+        events: EventService,
         *,
         max_streams: int = 8,
         per_key: int = 4,
@@ -77,7 +76,7 @@ class EventRoutes:
         poll_secs: float = 0.5,
         heartbeat_secs: float = 15.0,
     ) -> None:
-        self._db = db
+        self._events = events
         self._max_streams = max_streams
         self._per_key = per_key
         self._write_timeout = write_timeout_secs
@@ -100,7 +99,7 @@ class EventRoutes:
         """``GET /api/v1/events``: a page of events, oldest first, and the next cursor."""
         query = read_query(request, em.EventsQuery)
         where = query.filter()
-        found = await self._db.read(lambda conn: list_events(conn, where, query.limit + 1))
+        found = await self._events.list(where, query.limit + 1)
         page = found[: query.limit]
         more = len(found) > query.limit
         return json_response(
@@ -133,7 +132,7 @@ class EventRoutes:
         try:
             after = resume if resume is not None else query.after
             if after is None:
-                after = await self._db.read(latest_event_id)
+                after = await self._events.latest_id()
             response = web.StreamResponse(
                 headers={
                     "Content-Type": "text/event-stream",
@@ -199,8 +198,7 @@ class EventRoutes:
             transport = request.transport
             if transport is None or transport.is_closing():
                 return
-            read = functools.partial(list_events, where=query.filter(after), limit=STREAM_BATCH)
-            events = await self._db.read(read)
+            events = await self._events.list(query.filter(after), STREAM_BATCH)
             if events:
                 await self._send(response, b"".join(sse_message(e) for e in events))
                 after = events[-1].id

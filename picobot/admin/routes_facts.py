@@ -1,17 +1,16 @@
 """Admin API routes over learned facts: list, show, create, change, delete.
 
-Reads use the store's fact reads; writes go through :class:`FactStore`, which applies
-the lifecycle rules, redacts text and records each change in the fact's history with
-the operator's id (``api:<key prefix>``) as the actor. Creating and changing follow
-:mod:`picobot.store.fact_edits`, as the CLI does: an unknown category is refused, a
-text longer than 40 words is cut to 40. Bulk deletes are purges (scope ``facts`` of
+Everything goes through the fact service (:mod:`picobot.services.facts`), as the CLI
+and the dashboard do: the lifecycle rules apply, text is redacted by the store, and
+each change is recorded in the fact's history with the operator's id
+(``api:<key prefix>``) as the actor; an unknown category is refused, a text longer
+than 40 words is cut to 40. Bulk deletes are purges (scope ``facts`` of
 ``POST /api/v1/purge``), with their two steps.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from aiohttp import web
 
@@ -20,11 +19,9 @@ from picobot.admin.http import ApiError, json_response, read_model, read_query
 from picobot.admin.models import NoQuery
 from picobot.logsafe import loggable
 from picobot.numbers import parse_digits
-from picobot.privacy.controller import Actor
-from picobot.store.db import Database
-from picobot.store.fact_edits import create_fact, edit_fact
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import FactFilter, fact_detail, fact_page
+from picobot.privacy.scopes import Actor
+from picobot.services.facts import FactService
+from picobot.store.facts import FactFilter
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +38,8 @@ def _fact_id(request: web.Request) -> int:
 class FactRoutes:
     """Handlers for the fact routes; each takes the request and the operator actor."""
 
-    def __init__(self, db: Database, store: FactStore, clock: Callable[[], float]) -> None:
-        self._db = db
-        self._store = store
-        self._clock = clock
+    def __init__(self, facts: FactService) -> None:
+        self._facts = facts
 
     async def list_facts(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/facts?user=&subject=&category=&active=&pinned=&min_confidence=
@@ -52,7 +47,7 @@ class FactRoutes:
         params = read_query(request, fm.FactsQuery)
         where = params.where()
         before = None if params.cursor is None else int(params.cursor)
-        facts, last = await self._db.read(lambda c: fact_page(c, where, params.limit, before))
+        facts, last = await self._facts.page(where, params.limit, before)
         return json_response(
             fm.FactList(
                 facts=[fm.Fact.model_validate(f) for f in facts],
@@ -65,7 +60,7 @@ class FactRoutes:
         """``GET /api/v1/facts/{id}``: the fact, its sources and its history."""
         read_query(request, NoQuery)
         fact_id = _fact_id(request)
-        found = await self._db.read(lambda c: fact_detail(c, fact_id))
+        found = await self._facts.detail(fact_id)
         if found is None:
             raise ApiError(404, "not_found", "No such fact.")
         fact, sources, history = found
@@ -81,15 +76,13 @@ class FactRoutes:
         """``POST /api/v1/facts {user_id, category, subject?, text, confidence?}``: 201."""
         read_query(request, NoQuery)
         body = await read_model(request, fm.FactCreate)
-        fact = await create_fact(
-            self._store,
+        fact = await self._facts.create(
             body.user_id,
             subject=body.subject,
             category=body.category,
             text=body.text,
             confidence=body.confidence,
             actor=actor.id,
-            now=self._clock(),
         )
         # Ids and owner only: a fact's text is user data a purge must be able to erase.
         log.info(
@@ -102,16 +95,13 @@ class FactRoutes:
         read_query(request, NoQuery)
         fact_id = _fact_id(request)
         body = await read_model(request, fm.FactUpdate)
-        fact = await edit_fact(
-            self._db,
-            self._store,
+        fact = await self._facts.edit(
             fact_id,
             text=body.text,
             confidence=body.confidence,
             active=body.active,
             pinned=body.pinned,
             actor=actor.id,
-            now=self._clock(),
         )
         if fact is None:
             raise ApiError(404, "not_found", "No such fact.")
@@ -124,9 +114,7 @@ class FactRoutes:
         """``DELETE /api/v1/facts/{id}``: 204, with its sources and history."""
         read_query(request, NoQuery)
         fact_id = _fact_id(request)
-        deleted = await self._store.delete(
-            FactFilter(ids=(fact_id,)), actor=actor.id, now=self._clock()
-        )
+        deleted = await self._facts.delete(FactFilter(ids=(fact_id,)), actor=actor.id)
         if not deleted:
             raise ApiError(404, "not_found", "No such fact.")
         log.info("fact change by %s: deleted fact %d", actor.id, fact_id)

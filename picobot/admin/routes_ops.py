@@ -2,17 +2,15 @@
 
 A purge is planned by ``POST /api/v1/purge`` (exact counts, a confirmation token)
 and executed by ``POST /api/v1/purge/{token}/confirm`` with ``{"answer": "y"}``. The
-:class:`PrivacyController` holds the pending plan: single use, expiring, bound to the
-requesting actor, one per actor. This module keeps a small table of the tokens it
-issued (the latest of each key, until used or replaced) only to tell "expired" (410)
-apart from "unknown, used, replaced, or another key's" (404).
+runtime's purge service holds the pending plan: single use, expiring, bound to the
+requesting actor, one per actor. A late confirmation raises :class:`PurgeExpired`
+(410); an unknown, used, replaced or another key's token a plain UserError (404).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -22,31 +20,16 @@ from picobot.admin.http import ApiError, json_response, read_model, read_query
 from picobot.config.settings import Settings
 from picobot.errors import UserError
 from picobot.logsafe import loggable
-from picobot.privacy.controller import (
-    DAY,
-    Actor,
-    OlderThanScope,
-    PrivacyController,
-    PurgeScope,
-    SessionScope,
-    UserScope,
-)
-from picobot.privacy.fact_scope import FactsScope, choose_facts
+from picobot.privacy.controller import PurgeExpired
+from picobot.privacy.fact_scope import FactsScope
+from picobot.privacy.scopes import DAY, Actor, OlderThanScope, PurgeScope, UserScope
+from picobot.services.bundle import Services
+from picobot.services.purges import NoSuchSession
 from picobot.store.db import Database
-from picobot.store.purge import PurgeStore
-from picobot.store.sessions import SessionRepo
-from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
+from picobot.store.task_runs import TASK_NAME, erasure_state, last_run
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class _Issued:
-    """A confirmation token this API handed out, and to whom."""
-
-    actor: Actor
-    expires_at: float
 
 
 class OpsRoutes:
@@ -57,16 +40,15 @@ class OpsRoutes:
         db: Database,
         settings: Settings,
         tasks: TaskSupervisor,
-        privacy: PrivacyController,
+        services: Services,
         clock: Callable[[], float],
     ) -> None:
         self._db = db
         self._settings = settings
         self._tasks = tasks
-        self._privacy = privacy
+        self._purges = services.purges
+        self._facts = services.facts
         self._clock = clock
-        self._sessions = SessionRepo(db)
-        self._issued: dict[str, _Issued] = {}
 
     async def retention(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``GET /api/v1/retention``: config, the recorded last run, what is expired now.
@@ -79,7 +61,7 @@ class OpsRoutes:
         run = await last_run(self._db, TASK_NAME)
         erasure = await erasure_state(self._db, cfg.erase_interval_secs)
         cutoff = self._clock() - cfg.max_age_days * DAY
-        expired = await PurgeStore(self._db).count_older(cutoff)
+        expired = await self._purges.count_older(cutoff)
         last = None
         if run is not None:
             last = pm.RetentionRun(
@@ -116,17 +98,12 @@ class OpsRoutes:
         read_query(request, m.NoQuery)
         body = await read_model(request, pm.PurgeRequest)
         scope = await self._scope(body.root)
-        pending = await self._privacy.request(scope, actor)
-        # The controller keeps one pending purge per actor (a new plan replaces the
-        # old); this table follows. Only the caller's entry goes: another key's
-        # expired token must keep answering 410, and the table still holds at most
-        # one entry per key.
-        self._issued = {t: i for t, i in self._issued.items() if i.actor != actor}
+        # One pending purge per actor: a new plan replaces the caller's old one.
+        pending = await self._purges.request(scope, actor)
         extra = {"users": scope.users} if isinstance(scope, FactsScope) else {}
         plan = pm.plan(body, pending.plan.counts, pending.plan.prompt(), **extra)
         if pending.plan.counts.total == 0:
             return json_response(pm.PurgePlan(confirm_token=None, plan=plan, expires_at=None))
-        self._issued[pending.token] = _Issued(actor, pending.expires_at)
         log.info("admin %s planned a purge of %s", actor.id, loggable(scope.describe()))
         return json_response(
             pm.PurgePlan(confirm_token=pending.token, plan=plan, expires_at=pending.expires_at)
@@ -136,13 +113,14 @@ class OpsRoutes:
         """The scope a validated purge body names (facts: the ids chosen now)."""
         if isinstance(body, pm.SessionPurge):
             # A typo must not read as "nothing to delete".
-            if await self._sessions.get(body.session_id) is None:
-                raise ApiError(404, "not_found", "No such session.")
-            return SessionScope(body.session_id)
+            try:
+                return await self._purges.existing_session(body.session_id)
+            except NoSuchSession:
+                raise ApiError(404, "not_found", "No such session.") from None
         if isinstance(body, pm.UserPurge):
             return UserScope(body.user_id)
         if isinstance(body, pm.FactsPurge):
-            return await choose_facts(self._db, body.where(tuple(body.ids)))
+            return await self._facts.choose(body.where(tuple(body.ids)))
         return OlderThanScope(body.days)
 
     async def confirm(self, request: web.Request, actor: Actor) -> web.StreamResponse:
@@ -150,19 +128,15 @@ class OpsRoutes:
         read_query(request, m.NoQuery)
         body = await read_model(request, pm.ConfirmRequest)
         token = request.match_info["token"]
-        issued = self._issued.get(token)
-        # Another key's token is answered exactly like an unknown one.
-        if issued is None or issued.actor != actor:
-            raise ApiError(404, "not_found", "No pending purge with that token.")
-        # Single use: gone before the first await, so a concurrent confirm finds nothing.
-        del self._issued[token]
+        # Single use (the service drops it before its first await); another key's token
+        # is answered exactly like an unknown one.
         try:
-            result = await self._privacy.confirm(token, actor, body.answer)
+            result = await self._purges.confirm(token, actor, body.answer)
+        except PurgeExpired:
+            raise ApiError(
+                410, "expired", "The confirmation expired; nothing was deleted."
+            ) from None
         except UserError:
-            if self._clock() > issued.expires_at:
-                raise ApiError(
-                    410, "expired", "The confirmation expired; nothing was deleted."
-                ) from None
             raise ApiError(404, "not_found", "No pending purge with that token.") from None
         if result is None:
             log.info("admin %s cancelled a purge", actor.id)

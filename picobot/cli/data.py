@@ -30,7 +30,8 @@ from picobot.cli.common import EXIT_ERROR, EXIT_OK, Subcommands, fail
 from picobot.config.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from picobot.privacy.export import ExportFormat, ExportStats
+    from picobot.privacy.export import ExportFormat
+    from picobot.store.export import ExportStats
 
 
 class ProgressBar:
@@ -172,18 +173,18 @@ async def _export(
     progress: ProgressBar | None,
 ) -> ExportStats | None:
     """Run the export; None (and nothing written) when nothing is stored for the user."""
-    from picobot.privacy.export import count_user_data, export_user
-    from picobot.runtime import open_database
+    from picobot.runtime import build_services, open_database
 
     # Reading only: an outdated schema is refused, not upgraded as a side effect.
     async with open_database(settings, schema="current") as db:
+        export = build_services(settings, db).export
         # Checked before any output exists, so an unknown user leaves no empty file.
-        if (await count_user_data(db, user_id)).empty:
+        if (await export.count(user_id)).empty:
             return None
         if target is None:
-            return await export_user(db, user_id, sys.stdout, fmt=fmt, progress=progress)
+            return await export.write(user_id, sys.stdout, fmt=fmt, progress=progress)
         with atomic_output(target) as out:
-            return await export_user(db, user_id, out, fmt=fmt, progress=progress)
+            return await export.write(user_id, out, fmt=fmt, progress=progress)
 
 
 def _describe(stats: ExportStats) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from picobot.cli.common import EXIT_OK, iso, print_json, record_json
-from picobot.kernel.fact_commands import fact_text
+from picobot.commands.facts import fact_text
 from picobot.store.facts import Fact, FactChange, FactSource
 
 

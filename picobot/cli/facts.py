@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import logging
 import sys
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -184,42 +183,31 @@ async def _read(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _write(args: argparse.Namespace, settings: Settings) -> int:
     from picobot.cli.fact_views import print_fact
-    from picobot.privacy.redaction import Redactor
-    from picobot.runtime import open_database
-    from picobot.store.fact_edits import create_fact, edit_fact
-    from picobot.store.fact_writes import FactStore
-    from picobot.tasks.learning import lifecycle_rules
+    from picobot.runtime import build_services, open_database
 
     actor = operator_id()
-    redact = Redactor.from_settings(settings.privacy).redact
-    rules = lifecycle_rules(settings.memory.learning)
     async with open_database(settings) as db:
-        store = FactStore(db, rules=rules, redact=redact)
+        facts = build_services(settings, db).facts
         if args.facts_action == "extract":
             return await _extract(args, settings, db)
         if args.facts_action == "create":
-            fact = await create_fact(
-                store,
+            fact = await facts.create(
                 args.user,
                 subject=args.subject,
                 category=args.category,
                 text=args.text,
                 confidence=args.confidence,
                 actor=actor,
-                now=time.time(),
             )
             log.info("fact change by %s: created fact %d of %s", actor, fact.id, args.user)
         else:
-            updated = await edit_fact(
-                db,
-                store,
+            updated = await facts.edit(
                 args.id,
                 text=args.text,
                 confidence=args.confidence,
                 active=args.active,
                 pinned=args.pinned,
                 actor=actor,
-                now=time.time(),
             )
             if updated is None:
                 fail(f"no fact {args.id}")
@@ -232,20 +220,20 @@ async def _write(args: argparse.Namespace, settings: Settings) -> int:
 async def _delete(args: argparse.Namespace, settings: Settings) -> int:
     """A purge of the facts chosen now (ids fixed before the question is asked)."""
     from picobot.cli.purge import purge
-    from picobot.privacy.fact_scope import choose_facts
-    from picobot.runtime import open_database
+    from picobot.runtime import build_services, open_database
 
     if not settings.db_path.is_file():
         print(f"no database at {settings.db_path}; nothing to delete")
         return EXIT_OK
     async with open_database(settings) as db:
-        scope = await choose_facts(db, _where(args))
+        scope = await build_services(settings, db).facts.choose(_where(args))
     return await purge(settings, scope, assume_yes=args.yes, stdin=sys.stdin, stdout=sys.stdout)
 
 
 async def _extract(args: argparse.Namespace, settings: Settings, db: Any) -> int:
     from picobot.llm.factory import build_provider
     from picobot.runtime import learning_task
+    from picobot.store.sessions import SessionRepo
 
     provider = build_provider(settings.llm)
     try:
@@ -256,8 +244,7 @@ async def _extract(args: argparse.Namespace, settings: Settings, db: Any) -> int
         if args.session:
             sessions = [args.session]
         else:
-            rows = await db.fetchall("SELECT id FROM sessions WHERE user_id = ?", (args.user,))
-            sessions = [str(r[0]) for r in rows]
+            sessions = await SessionRepo(db).ids_of(args.user)
         created = reinforced = read = 0
         for sid in sessions:
             done = await task.extract_session(sid)

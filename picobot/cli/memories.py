@@ -76,11 +76,10 @@ def cmd_memories(args: argparse.Namespace) -> int:
 
 
 async def _list(args: argparse.Namespace, settings: Settings) -> int:
-    from picobot.runtime import open_database
-    from picobot.store.memories import MemoryRepo
+    from picobot.runtime import build_services, open_database
 
     async with open_database(settings, schema="current") as db:
-        memories = await MemoryRepo(db).list(args.user)
+        memories = await build_services(settings, db).notes.list_of(args.user)
     if args.json:
         print_json({"user_id": args.user, "memories": [memory_json(m) for m in memories]})
         return EXIT_OK
@@ -92,20 +91,14 @@ async def _list(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _change(args: argparse.Namespace, settings: Settings) -> int:
-    from picobot.privacy.redaction import Redactor
-    from picobot.runtime import open_database
-    from picobot.store.memories import MemoryRepo, validate_content, validate_key
+    from picobot.runtime import build_services, open_database
+    from picobot.store.memories import validate_key
 
-    memory = settings.session.memory
     async with open_database(settings, schema="migrate") as db:
-        repo = MemoryRepo(db)
+        notes = build_services(settings, db).notes
         if args.set:
-            key = validate_key(args.set[0])
-            content = validate_content(args.set[1], memory.max_memory_chars)
-            content = Redactor.from_settings(settings.privacy).redact(content)
-            saved = await repo.save(
-                args.user, key, content, max_count=memory.max_user_memories, actor=operator_id()
-            )
+            saved = await notes.put(args.user, args.set[0], args.set[1], actor=operator_id())
+            key = saved.key
             log.info("memory change by %s: saved 1 memory of %s", operator_id(), args.user)
             if args.json:
                 print_json({"user_id": args.user, "saved": memory_json(saved)})
@@ -113,7 +106,7 @@ async def _change(args: argparse.Namespace, settings: Settings) -> int:
                 print(f"saved {key} for {args.user}")
             return EXIT_OK
         key = validate_key(args.delete)
-        if not await repo.delete(args.user, key, actor=operator_id()):
+        if not await notes.remove(args.user, key, actor=operator_id()):
             fail(f"{args.user} has no memory {key}")
             return EXIT_ERROR
         log.info("memory change by %s: deleted 1 memory of %s", operator_id(), args.user)

@@ -22,7 +22,8 @@ from picobot.config.settings import Settings
 from picobot.errors import StoreUnavailable
 
 if TYPE_CHECKING:
-    from picobot.privacy.controller import PurgeResult, PurgeScope
+    from picobot.privacy.controller import PurgeResult
+    from picobot.privacy.scopes import PurgeScope
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ def add_purge_command(add: AddCommand, run: Callable[[argparse.Namespace], int])
 
 def scope_from(args: argparse.Namespace) -> PurgeScope:
     """The purge scope named on the command line; DAYS in 1..MAX_PURGE_DAYS, as in the API."""
-    from picobot.privacy.controller import MAX_PURGE_DAYS, OlderThanScope, SessionScope, UserScope
+    from picobot.privacy.scopes import MAX_PURGE_DAYS, OlderThanScope, SessionScope, UserScope
 
     if args.scope == "session":
         return SessionScope(args.target)
@@ -65,9 +66,9 @@ async def purge(
     stdout: TextIO,
 ) -> int:
     """Plan, ask (unless --yes), execute; return the exit status."""
-    from picobot.privacy.controller import Actor, PrivacyController, SessionScope
-    from picobot.runtime import open_database
-    from picobot.store.sessions import SessionRepo
+    from picobot.privacy.scopes import Actor, SessionScope
+    from picobot.runtime import build_services, open_database
+    from picobot.services.purges import NoSuchSession
 
     operator = Actor(operator_id(), operator=True)
 
@@ -79,16 +80,15 @@ async def purge(
         print(f"no database at {settings.db_path}; nothing to purge", file=stdout)
         return EXIT_OK
     async with open_database(settings) as db:
+        purges = build_services(settings, db).purges
         # A typo must not read as "nothing to delete" (the admin API answers 404).
-        if isinstance(scope, SessionScope) and await SessionRepo(db).get(scope.session_id) is None:
-            fail(f"no session {scope.session_id}")
-            return EXIT_ERROR
-        controller = PrivacyController(
-            db,
-            confirmation_timeout_secs=settings.privacy.confirmation_timeout_secs,
-            batch_size=settings.privacy.retention_batch_size,
-        )
-        pending = await controller.request(scope, operator)
+        if isinstance(scope, SessionScope):
+            try:
+                await purges.existing_session(scope.session_id)
+            except NoSuchSession:
+                fail(f"no session {scope.session_id}")
+                return EXIT_ERROR
+        pending = await purges.request(scope, operator)
         print(pending.plan.prompt().replace(" Answer y or n.", ""), file=stdout)
         if pending.plan.counts.total == 0:
             return EXIT_OK
@@ -104,7 +104,7 @@ async def purge(
             print("Proceed? [y/N] ", end="", file=stdout, flush=True)
             answer = stdin.readline().strip()
         try:
-            result: PurgeResult | None = await controller.confirm(pending.token, operator, answer)
+            result: PurgeResult | None = await purges.confirm(pending.token, operator, answer)
         except StoreUnavailable as exc:
             log.error("purge by %s failed: %s: %s", operator.id, scope.describe(), exc)
             fail(

@@ -24,7 +24,7 @@ from picobot.config.settings import Settings
 if TYPE_CHECKING:
     from picobot.store.channel_state import ConnectionRecord
     from picobot.store.migrations import SchemaState
-    from picobot.tasks.retention import ErasureState, TaskRun
+    from picobot.store.task_runs import ErasureState, TaskRun
 
 Described = tuple[list[str], list[str]]
 """What status says: the lines for stdout, and the warnings for stderr."""
@@ -94,24 +94,21 @@ async def read_status(settings: Settings) -> StoreStatus | SchemaState:
     from picobot.runtime import open_database
     from picobot.store.channel_state import ChannelState
     from picobot.store.migrations import schema_state
-    from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
+    from picobot.store.overview import status_counts
+    from picobot.store.task_runs import TASK_NAME, erasure_state, last_run
 
     async with open_database(settings, schema="as_is") as db:
         schema = await schema_state(db)
         if schema.behind or schema.ahead:
             return schema
-        row = await db.fetchone(
-            "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages),"
-            " (SELECT COUNT(*) FROM user_memories), (SELECT COUNT(*) FROM search_pending)"
-        )
-        assert row is not None  # a SELECT without FROM always yields one row
+        counts = await db.read(status_counts)
         return StoreStatus(
             schema_version=schema.current,
             known_version=schema.known,
-            sessions=int(row[0]),
-            messages=int(row[1]),
-            memories=int(row[2]),
-            queued_for_index=int(row[3]),
+            sessions=counts.sessions,
+            messages=counts.messages,
+            memories=counts.memories,
+            queued_for_index=counts.queued_for_index,
             retention=await last_run(db, TASK_NAME),
             erasure=await erasure_state(db, settings.session.retention.erase_interval_secs),
             connections=await ChannelState(db).connections(),

@@ -20,12 +20,7 @@ from picobot.dashboard.session import LoginStore
 from picobot.dashboard.views_facts import FactViews
 from picobot.dashboard.views_ops import OpsViews
 from picobot.dashboard.views_sessions import SessionViews
-from picobot.privacy.controller import PrivacyController
-from picobot.privacy.redaction import Redactor
 from picobot.runtime import Runtime
-from picobot.store.fact_writes import FactStore
-from picobot.store.memories import MemoryRepo
-from picobot.tasks.learning import lifecycle_rules
 
 STATIC = Path(__file__).parent / "static"
 
@@ -43,19 +38,7 @@ class Dashboard:
             settings=settings,
             tasks=runtime.tasks,
             renderer=renderer,
-            facts=FactStore(
-                runtime.db,
-                rules=lifecycle_rules(settings.memory.learning),
-                redact=Redactor.from_settings(settings.privacy).redact,
-            ),
-            memories=MemoryRepo(runtime.db),
-            # Its own pending purges: a plan made here is confirmed here.
-            privacy=PrivacyController(
-                runtime.db,
-                confirmation_timeout_secs=settings.privacy.confirmation_timeout_secs,
-                batch_size=settings.privacy.retention_batch_size,
-                clock=clock,
-            ),
+            services=runtime.services,
             clock=clock,
         )
         self.logins = LoginStore(

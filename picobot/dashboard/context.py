@@ -1,8 +1,8 @@
 """What every dashboard view uses: the services, the renderer, the operator's clock.
 
-The services are the ones the CLI and the admin API use (FactStore, MemoryRepo, the
-PrivacyController, the search index, the export), so a change made here follows the
-same rules and is recorded the same way, with the logged-in operator as the actor.
+The services are the runtime's (:mod:`picobot.services`), the ones the CLI, the admin
+API and the chat commands use, so a change made here follows the same rules and is
+recorded the same way, with the logged-in operator as the actor.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ from picobot.config.settings import Settings
 from picobot.dashboard.guard import is_htmx
 from picobot.dashboard.render import Renderer
 from picobot.dashboard.session import Login
-from picobot.privacy.controller import PrivacyController
+from picobot.services.bundle import Services
 from picobot.store.db import Database
-from picobot.store.fact_writes import FactStore
-from picobot.store.memories import MemoryRepo
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)
@@ -35,9 +33,7 @@ class Context:
     settings: Settings
     tasks: TaskSupervisor
     renderer: Renderer
-    facts: FactStore
-    memories: MemoryRepo
-    privacy: PrivacyController
+    services: Services
     clock: Callable[[], float]
     """Wall-clock time (seconds since the epoch) of every change."""
 

@@ -21,7 +21,7 @@ from picobot.dashboard.render import Renderer, html_response, see_other
 from picobot.dashboard.session import Login, LoginStore, clear_cookie, cookie_token, set_cookie
 from picobot.errors import UserError
 from picobot.logsafe import loggable
-from picobot.privacy.controller import Actor
+from picobot.privacy.scopes import Actor
 
 log = logging.getLogger(__name__)
 

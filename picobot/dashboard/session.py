@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from picobot.privacy.controller import Actor
+from picobot.privacy.scopes import Actor
 
 COOKIE = "picobot_dashboard"
 COOKIE_PATH = "/admin/"

@@ -2,9 +2,10 @@
 
 The listings refresh themselves every few seconds (htmx polling of the row fragments,
 each poll reading only its own listing; the page script pauses it while a row is being
-edited or rows are selected). Edits go through :class:`FactStore`, memory deletions
-through :class:`MemoryRepo`, and fact deletions are purges of the chosen ids through
-the :class:`PrivacyController` (plan, confirm with its token, erase the residue), all
+edited or rows are selected). Edits go through the fact service (the rules of the
+CLI and the admin API), memory deletions
+through the notes service, and fact deletions are purges of the chosen ids through
+the purge service (plan, confirm with its token, erase the residue), all
 with the operator as the actor, and are logged with ids and counts, never a fact's
 text or a memory's key. Without JavaScript the same links and forms work as whole pages.
 """
@@ -26,11 +27,9 @@ from picobot.dashboard.render import see_other
 from picobot.dashboard.session import Login
 from picobot.errors import UserError
 from picobot.logsafe import loggable
-from picobot.memory.facts import observation
 from picobot.numbers import parse_digits
-from picobot.privacy.fact_scope import choose_facts
-from picobot.store.facts import Fact, FactFilter, find_facts, get_fact
-from picobot.store.overview import all_memories
+from picobot.store.facts import Fact, FactFilter
+from picobot.store.memories import Memory
 
 log = logging.getLogger(__name__)
 
@@ -156,12 +155,11 @@ class FactViews:
         ]
 
     async def _facts(self, filters: Filters) -> list[Fact]:
-        where = filters.where
-        return await self._ctx.db.read(lambda c: find_facts(c, where, LIST_LIMIT))
+        return await self._ctx.services.facts.find(filters.where, LIST_LIMIT)
 
-    async def _memories(self, filters: Filters) -> list[object]:
+    async def _memories(self, filters: Filters) -> list[Memory]:
         user = filters.values["user"] or None
-        return list(await self._ctx.db.read(lambda c: all_memories(c, user, LIST_LIMIT)))
+        return await self._ctx.services.notes.all(user, LIST_LIMIT)
 
     async def page(self, request: web.Request, login: Login) -> web.StreamResponse:
         """``GET /admin/facts``: the whole page."""
@@ -192,7 +190,7 @@ class FactViews:
         fact_id = parse_digits(request.match_info["id"])
         if fact_id is None:  # the route takes ASCII digits; this bounds their number
             raise web.HTTPNotFound(text="No such fact (it may have been deleted).")
-        fact = await self._ctx.db.read(lambda c: get_fact(c, fact_id))
+        fact = await self._ctx.services.facts.get(fact_id)
         if fact is None:
             raise web.HTTPNotFound(text="No such fact (it may have been deleted).")
         return fact
@@ -213,22 +211,21 @@ class FactViews:
         """``POST /admin/facts/{id}``: new text, confidence and active flag."""
         fact = await self._fact(request)
         form = await request.post()
+        actor = login.actor.id
         try:
-            text = observation(None, "knowledge", form_text(form, "text")).text
             confidence = _confidence(form_text(form, "confidence"), "Confidence")
-        except ValueError as exc:
+            # The fact service checks the text as the CLI and the admin API do.
+            updated = await self._ctx.services.facts.edit(
+                fact.id,
+                text=form_text(form, "text"),
+                confidence=confidence,
+                active=form_text(form, "active") == "yes",
+                actor=actor,
+            )
+        except (ValueError, UserError) as exc:
             values = {"fact": fact, "back": _back(form), "error": str(exc)}
             name = "_fact_edit.html" if is_htmx(request) else "fact_edit.html"
             return self._ctx.render(request, login, name, values, status=400)
-        actor = login.actor.id
-        updated = await self._ctx.facts.update(
-            fact.id,
-            text=text,
-            confidence=confidence,
-            active=form_text(form, "active") == "yes",
-            actor=actor,
-            now=self._ctx.clock(),
-        )
         if updated is None:
             raise web.HTTPNotFound(text="No such fact (it may have been deleted).")
         log.info("fact change by %s: updated fact %d of %s", actor, fact.id, loggable(fact.user_id))
@@ -256,12 +253,12 @@ class FactViews:
     ) -> web.StreamResponse:
         """The confirmation page of deleting ``ids``: a purge plan of exactly the facts
         that exist now, shown by text, and the token that confirms it."""
-        scope = await choose_facts(self._ctx.db, FactFilter(ids=ids))
+        services = self._ctx.services
+        scope = await services.facts.choose(FactFilter(ids=ids))
         if not scope.ids:
             raise web.HTTPNotFound(text="None of the selected facts exists any more.")
-        pending = await self._ctx.privacy.request(scope, login.actor)
-        where = FactFilter(ids=scope.ids)
-        facts = await self._ctx.db.read(lambda c: find_facts(c, where, None))
+        pending = await services.purges.request(scope, login.actor)
+        facts = await services.facts.find(FactFilter(ids=scope.ids), None)
         values = {
             "facts": facts,
             "back": back,
@@ -287,8 +284,8 @@ class FactViews:
             )
         changed = 0
         for fact_id in ids:
-            done = await self._ctx.facts.update(
-                fact_id, active=action == "activate", actor=login.actor.id, now=self._ctx.clock()
+            done = await self._ctx.services.facts.edit(
+                fact_id, active=action == "activate", actor=login.actor.id
             )
             changed += done is not None
         log.info("fact change by %s: %sd %d facts", login.actor.id, action, changed)
@@ -305,9 +302,9 @@ class FactViews:
         token, back = form_text(form, "token"), _back(form)
         if form_text(form, "confirm") != "yes":
             with contextlib.suppress(UserError):
-                await self._ctx.privacy.confirm(token, login.actor, "no")
+                await self._ctx.services.purges.confirm(token, login.actor, "no")
             return see_other(back)
-        result = await self._ctx.privacy.confirm(token, login.actor, "yes")
+        result = await self._ctx.services.purges.confirm(token, login.actor, "yes")
         if result is not None:
             log.info("fact change by %s: deleted %d facts", login.actor.id, result.counts.facts)
         return see_other(back)
@@ -323,7 +320,7 @@ class FactViews:
     async def confirm_memory(self, request: web.Request, login: Login) -> web.StreamResponse:
         """``GET /admin/memories/delete?user=&key=``: are you sure?"""
         user, key = self._memory_target(request.query)
-        memory = await self._ctx.memories.get(user, key)
+        memory = await self._ctx.services.notes.get_of(user, key)
         if memory is None:
             raise web.HTTPNotFound(text="No such memory (it may have been deleted).")
         return self._ctx.render(request, login, "memory_delete.html", {"memory": memory})
@@ -334,7 +331,7 @@ class FactViews:
         user, key = self._memory_target(form)
         actor, now = login.actor.id, self._ctx.clock()
         confirmed = form_text(form, "confirm") == "yes"
-        if confirmed and await self._ctx.memories.delete(user, key, actor=actor, now=now):
+        if confirmed and await self._ctx.services.notes.remove(user, key, actor=actor, now=now):
             # Never the key: it is user data (a purge must be able to erase it).
             log.info("memory change by %s: deleted a memory of %s", actor, loggable(user))
         return see_other("/admin/facts")

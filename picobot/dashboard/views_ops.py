@@ -21,19 +21,16 @@ from picobot.dashboard.session import Login
 from picobot.errors import UserError
 from picobot.logsafe import loggable
 from picobot.numbers import parse_digits
-from picobot.privacy.controller import (
-    DAY,
+from picobot.privacy.scopes import (
     MAX_PURGE_DAYS,
     OlderThanScope,
     PurgeScope,
     SessionScope,
     UserScope,
 )
-from picobot.privacy.export import count_user_data
-from picobot.store.overview import recent_events, store_counts
-from picobot.store.purge import PurgeCounts, PurgeStore
-from picobot.store.sessions import SessionRepo
-from picobot.tasks.retention import TASK_NAME, erasure_state, last_run
+from picobot.store.overview import store_counts
+from picobot.store.purge import PurgeCounts
+from picobot.store.task_runs import TASK_NAME, erasure_state, last_run
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +59,6 @@ class OpsViews:
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
-        self._purges = PurgeStore(ctx.db)
-        self._sessions = SessionRepo(ctx.db)
 
     def routes(self, guard: Guard) -> list[web.RouteDef]:
         """These pages' routes, each behind the guard."""
@@ -84,7 +79,7 @@ class OpsViews:
         run = await last_run(db, TASK_NAME)
         erasure = await erasure_state(db, retention.erase_interval_secs)
 
-        events = await db.read(lambda c: recent_events(c, RECENT_EVENTS))
+        events = await self._ctx.services.events.recent(RECENT_EVENTS)
         status = self._ctx.tasks.status()
         jobs = [status[name] for name in STATUS_JOBS if name in status]
         values = {
@@ -114,13 +109,13 @@ class OpsViews:
         kind, target = form_text(form, "scope"), form_text(form, "target")
         try:
             scope = _scope(kind, target)
-            if isinstance(scope, SessionScope) and await self._sessions.get(target) is None:
+            if isinstance(scope, SessionScope):
                 # A typo must not read as "nothing to delete".
-                raise UserError(f"There is no session {target}.")
+                scope = await self._ctx.services.purges.existing_session(target)
         except UserError as exc:
             again = {"scope": kind, "target": target, "error": str(exc)}
             return self._ctx.render(request, login, "purge.html", again, status=400)
-        pending = await self._ctx.privacy.request(scope, login.actor)
+        pending = await self._ctx.services.purges.request(scope, login.actor)
         # The target is what the operator typed: escaped, so it cannot forge a log line.
         log.info("dashboard: %s planned a purge of %s", login.actor.id, loggable(scope.describe()))
         values = {"pending": pending, "counts": _rows(pending.plan.counts), "scope": scope}
@@ -130,10 +125,10 @@ class OpsViews:
         """``POST /admin/purge/confirm`` with the token and ``answer``: execute or cancel."""
         form = await request.post()
         token, answer = form_text(form, "token"), form_text(form, "answer")
-        result = await self._ctx.privacy.confirm(token, login.actor, answer)
+        result = await self._ctx.services.purges.confirm(token, login.actor, answer)
         if result is None:
             return self._ctx.render(request, login, "purge_done.html", {"result": None})
-        left = await self._count(result.scope)
+        left = await self._ctx.services.purges.still_stored(result.scope, login.actor)
         erasure = await erasure_state(
             self._ctx.db, self._ctx.settings.session.retention.erase_interval_secs
         )
@@ -145,17 +140,6 @@ class OpsViews:
         }
         return self._ctx.render(request, login, "purge_done.html", values)
 
-    async def _count(self, scope: PurgeScope) -> PurgeCounts:
-        """What the scope still holds after the purge (0 when it worked)."""
-        if isinstance(scope, SessionScope):
-            return await self._purges.count_session(scope.session_id)
-        if isinstance(scope, UserScope):
-            return await self._purges.count_user(scope.user_id)
-        if isinstance(scope, OlderThanScope):
-            return await self._purges.count_older(self._ctx.clock() - scope.days * DAY)
-        # The page plans only the three scopes above; facts are purged from the facts page.
-        raise ValueError(f"the purge page does not count {scope.describe()}")
-
     # --- export ----------------------------------------------------------------------------
 
     async def export(self, request: web.Request, login: Login) -> web.StreamResponse:
@@ -163,11 +147,12 @@ class OpsViews:
         user = request.query.get("user", "").strip()
         if not user:
             return self._ctx.render(request, login, "export.html", {"user": "", "error": None})
-        if (await count_user_data(self._ctx.db, user)).empty:
+        export = self._ctx.services.export
+        if (await export.count(user)).empty:
             values = {"user": user, "error": "Nothing is stored about this user."}
             return self._ctx.render(request, login, "export.html", values, status=404)
         log.info("dashboard: %s exporting data of %s", login.actor.id, loggable(user))
-        return await stream_export(request, self._ctx.db, user)
+        return await stream_export(request, export, user)
 
 
 def _rows(counts: PurgeCounts) -> list[tuple[str, int]]:

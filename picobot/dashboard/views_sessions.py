@@ -13,12 +13,8 @@ from aiohttp import web
 from picobot.dashboard.context import Context
 from picobot.dashboard.guard import Guard
 from picobot.dashboard.session import Login
-from picobot.kernel.keywords import extract_terms
 from picobot.numbers import parse_digits
-from picobot.store.overview import session_family, session_previews
-from picobot.store.search import SearchIndex
-from picobot.store.sessions import SessionRepo
-from picobot.store.timeline import Timeline, TimelineItem, session_timeline
+from picobot.store.timeline import Timeline, TimelineItem
 
 PAGE_SIZE = 50
 SEARCH_LIMIT = 50
@@ -54,8 +50,8 @@ class SessionViews:
 
     def __init__(self, ctx: Context) -> None:
         self._ctx = ctx
-        self._sessions = SessionRepo(ctx.db)
-        self._index = SearchIndex(ctx.db)
+        self._sessions = ctx.services.sessions
+        self._search = ctx.services.search
 
     def routes(self, guard: Guard) -> list[web.RouteDef]:
         """This page's routes, each behind the guard."""
@@ -71,10 +67,8 @@ class SessionViews:
         user = request.query.get("user", "").strip()
         text = request.query.get("q", "").strip()
         offset = _offset(request.query.get("offset", ""))
-        found = await self._ctx.db.read(
-            lambda c: session_previews(
-                c, user_id=user or None, text=text or None, limit=PAGE_SIZE + 1, offset=offset
-            )
+        found = await self._sessions.previews(
+            user_id=user or None, text=text or None, limit=PAGE_SIZE + 1, offset=offset
         )
         values = {
             "sessions": found[:PAGE_SIZE],
@@ -92,8 +86,8 @@ class SessionViews:
         info = await self._sessions.get(session_id)
         if info is None:
             raise web.HTTPNotFound(text="No such session (it may have been purged).")
-        timeline = await self._ctx.db.read(lambda c: session_timeline(c, session_id))
-        ancestors, forks = await self._ctx.db.read(lambda c: session_family(c, session_id))
+        timeline = await self._sessions.timeline(session_id)
+        ancestors, forks = await self._sessions.family(session_id)
         shown = Timeline([_shown(item) for item in timeline.items], timeline.truncated)
         values = {"info": info, "timeline": shown, "ancestors": ancestors, "forks": forks}
         return self._ctx.render(request, login, "timeline.html", values)
@@ -108,10 +102,9 @@ class SessionViews:
         if query and not user:
             error = "Name the user whose history to search."
         elif user and query:
-            limit = self._ctx.settings.session.memory.recall_max_terms
-            terms = extract_terms(query, limit)
+            terms = self._search.terms(query)
             if terms:
-                hits = await self._index.search(user, terms, limit=SEARCH_LIMIT)
+                hits = await self._search.hits(user, terms, SEARCH_LIMIT)
             else:
                 error = "Those words are too common to search for; try more specific ones."
         values = {"user": user, "q": query, "terms": terms, "hits": hits, "error": error}

@@ -17,9 +17,9 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 
+from picobot.access.context import Grant, ToolContext, own_data_grants
 from picobot.errors import LLMError, StoreUnavailable, UserError
 from picobot.kernel.commands import CommandRouter, SessionCommands
-from picobot.kernel.context import Grant, ToolContext, own_data_grants
 from picobot.kernel.failures import COMMAND_FAILED as COMMAND_FAILED  # re-exported
 from picobot.kernel.failures import (
     INTERNAL_FAILED,
@@ -30,17 +30,16 @@ from picobot.kernel.failures import (
     safely,
 )
 from picobot.kernel.prompt import ContextRetriever, PromptRequest
-from picobot.kernel.tokens import TokenEstimator
 from picobot.kernel.tool_budget import ToolBudget
 from picobot.llm.base import LLMProvider, TextDelta, ToolCall, ToolCalls
-from picobot.memory.reply_learning import ReplyLearner
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
-from picobot.privacy.redaction import redact_json
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo, NotCurrentSession, SessionGone, StoredMessage
 from picobot.store.sessions import ChatKey, SessionRepo
 from picobot.store.tool_records import ToolRecordRepo
+from picobot.tasks.reply_learning import ReplyLearner
+from picobot.text.tokens import TokenEstimator
 from picobot.tools.base import ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -83,7 +82,6 @@ class Kernel:
         max_tool_rounds: int = 4,
         clock: Callable[[], float] = time.time,
         grants: Callable[[str], frozenset[Grant]] | None = None,
-        redact: Callable[[str], str] | None = None,
         budget_tokens: int | None = None,
     ) -> None:
         self.db = db
@@ -100,8 +98,6 @@ class Kernel:
         self.budget_tokens = budget_tokens
         self.clock = clock
         self.grants = grants or (lambda _user_id: own_data_grants())
-        # Applied to user and assistant text before it is stored, indexed or summarized.
-        self.redact: Callable[[str], str] = redact or str
         # Called with the turn's context after each committed reply; listeners must
         # not block (the summarizer only schedules work here).
         self.turn_listeners: list[Callable[[ToolContext], None]] = []
@@ -235,13 +231,13 @@ class Kernel:
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
             started = time.monotonic()
-            text = self.redact(text)
             try:
+                # The store redacts what it writes; the prompt is built from what it stored.
                 current = await self.messages.append(
                     session_id,
                     "user",
                     text,
-                    self.estimator.estimate(text),
+                    self.estimator.estimate,
                     created_at=self.clock(),
                     source_id=source,
                     if_current_of=chat,
@@ -277,14 +273,14 @@ class Kernel:
                 if markers is not None and (tail := markers.finish()):
                     yield Outbound(OutboundKind.TOKEN, tail, session_id=session_id)
                 said = markers.text if markers is not None else "".join(parts)
-                reply = self.redact(said.strip() or "(no answer)")
                 stored = await self.messages.append(
                     session_id,
                     "assistant",
-                    reply,
-                    self.estimator.estimate(reply),
+                    said.strip() or "(no answer)",
+                    self.estimator.estimate,
                     created_at=self.clock(),
                 )
+                reply = stored.content  # as stored: redacted
                 if markers is not None and self.learner is not None:
                     await self.learner.learn(ctx, markers.observations, stored.id)
             except UserError as exc:
@@ -361,13 +357,13 @@ class Kernel:
         ok, output = await self.tools.call(ctx, call.name, call.arguments)
         if sid is not None:
             label = call.name if call.name in offered else "unknown"
-            arguments = redact_json(call.arguments, self.redact)
+            # The store redacts both texts.
             await self.tool_records.add(
                 sid,
                 ctx.user_id,
                 call.name,
-                arguments,
-                self.redact(output),
+                call.arguments,
+                output,
                 ok,
                 self.clock(),
                 event_name=label,

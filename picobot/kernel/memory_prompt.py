@@ -37,10 +37,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 
+from picobot.access.context import Action, Scope
 from picobot.config.learning import LearningSettings
 from picobot.config.settings import MemorySettings
 from picobot.kernel import recall_block
-from picobot.kernel.context import Action, Scope
 from picobot.kernel.keywords import extract_terms
 from picobot.kernel.prompt import PromptRequest, as_chat
 from picobot.kernel.prompt_epoch import Epoch, Fetched
@@ -53,12 +53,6 @@ from picobot.kernel.prompt_parts import (
     render_recall,
 )
 from picobot.kernel.recall_block import RecallLine
-from picobot.kernel.tokens import (
-    MESSAGE_OVERHEAD_TOKENS,
-    TokenEstimator,
-    truncate_to_tokens,
-)
-from picobot.kernel.untrusted import escape_data, one_line
 from picobot.llm.base import ChatMessage
 from picobot.memory.facts_block import render_facts_block
 from picobot.store.db import Database
@@ -71,6 +65,12 @@ from picobot.store.recall import RecallQuery, recall_records
 from picobot.store.search import SearchHit
 from picobot.store.sessions import existing_sessions
 from picobot.store.summaries import Summary, get_summary
+from picobot.text.tokens import (
+    MESSAGE_OVERHEAD_TOKENS,
+    TokenEstimator,
+    truncate_to_tokens,
+)
+from picobot.text.untrusted import escape_data, one_line
 
 log = logging.getLogger(__name__)
 

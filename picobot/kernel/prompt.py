@@ -12,10 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from picobot.kernel.context import ToolContext
-from picobot.kernel.tokens import TokenEstimator, message_cost, truncate_to_tokens
+from picobot.access.context import ToolContext
 from picobot.llm.base import ChatMessage, Role
 from picobot.store.messages import MessageRepo, StoredMessage
+from picobot.text.tokens import TokenEstimator, message_cost, truncate_to_tokens
 
 
 @dataclass(frozen=True, slots=True)

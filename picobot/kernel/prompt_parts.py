@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 
 from picobot.kernel import recall_block
 from picobot.kernel.recall_block import RecallLine
-from picobot.kernel.tokens import TokenEstimator, message_cost
-from picobot.kernel.untrusted import escape_data
 from picobot.store.messages import StoredMessage
+from picobot.text.tokens import TokenEstimator, message_cost
+from picobot.text.untrusted import escape_data
 
 PROTECTED_MESSAGES = 4  # the last two exchanges are the most valuable history
 

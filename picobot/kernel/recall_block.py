@@ -16,9 +16,9 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from picobot.kernel.tokens import TokenEstimator, truncate_to_tokens
-from picobot.kernel.untrusted import escape_data, one_line
 from picobot.store.search import SearchHit
+from picobot.text.tokens import TokenEstimator, truncate_to_tokens
+from picobot.text.untrusted import escape_data, one_line
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,14 +29,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from picobot.kernel.tokens import (
+from picobot.llm.base import ChatMessage, ToolCall
+from picobot.text.tokens import (
     TRUNCATED,
     TokenEstimator,
     message_cost,
     prompt_cost,
     truncate_to_tokens,
 )
-from picobot.llm.base import ChatMessage, ToolCall
 from picobot.tools.base import wrap_untrusted
 
 log = logging.getLogger(__name__)

@@ -14,11 +14,11 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 
-from picobot.kernel.tokens import TokenEstimator, truncate_to_tokens
-from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ChatMessage
-from picobot.memory.facts import CATEGORIES, MAX_FACT_WORDS, Observation, observation
+from picobot.store.fact_rules import CATEGORIES, MAX_FACT_WORDS, Observation, observation
 from picobot.store.messages import StoredMessage
+from picobot.text.tokens import TokenEstimator, truncate_to_tokens
+from picobot.text.untrusted import escape_data
 
 log = logging.getLogger(__name__)
 

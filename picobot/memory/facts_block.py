@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from picobot.kernel.tokens import TokenEstimator
-from picobot.kernel.untrusted import escape_data, one_line
 from picobot.store.facts import Fact
+from picobot.text.tokens import TokenEstimator
+from picobot.text.untrusted import escape_data, one_line
 
 GENERAL = "general"
 """The group of facts with no subject."""

@@ -17,11 +17,11 @@ import re
 import unicodedata
 from collections.abc import Callable, Sequence
 
-from picobot.kernel.tokens import TokenEstimator, truncate_to_tokens
-from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ChatMessage
 from picobot.memory.extraction import quote_line
 from picobot.store.messages import StoredMessage
+from picobot.text.tokens import TokenEstimator, truncate_to_tokens
+from picobot.text.untrusted import escape_data
 
 log = logging.getLogger(__name__)
 

@@ -21,14 +21,23 @@ from dataclasses import asdict, dataclass
 
 from picobot.errors import AccessDenied, UserError
 from picobot.metrics import observe_purge
-from picobot.privacy.fact_scope import FactsScope
+
+# The built-in scopes register their rules when imported; a new scope's module joins here.
+from picobot.privacy import fact_scope as _fact_scope  # noqa: F401
+from picobot.privacy.scopes import (
+    DAY,
+    Actor,
+    PurgeScope,
+    ScopeDeps,
+    rules_for,
+)
 from picobot.store.db import Database
 from picobot.store.erase import erase_residue
 from picobot.store.event_prune import finish_purge, record_purge_step
 from picobot.store.fact_purge import FactPurge
 from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.sessions import SessionRepo
-from picobot.tasks.retention import (
+from picobot.store.task_runs import (
     PURGE_ERASE_TASK_NAME,
     RESIDUE_ERASED,
     error_text,
@@ -38,68 +47,21 @@ from picobot.tasks.retention import (
 
 log = logging.getLogger(__name__)
 
-DAY = 86400.0
-MAX_PURGE_DAYS = 36_500
-"""Largest N of an older-than-N-days purge (100 years); larger is a mistake, not a plan."""
 YES = frozenset({"y", "yes"})
 EXPIRED_KEPT_SECS = DAY
-"""How long an expired purge asked in a chat is remembered: a late y/yes there is told
-that nothing was deleted, rather than taken for chat that the model then answers."""
+"""How long an expired purge is remembered: a late y/yes in the chat is told that
+nothing was deleted, rather than taken for chat that the model then answers, and a late
+confirmation through the admin API is told it expired rather than that the token is
+unknown (at most one per actor is kept: a new request replaces it)."""
+
+
+class PurgeExpired(UserError):
+    """The confirmation of a pending purge came after it expired; nothing was deleted."""
 
 
 def is_yes(answer: str) -> bool:
     """Whether an answer confirms: ``y`` or ``yes``, in any case."""
     return answer.strip().lower() in YES
-
-
-@dataclass(frozen=True, slots=True)
-class SessionScope:
-    """One session and everything derived from it."""
-
-    session_id: str
-
-    def describe(self) -> str:
-        """Human words for the scope."""
-        return f"session {self.session_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class UserScope:
-    """Every session, message, summary, memory and tool record of one user."""
-
-    user_id: str
-
-    def describe(self) -> str:
-        """Human words for the scope."""
-        return f"all data of user {self.user_id}"
-
-
-@dataclass(frozen=True, slots=True)
-class OlderThanScope:
-    """Conversation data older than a number of days (memories are kept)."""
-
-    days: int
-
-    def describe(self) -> str:
-        """Human words for the scope."""
-        return f"conversation data older than {self.days} days"
-
-
-PurgeScope = SessionScope | UserScope | OlderThanScope | FactsScope
-_LABELS = {
-    SessionScope: "session",
-    UserScope: "user",
-    OlderThanScope: "older_than",
-    FactsScope: "facts",
-}
-
-
-@dataclass(frozen=True, slots=True)
-class Actor:
-    """Who asks: a chat user (their authenticated user id) or an operator."""
-
-    id: str
-    operator: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,42 +125,29 @@ class PrivacyController:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._db = db
-        self._store = PurgeStore(db)
-        self._facts = FactPurge(db)
-        self._sessions = SessionRepo(db)
+        self.db = db
+        """The database it purges."""
         self._timeout = confirmation_timeout_secs
         self._batch = batch_size
         self._clock = clock
+        self._deps = ScopeDeps(
+            PurgeStore(db), FactPurge(db), SessionRepo(db), batch_size, lambda: self._clock()
+        )
         self._pending: dict[str, PendingPurge] = {}
 
     async def authorize(self, scope: PurgeScope, actor: Actor) -> None:
         """Raise AccessDenied unless ``actor`` may purge ``scope``."""
         if actor.operator:
             return
-        if isinstance(scope, UserScope) and scope.user_id == actor.id:
+        if await rules_for(scope).allows(scope, actor, self._deps):
             return
-        if isinstance(scope, SessionScope):
-            info = await self._sessions.get(scope.session_id)
-            # Same answer for "missing" and "not yours", so ids of others do not leak.
-            if info is not None and info.user_id == actor.id:
-                return
-            raise AccessDenied(f"No session {scope.session_id} of yours.")
         raise AccessDenied("Only an operator can purge that.")
 
     async def plan(self, scope: PurgeScope, actor: Actor) -> PurgePlan:
         """Check rights and count exactly what would be deleted."""
         await self.authorize(scope, actor)
-        if isinstance(scope, SessionScope):
-            return PurgePlan(scope, actor, await self._store.count_session(scope.session_id))
-        if isinstance(scope, UserScope):
-            return PurgePlan(scope, actor, await self._store.count_user(scope.user_id))
-        if isinstance(scope, FactsScope):
-            facts, entries = await self._facts.count_ids(scope.ids)
-            return PurgePlan(scope, actor, PurgeCounts(facts=facts, index_entries=entries))
-        if not 1 <= scope.days <= MAX_PURGE_DAYS:
-            raise UserError(f"The number of days must be between 1 and {MAX_PURGE_DAYS}.")
-        cutoff = self._clock() - scope.days * DAY
-        return PurgePlan(scope, actor, await self._store.count_older(cutoff), cutoff)
+        counted = await rules_for(scope).count(scope, self._deps)
+        return PurgePlan(scope, actor, counted.counts, counted.cutoff)
 
     async def request(
         self, scope: PurgeScope, actor: Actor, origin: tuple[str, str] | None = None
@@ -239,8 +188,8 @@ class PrivacyController:
     async def confirm(self, token: str, actor: Actor, answer: str) -> PurgeResult | None:
         """Answer a pending purge: execute on y/yes, cancel on anything else.
 
-        The token is single use. An unknown or expired token, or one that belongs to
-        another actor, raises UserError and deletes nothing.
+        The token is single use. An unknown token, or one that belongs to another actor,
+        raises UserError, an expired one :class:`PurgeExpired`; neither deletes anything.
         """
         pending = self._pending.get(token)
         if pending is None or pending.plan.actor != actor:
@@ -248,7 +197,7 @@ class PrivacyController:
         del self._pending[token]
         if self._clock() > pending.expires_at:
             log.info("purge confirmation expired: %s by %s", pending.plan.scope, actor.id)
-            raise UserError("The purge confirmation expired; nothing was deleted.")
+            raise PurgeExpired("The purge confirmation expired; nothing was deleted.")
         if not is_yes(answer):
             log.info("purge cancelled: %s by %s", pending.plan.scope, actor.id)
             return None
@@ -269,11 +218,12 @@ class PrivacyController:
         try:
             counts = await self._delete(plan)
             # Before the erasure, so the erased bytes include the events it deletes.
+            user_id, session_id = rules_for(scope).owner(scope)
             await finish_purge(
                 self._db,
-                _LABELS[type(scope)],
-                user_id=scope.user_id if isinstance(scope, UserScope) else None,
-                session_id=scope.session_id if isinstance(scope, SessionScope) else None,
+                scope.kind,
+                user_id=user_id,
+                session_id=session_id,
                 counts=asdict(counts),
                 actor=_event_actor(plan.actor),
                 now=self._clock(),
@@ -285,7 +235,7 @@ class PrivacyController:
             raise
         await self._record(started_at)
         result = PurgeResult(scope, counts, time.monotonic() - started)
-        observe_purge(_LABELS[type(scope)])
+        observe_purge(scope.kind)
         # Scope, actor, counts and duration; never content.
         log.info(
             "purge executed: %s by %s%s: %s in %.3fs",
@@ -298,26 +248,18 @@ class PrivacyController:
         return result
 
     async def _delete(self, plan: PurgePlan) -> PurgeCounts:
-        scope = plan.scope
-        if isinstance(scope, SessionScope):
-            return await self._store.delete_session(scope.session_id)
-        if isinstance(scope, UserScope):
-            return await self._store.delete_user(scope.user_id)
-        if isinstance(scope, FactsScope):
-            facts, entries = await self._facts.delete_ids(scope.ids)
-            return PurgeCounts(facts=facts, index_entries=entries)
-        cutoff = plan.cutoff if plan.cutoff is not None else self._clock() - scope.days * DAY
-        return await self._store.delete_older(cutoff, batch_size=self._batch)
+        return await rules_for(plan.scope).delete(plan.scope, plan.cutoff, self._deps)
 
     async def _note(self, type_: str, plan: PurgePlan) -> None:
         """Record a step of the exchange against the purged user or session."""
         scope = plan.scope
+        user_id, session_id = rules_for(scope).owner(scope)
         await record_purge_step(
             self._db,
             type_,
-            _LABELS[type(scope)],
-            user_id=scope.user_id if isinstance(scope, UserScope) else None,
-            session_id=scope.session_id if isinstance(scope, SessionScope) else None,
+            scope.kind,
+            user_id=user_id,
+            session_id=session_id,
             actor=_event_actor(plan.actor),
             total=plan.counts.total,
             now=self._clock(),
@@ -343,6 +285,5 @@ class PrivacyController:
     def _expire(self) -> None:
         now = self._clock()
         for token, pending in list(self._pending.items()):
-            kept = 0 if pending.origin is None else EXPIRED_KEPT_SECS
-            if now > pending.expires_at + kept:
+            if now > pending.expires_at + EXPIRED_KEPT_SECS:
                 del self._pending[token]

@@ -11,10 +11,13 @@ deletes exactly the facts it counted.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from picobot.errors import UserError
+from picobot.privacy.scopes import PURGE_SCOPES, Actor, Counted, PurgeScope, ScopeDeps
 from picobot.store.db import Database
 from picobot.store.facts import FactFilter, find_facts
+from picobot.store.purge import PurgeCounts
 
 MAX_CHOSEN_FACTS = 100_000
 """Most facts one plan may hold: a larger choice is a mistake or a user purge."""
@@ -28,6 +31,7 @@ class FactsScope:
 
     ids: tuple[int, ...] = field(repr=False)  # logged scopes stay one line
     users: int
+    kind: ClassVar[str] = "facts"
 
     def describe(self) -> str:
         """Human words for the scope."""
@@ -48,3 +52,24 @@ async def choose_facts(db: Database, where: FactFilter) -> FactsScope:
             f"More than {MAX_CHOSEN_FACTS} facts match; narrow the filter or purge the user."
         )
     return FactsScope(tuple(sorted(f.id for f in found)), len({f.user_id for f in found}))
+
+
+class _FactsRules:
+    async def allows(self, scope: PurgeScope, actor: Actor, deps: ScopeDeps) -> bool:
+        return False  # chosen by an operator (a user deletes theirs with /forget fact N)
+
+    async def count(self, scope: PurgeScope, deps: ScopeDeps) -> Counted:
+        assert isinstance(scope, FactsScope)
+        facts, entries = await deps.facts.count_ids(scope.ids)
+        return Counted(PurgeCounts(facts=facts, index_entries=entries))
+
+    async def delete(self, scope: PurgeScope, cutoff: float | None, deps: ScopeDeps) -> PurgeCounts:
+        assert isinstance(scope, FactsScope)
+        facts, entries = await deps.facts.delete_ids(scope.ids)
+        return PurgeCounts(facts=facts, index_entries=entries)
+
+    def owner(self, scope: PurgeScope) -> tuple[str | None, str | None]:
+        return None, None
+
+
+PURGE_SCOPES.add("facts", _FactsRules())

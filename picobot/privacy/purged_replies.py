@@ -20,14 +20,14 @@ import logging
 from collections.abc import Callable
 
 from picobot.store.erase import erase_residue
-from picobot.store.webhooks import WebhookStore
-from picobot.tasks.retention import (
+from picobot.store.task_runs import (
     PURGE_ERASE_TASK_NAME,
     RESIDUE_ERASED,
     error_text,
     record_run,
     record_start,
 )
+from picobot.store.webhooks import WebhookStore
 
 log = logging.getLogger(__name__)
 

@@ -27,20 +27,19 @@ inside an existing marker, which keeps ``redact`` idempotent.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from picobot.errors import UNREADABLE_JSON, ConfigError
+from picobot.errors import ConfigError
 from picobot.privacy.redaction_context import CONTEXT_RULES, Accept, is_masked
 from picobot.privacy.redaction_rules import TOKEN_RULES, Rule
 
 if TYPE_CHECKING:
     from picobot.config.settings import PrivacySettings
 
-__all__ = ["BUILTIN_TYPES", "RedactingFilter", "Redactor", "marker", "redact_json"]
+__all__ = ["BUILTIN_TYPES", "RedactingFilter", "Redactor", "marker"]
 
 _CONFIG_KEY = "privacy.extra_redaction_patterns"
 # Markers are never rescanned: splitting on them keeps a rule from matching across or
@@ -252,36 +251,6 @@ class Redactor:
             if text == before:
                 break
         return text
-
-
-def redact_json(text: str, redact: Callable[[str], str]) -> str:
-    """``text`` (a tool call's JSON arguments, say) with the secrets in it redacted.
-
-    JSON escapes hide secrets from the text rules: a quoted value is written ``\\"...\\"``
-    and a line break ``\\n``, so neither ``"password": "x"`` nor a ``password: x`` line
-    inside a JSON string looks like one. So each string of the document (keys too) is
-    redacted on its own and, only if one changed, the document is written out again;
-    the result is then redacted as text as well (for a label that is a key, with its
-    value). Text that is not JSON is redacted as text.
-    """
-    try:
-        doc = json.loads(text)
-        cleaned = _redact_strings(doc, redact)
-    except UNREADABLE_JSON:
-        return redact(text)
-    if cleaned != doc:
-        text = json.dumps(cleaned, ensure_ascii=False)
-    return redact(text)
-
-
-def _redact_strings(value: object, redact: Callable[[str], str]) -> object:
-    if isinstance(value, str):
-        return redact(value)
-    if isinstance(value, list):
-        return [_redact_strings(item, redact) for item in value]
-    if isinstance(value, dict):
-        return {redact(key): _redact_strings(item, redact) for key, item in value.items()}
-    return value
 
 
 # Used only to render tracebacks so they can be redacted before any handler sees them.

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from picobot.memory.facts import LifecycleRules, clamp, is_active
 from picobot.store.events import record_event
+from picobot.store.fact_rules import LifecycleRules, clamp, is_active
 from picobot.store.facts import Fact, get_fact
 
 _EVENT_OF_REASON = {

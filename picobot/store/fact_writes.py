@@ -1,4 +1,4 @@
-"""Writing learned facts by the lifecycle rules of :mod:`picobot.memory.facts`.
+"""Writing learned facts by the lifecycle rules of :mod:`picobot.store.fact_rules`.
 
 Every change is one write (group-committed, see :meth:`Database.write`) that updates
 the fact and appends a ``fact_history`` row saying what changed, from what and why,
@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from picobot.memory.facts import (
+from picobot.store.db import Database
+from picobot.store.events import record_event
+from picobot.store.fact_rows import add_source, insert_fact, record_change, set_fact
+from picobot.store.fact_rules import (
     LifecycleRules,
     Observation,
     clamp,
@@ -21,9 +24,6 @@ from picobot.memory.facts import (
     is_active,
     same_text,
 )
-from picobot.store.db import Database
-from picobot.store.events import record_event
-from picobot.store.fact_rows import add_source, insert_fact, record_change, set_fact
 from picobot.store.facts import _COLUMNS, Fact, FactFilter, fact_from_row, get_fact
 from picobot.store.messages import SessionGone
 
@@ -47,12 +47,9 @@ class FactStore:
         db: Database,
         *,
         rules: LifecycleRules | None = None,
-        redact: Callable[[str], str] | None = None,
     ) -> None:
         self._db = db
         self.rules = rules or LifecycleRules()
-        # Without an explicit one, the store's own (Database.redact): model output.
-        self._redact: Callable[[str], str] = redact or db.redact
 
     async def observe(
         self,
@@ -73,9 +70,9 @@ class FactStore:
         """
         cleaned = [
             Observation(
-                None if o.subject is None else self._redact(o.subject),
+                None if o.subject is None else self._db.redact(o.subject),
                 o.category,
-                self._redact(o.text),
+                self._db.redact(o.text),
                 o.replaces,
             )
             for o in observations
@@ -204,8 +201,8 @@ class FactStore:
         """An operator's new fact (no session provenance, so no session purge takes it)."""
         rules = self.rules
         conf = rules.initial_confidence if confidence is None else confidence
-        subject = None if obs.subject is None else self._redact(obs.subject)
-        text = self._redact(obs.text)
+        subject = None if obs.subject is None else self._db.redact(obs.subject)
+        text = self._db.redact(obs.text)
 
         def write(conn: sqlite3.Connection) -> Fact:
             fact = insert_fact(conn, user_id, subject, obs.category, text, conf, rules, now)
@@ -232,7 +229,7 @@ class FactStore:
         confidence threshold (an operator may keep a weak fact in use).
         """
         rules = self.rules
-        new_text = None if text is None else self._redact(text)
+        new_text = None if text is None else self._db.redact(text)
 
         def write(conn: sqlite3.Connection) -> Fact | None:
             fact = get_fact(conn, fact_id, user_id)

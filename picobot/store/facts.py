@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobot.errors import UserError
-from picobot.memory.facts import normalize_subject, validate_category
 from picobot.store.db import Row
+from picobot.store.fact_rules import normalize_subject, validate_category
 
 _COLUMNS = (
     "id, user_id, subject, category, text, confidence, active, pinned, created_at, updated_at"

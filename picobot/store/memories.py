@@ -118,6 +118,24 @@ def list_memories(conn: sqlite3.Connection, user_id: str, limit: int | None) -> 
     return [_memory(r) for r in rows]
 
 
+def all_memories(conn: sqlite3.Connection, user_id: str | None, limit: int) -> list[Memory]:
+    """Memories of ``user_id`` (None: of every user), most recently updated first."""
+    if user_id is not None:
+        return list_memories(conn, user_id, limit)
+    users = [
+        str(r[0])
+        for r in conn.execute(
+            "SELECT user_id FROM user_memories GROUP BY user_id ORDER BY MAX(updated_at) DESC"
+        ).fetchall()
+    ]
+    found: list[Memory] = []
+    for user in users:
+        found += list_memories(conn, user, limit - len(found))
+        if len(found) >= limit:
+            break
+    return found
+
+
 class MemoryRepo:
     """The ``user_memories`` table, always scoped to one owner."""
 
@@ -205,6 +223,10 @@ class MemoryRepo:
             (user_id, key),
         )
         return _memory(row) if row else None
+
+    async def all(self, user_id: str | None, limit: int) -> builtins.list[Memory]:
+        """Memories of ``user_id`` (None: of every user), most recently updated first."""
+        return await self._db.read(lambda conn: all_memories(conn, user_id, limit))
 
     async def list(self, user_id: str, limit: int | None = None) -> builtins.list[Memory]:
         """``user_id``'s memories, most recently updated first; at most ``limit``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from picobot.store.db import Database
@@ -100,7 +100,7 @@ class MessageRepo:
         session_id: str,
         role: str,
         content: str,
-        token_estimate: int,
+        token_estimate: int | Callable[[str], int],
         *,
         created_at: float | None = None,
         source_id: str | None = None,
@@ -123,11 +123,13 @@ class MessageRepo:
         which lets the kernel skip the read that looks the session up when it remembers
         it.
 
-        ``content`` is redacted (:attr:`Database.redact`) before it is compared or stored.
+        ``content`` is redacted (:attr:`Database.redact`) before it is compared or stored;
+        ``token_estimate`` may be an estimator, then it counts the redacted text.
         A stored message records ``message.appended`` (ids and role) in the same write.
         """
         now = time.time() if created_at is None else created_at
         content = self._db.redact(content)
+        tokens = token_estimate(content) if callable(token_estimate) else token_estimate
 
         def insert(conn: sqlite3.Connection) -> StoredMessage:
             if if_current_of is not None:
@@ -147,7 +149,7 @@ class MessageRepo:
             owner = conn.execute(_TOUCH, (now, session_id)).fetchone()
             if owner is None:
                 raise SessionGone(session_id)
-            args = (session_id, session_id, role, content, token_estimate, now, source)
+            args = (session_id, session_id, role, content, tokens, now, source)
             msg_id, seq = conn.execute(_INSERT, args).fetchone()
             # Ids and role only: the event stream never carries what was said.
             record_event(
@@ -158,7 +160,7 @@ class MessageRepo:
                 session_id=session_id,
                 payload={"message_id": msg_id, "role": role, "seq_order": seq},
             )
-            return StoredMessage(msg_id, session_id, seq, role, content, token_estimate, now)
+            return StoredMessage(msg_id, session_id, seq, role, content, tokens, now)
 
         # One trip to the writer thread, group-committed with concurrent turns.
         return await self._db.write(insert)

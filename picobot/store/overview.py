@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobot.store.events import Event, EventFilter, list_events
-from picobot.store.memories import Memory, list_memories
 from picobot.store.sessions import SESSION_SELECT, SessionInfo, session_info
 
 PREVIEW_CHARS = 120
@@ -30,6 +29,26 @@ class StoreCounts:
     memories: int
 
 
+@dataclass(frozen=True, slots=True)
+class StatusCounts:
+    """What ``picobot status`` counts: sessions, messages, memories, messages waiting
+    for the recall index."""
+
+    sessions: int
+    messages: int
+    memories: int
+    queued_for_index: int
+
+
+def status_counts(conn: sqlite3.Connection) -> StatusCounts:
+    """The counts ``picobot status`` shows (one query)."""
+    row = conn.execute(
+        "SELECT (SELECT COUNT(*) FROM sessions), (SELECT COUNT(*) FROM messages),"
+        " (SELECT COUNT(*) FROM user_memories), (SELECT COUNT(*) FROM search_pending)"
+    ).fetchone()
+    return StatusCounts(*(int(v) for v in tuple(row)))
+
+
 def store_counts(conn: sqlite3.Connection) -> StoreCounts:
     """Rows of each kind; ``users`` counts everyone with a session, a memory or a fact."""
     row = conn.execute(
@@ -40,24 +59,6 @@ def store_counts(conn: sqlite3.Connection) -> StoreCounts:
         " (SELECT COUNT(*) FROM user_memories)"
     ).fetchone()
     return StoreCounts(*(int(v) for v in tuple(row)))
-
-
-def all_memories(conn: sqlite3.Connection, user_id: str | None, limit: int) -> list[Memory]:
-    """Memories of ``user_id`` (None: of every user), most recently updated first."""
-    if user_id is not None:
-        return list_memories(conn, user_id, limit)
-    users = [
-        str(r[0])
-        for r in conn.execute(
-            "SELECT user_id FROM user_memories GROUP BY user_id ORDER BY MAX(updated_at) DESC"
-        ).fetchall()
-    ]
-    found: list[Memory] = []
-    for user in users:
-        found += list_memories(conn, user, limit - len(found))
-        if len(found) >= limit:
-            break
-    return found
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,11 @@ class SessionRepo:
     def __init__(self, db: Database) -> None:
         self._db = db
 
+    async def ids_of(self, user_id: str) -> list[str]:
+        """The ids of every session of ``user_id``."""
+        rows = await self._db.fetchall("SELECT id FROM sessions WHERE user_id = ?", (user_id,))
+        return [str(r[0]) for r in rows]
+
     async def get(self, session_id: str) -> SessionInfo | None:
         """One session by id."""
         row = await self._db.fetchone(SESSION_SELECT + " WHERE s.id = ?", (session_id,))

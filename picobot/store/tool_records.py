@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from picobot.privacy.redaction import redact_json
 from picobot.store.db import Database
 from picobot.store.events import record_event_in
+from picobot.store.json_redaction import redact_json
 from picobot.store.messages import SessionGone
 
 

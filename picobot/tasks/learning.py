@@ -29,17 +29,17 @@ from dataclasses import dataclass
 
 from picobot.config.learning import LearningSettings
 from picobot.config.settings import LLMSettings
-from picobot.kernel.tokens import TokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.memory.extraction import MAX_INPUT_TOKENS, build_prompt, chunk_messages, parse_reply
-from picobot.memory.facts import LifecycleRules
 from picobot.store.db import Database
+from picobot.store.fact_rules import lifecycle_rules
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import idle_unlearned
 from picobot.store.messages import StoredMessage, conversation_after
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.reflection import ReflectionTask
 from picobot.tasks.session_runs import SessionRuns
+from picobot.text.tokens import TokenEstimator
 
 log = logging.getLogger(__name__)
 
@@ -64,19 +64,6 @@ def extraction_input_tokens(llm: LLMSettings) -> int:
         return MAX_INPUT_TOKENS
     room = llm.context_tokens - llm.reply_tokens - PROMPT_OVERHEAD_TOKENS
     return max(1, min(MAX_INPUT_TOKENS, room))
-
-
-def lifecycle_rules(settings: LearningSettings) -> LifecycleRules:
-    """The lifecycle numbers as configured."""
-    return LifecycleRules(
-        initial_confidence=settings.initial_confidence,
-        reinforce_step=settings.reinforce_step,
-        contradict_step=settings.contradict_step,
-        min_confidence=settings.min_confidence,
-        decay_step=settings.decay_step,
-        decay_after_days=settings.decay_after_days,
-        decay_every_days=settings.decay_every_days,
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +96,12 @@ class LearningTask:
         self._provider = provider
         self._estimator = estimator
         self.settings = settings
-        self._redact: Callable[[str], str] = redact or str
+        # The store's redactor unless told otherwise (what reaches the model, too).
+        self._redact: Callable[[str], str] = redact or (lambda text: db.redact(text))
         self.clock = clock
         """The time source (the runtime shares the kernel's, so tests can move it)."""
         self._chunk = max(1, max_input_tokens)
-        self.store = FactStore(db, rules=lifecycle_rules(settings), redact=self._redact)
+        self.store = FactStore(db, rules=lifecycle_rules(settings))
         self.reflections = ReflectionTask(
             db,
             provider,

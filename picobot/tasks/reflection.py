@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobot.config.learning import LearningSettings
-from picobot.kernel.tokens import TokenEstimator
 from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.memory.extraction import MAX_INPUT_TOKENS
 from picobot.memory.reflection import checked_answer, digest_prompt, reflection_prompt
@@ -44,6 +43,7 @@ from picobot.store.digests import (
 )
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.session_runs import SessionRuns
+from picobot.text.tokens import TokenEstimator
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,8 @@ class ReflectionTask:
         self._provider = provider
         self._est = estimator
         self.settings = settings
-        self._redact: Callable[[str], str] = redact or str
+        # The store's redactor unless told otherwise (what reaches the model, too).
+        self._redact: Callable[[str], str] = redact or (lambda text: db.redact(text))
         self.clock = clock
         self._input = max(1, max_input_tokens)
         self.store = DigestStore(db)

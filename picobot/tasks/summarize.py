@@ -22,17 +22,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from picobot.access.context import ToolContext
 from picobot.backoff import FailureBackoff
 from picobot.config.settings import LLMSettings, MemorySettings
 from picobot.errors import PicobotError
-from picobot.kernel.context import ToolContext
-from picobot.kernel.tokens import TokenEstimator, truncate_to_tokens
-from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.store.db import Database
 from picobot.store.messages import StoredMessage
 from picobot.store.summaries import Summary, SummaryRepo
 from picobot.tasks.supervisor import TaskSupervisor
+from picobot.text.tokens import TokenEstimator, truncate_to_tokens
+from picobot.text.untrusted import escape_data
 
 log = logging.getLogger(__name__)
 

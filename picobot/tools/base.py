@@ -14,12 +14,12 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from picobot.access.context import ToolContext
 from picobot.errors import UNREADABLE_JSON, UserError
-from picobot.kernel.context import ToolContext
-from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ToolSpec
 from picobot.shapes import DocumentSchema, Problem, optional_as_absent, problem
 from picobot.store.messages import SessionGone
+from picobot.text.untrusted import escape_data
 
 log = logging.getLogger(__name__)
 

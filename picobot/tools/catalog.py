@@ -15,17 +15,19 @@ from picobot.config.settings import Settings
 from picobot.registry import Registry
 from picobot.store.search import SearchIndex
 from picobot.tools.base import Tool, ToolRegistry
-from picobot.tools.memory import MemoryService, MemoryTool
+from picobot.tools.memory import MemoryTool, Notes
 from picobot.tools.memory_search import MemorySearchTool
 
 
 @dataclass(frozen=True, slots=True)
 class ToolDeps:
-    """What tool factories may use; ``memory`` is None when user memories are off."""
+    """What tool factories may use; ``memory`` is None when user memories are off;
+    ``terms`` turns a query into search terms."""
 
     settings: Settings
     index: SearchIndex
-    memory: MemoryService | None
+    memory: Notes | None
+    terms: Callable[[str], list[str]]
 
 
 ToolFactory = Callable[[ToolDeps], Tool | None]
@@ -36,7 +38,7 @@ TOOLS: Registry[ToolFactory] = Registry("tool")
 
 @TOOLS.register("memory_search")
 def _memory_search(deps: ToolDeps) -> Tool:
-    return MemorySearchTool(deps.index, max_terms=deps.settings.session.memory.recall_max_terms)
+    return MemorySearchTool(deps.index, terms=deps.terms)
 
 
 @TOOLS.register("memory")

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StringConstraints
 
+from picobot.access.context import Action, Scope, ToolContext
 from picobot.errors import UserError
-from picobot.kernel.context import Action, Scope, ToolContext
-from picobot.kernel.keywords import extract_terms
 from picobot.llm.base import ToolSpec
 from picobot.store.recall import RecallQuery, recall_records
 from picobot.store.search import MAX_LIMIT, SearchHit, SearchIndex
@@ -98,9 +97,11 @@ async def ranked(
 class MemorySearchTool:
     """Lets the model search the caller's past messages and saved memories by keywords."""
 
-    def __init__(self, index: SearchIndex, *, max_terms: int) -> None:
+    def __init__(self, index: SearchIndex, *, terms: Callable[[str], list[str]]) -> None:
+        """``terms`` turns a query into search terms (the runtime passes the keyword
+        extraction recall and /search use)."""
         self._index = index
-        self._max_terms = max_terms
+        self._terms = terms
 
     @property
     def spec(self) -> ToolSpec:
@@ -120,7 +121,7 @@ class MemorySearchTool:
         parsed = parse_arguments(SearchArguments, args)
         # Other sessions of the same user are User scope, auto-granted for own data.
         ctx.require(Action.MEMORY_READ, Scope.USER)
-        terms = extract_terms(parsed.query, self._max_terms)
+        terms = self._terms(parsed.query)
         if not terms:
             raise UserError(
                 "The query has no searchable words (only very common ones); "

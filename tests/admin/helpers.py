@@ -154,6 +154,8 @@ async def start(
         # The runtime's own retention job runs at start; let it finish so that its
         # record never races the assertions of a test.
         await runtime.tasks.job("retention").wait_runs(1)
+    # The services (pending purges, fact edits) keep the runtime's time.
+    runtime.kernel.clock = clock
     admin = AdminAPI(runtime, load_admin_keys(settings.server), clock=clock, **kwargs)
     app = web.Application()
     admin.add_routes(app)

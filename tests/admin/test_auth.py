@@ -19,8 +19,8 @@ from picobot.config.channels import ServerSettings
 from picobot.config.settings import DataSettings, Settings
 from picobot.errors import ConfigError
 from picobot.llm.scripted import ScriptedProvider
-from picobot.privacy.export import count_user_data
 from picobot.runtime import open_runtime
+from picobot.store.export import count_user_data
 from picobot.store.memories import MemoryRepo
 from tests.admin.helpers import (
     ALICE,

@@ -10,9 +10,8 @@ from urllib.parse import quote
 
 import pytest
 
-from picobot.admin.api import fact_store
-from picobot.memory.facts import Observation
 from picobot.privacy.export import iter_user_jsonl
+from picobot.store.fact_rules import Observation
 from tests.admin.helpers import ALICE, BOB, KEY_A, KEY_B, Api
 
 OPERATOR_A = f"api:{KEY_A[:8]}"
@@ -27,7 +26,7 @@ async def _session(api: Api, user: str) -> str:
 @pytest.fixture
 async def learned(chatted: Api) -> dict[str, int]:
     """Alice: tea (learned twice), trip (plan), a weak one; Bob: his sister."""
-    store = fact_store(chatted.runtime)
+    store = chatted.runtime.services.facts.store
     now = chatted.clock.now
     alice = await _session(chatted, ALICE)
     tea, trip = await store.observe(

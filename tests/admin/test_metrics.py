@@ -28,8 +28,9 @@ from picobot.messages import Identity, Inbound
 from picobot.metrics import METRICS, PicobotMetrics
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.search import SearchIndex
+from picobot.store.task_runs import record_run
 from picobot.store.webhooks import WebhookStore
-from picobot.tasks.retention import RetentionTask, record_run
+from picobot.tasks.retention import RetentionTask
 from tests.channels.webhook.generic_client import signed_headers
 from tests.scrape import Samples, parse_exposition, sample, scrape
 

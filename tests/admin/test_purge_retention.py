@@ -8,14 +8,14 @@ from urllib.parse import quote
 
 import pytest
 
-from picobot.privacy.export import count_user_data
-from picobot.tasks.retention import (
+from picobot.store.export import count_user_data
+from picobot.store.task_runs import (
     ERASE_TASK_NAME,
     PURGE_ERASE_TASK_NAME,
     RESIDUE_WAITING,
-    RetentionTask,
     record_run,
 )
+from picobot.tasks.retention import RetentionTask
 from tests.admin.helpers import (
     ALICE,
     BOB,

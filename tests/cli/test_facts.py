@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from picobot.cli.main import main
-from picobot.memory.facts import Observation
+from picobot.store.fact_rules import Observation
 
 T0 = 1_700_000_000.0
 DB = Path("data/conversations.db")

@@ -15,7 +15,7 @@ from picobot.cli.purge import purge
 from picobot.config.settings import Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound
-from picobot.privacy.controller import OlderThanScope, UserScope
+from picobot.privacy.scopes import OlderThanScope, UserScope
 from picobot.runtime import open_runtime
 
 ALICE = Identity("tui", "tui:alice", "local")

@@ -20,10 +20,9 @@ from picobot.dashboard.guard import POLL_HEADER, Guard
 from picobot.dashboard.render import Renderer, highlight
 from picobot.dashboard.session import COOKIE, MAX_LOGINS_PER_KEY, Login, LoginStore
 from picobot.dashboard.views_facts import FactViews, read_filters
-from picobot.privacy.controller import Actor, PrivacyController
+from picobot.privacy.scopes import Actor
+from picobot.runtime import build_services
 from picobot.store.db import Database
-from picobot.store.fact_writes import FactStore
-from picobot.store.memories import MemoryRepo
 from picobot.tasks.supervisor import TaskSupervisor
 from tests.dashboard.conftest import chromium_missing
 
@@ -218,9 +217,7 @@ async def test_each_poll_reads_only_its_own_listing(
         settings=Settings(),
         tasks=TaskSupervisor(),
         renderer=renderer,
-        facts=FactStore(db),
-        memories=MemoryRepo(db),
-        privacy=PrivacyController(db),
+        services=build_services(Settings(), db),
         clock=time.time,
     )
     views = FactViews(ctx)

@@ -9,12 +9,12 @@ import pytest
 
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.prompt import WindowRetriever
-from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.base import LLMProvider
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
+from picobot.text.tokens import CharTokenEstimator
 from picobot.tools.base import Tool, ToolRegistry
 
 ALICE = Identity("tui", "tui:alice", "local")

@@ -8,8 +8,8 @@ import pytest
 
 from picobot.config.learning import LearningSettings
 from picobot.kernel.memory_prompt import MemoryRetriever
-from picobot.memory.facts import Observation
 from picobot.store.db import Database
+from picobot.store.fact_rules import Observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import active_facts
 from tests.kernel.test_memory_prompt import EST, World, context_text, cost, db

@@ -10,9 +10,8 @@ from typing import Any
 
 import pytest
 
+from picobot.access.context import ToolContext
 from picobot.errors import UserError
-from picobot.kernel.context import ToolContext
-from picobot.kernel.tokens import CharTokenEstimator, message_cost
 from picobot.llm.base import (
     ChatMessage,
     Completion,
@@ -25,6 +24,7 @@ from picobot.llm.base import (
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import OutboundKind
 from picobot.store.db import Database
+from picobot.text.tokens import CharTokenEstimator, message_cost
 from tests.kernel.conftest import ALICE, BOB, KernelFactory, kinds, run
 
 

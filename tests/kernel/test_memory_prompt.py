@@ -6,12 +6,11 @@ import time
 
 import pytest
 
+from picobot.access.context import Action, Grant, Scope, ToolContext, own_data_grants
 from picobot.config.settings import MemorySettings
-from picobot.kernel.context import Action, Grant, Scope, ToolContext, own_data_grants
 from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.kernel.prompt import PromptRequest
 from picobot.kernel.prompt_parts import DATA_PREAMBLE, RECALL_PREAMBLE
-from picobot.kernel.tokens import CharTokenEstimator, message_cost
 from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
 from picobot.store.memories import GLOBAL_USER, MemoryRepo
@@ -20,6 +19,7 @@ from picobot.store.purge import PurgeStore
 from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
+from picobot.text.tokens import CharTokenEstimator, message_cost
 from tests.store.test_memory_cache import other_process
 
 EST = CharTokenEstimator()

@@ -10,14 +10,16 @@ import pytest
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedTurn
 from picobot.messages import OutboundKind
-from picobot.privacy.controller import Actor, PrivacyController, SessionScope, UserScope
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.scopes import Actor, SessionScope, UserScope
+from picobot.services.notes import NoteService
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import SessionGone
 from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.sessions import SessionRepo
 from picobot.store.tool_records import ToolRecordRepo
-from picobot.tools.memory import MemoryService, MemoryTool
+from picobot.tools.memory import MemoryTool
 from tests.channels.gated import GatedProvider
 from tests.kernel.conftest import ALICE, KernelFactory, run
 
@@ -74,7 +76,7 @@ async def test_a_memory_the_model_saves_after_its_user_was_purged_is_not_kept(
     provider = GatedProvider([ScriptedTurn(tool_calls=(save,)), "Saved."])
     repo = MemoryRepo(db)
     kernel = make_kernel(
-        provider, tools=[MemoryTool(MemoryService(repo, max_count=50, max_chars=2000))]
+        provider, tools=[MemoryTool(NoteService(repo, max_count=50, max_chars=2000))]
     )
     turn = asyncio.create_task(run(kernel, ALICE, "remember my cat"))
     await provider.entered.wait()

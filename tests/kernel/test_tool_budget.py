@@ -7,15 +7,15 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from picobot.access.context import ToolContext
 from picobot.config.settings import Settings
-from picobot.kernel.context import ToolContext
-from picobot.kernel.tokens import CharTokenEstimator, prompt_cost
 from picobot.kernel.tool_budget import MAX_CALLS_PER_ROUND, MIN_OUTPUT_TOKENS, ToolBudget
 from picobot.llm.base import ToolCall, ToolSpec
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import OutboundKind
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
+from picobot.text.tokens import CharTokenEstimator, prompt_cost
 from tests.kernel.conftest import ALICE, KernelFactory, run
 
 EST = CharTokenEstimator()

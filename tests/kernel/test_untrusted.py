@@ -6,11 +6,11 @@ import re
 
 import pytest
 
-from picobot.kernel.untrusted import escape_data, one_line
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import OutboundKind
 from picobot.tasks.summarize import _quote
+from picobot.text.untrusted import escape_data, one_line
 from picobot.tools.base import wrap_untrusted
 from tests.kernel.conftest import ALICE, KernelFactory, run
 from tests.kernel.test_kernel import EchoTool

@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from picobot.memory.facts import DAY_SECS, LifecycleRules, Observation, decay_steps_due
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
+from picobot.store.fact_rules import DAY_SECS, LifecycleRules, Observation, decay_steps_due
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import (
     FactFilter,
@@ -157,7 +157,8 @@ async def test_nothing_is_learned_from_a_session_that_is_gone(db: Database) -> N
 
 async def test_secrets_are_redacted_before_a_fact_is_stored(db: Database) -> None:
     sid = await session(db)
-    store = FactStore(db, redact=Redactor().redact)
+    db.redact = Redactor().redact
+    store = FactStore(db)
     key = "AKIA" + "IOSFODNN7EXAMPLE"
     [a] = await store.observe(
         ALICE, [obs(f"uses key {key}", subject=key)], session_id=sid, message_id=1, now=T0
@@ -177,8 +178,8 @@ async def test_pins_and_reads_are_scoped_to_the_owner(db: Database) -> None:
 
 
 async def test_active_facts_reads_in_one_snapshot_by_threshold_and_limit(db: Database) -> None:
-    from picobot.kernel.tokens import CharTokenEstimator
     from picobot.memory.facts_block import render_facts_block
+    from picobot.text.tokens import CharTokenEstimator
 
     sid = await session(db)
     store = FactStore(db)

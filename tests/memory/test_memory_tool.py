@@ -11,23 +11,24 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
+from picobot.access.context import ToolContext
+from picobot.access.permissions import grants_for
+from picobot.commands.memories import MemoryCommands
 from picobot.config.settings import PermissionsSettings, Settings
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandRouter
-from picobot.kernel.context import ToolContext
 from picobot.kernel.kernel import Kernel
-from picobot.kernel.memory_commands import MemoryCommands
-from picobot.kernel.permissions import grants_for
 from picobot.kernel.prompt import WindowRetriever
-from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound, OutboundKind
+from picobot.services.notes import NoteService
 from picobot.store.db import Database
 from picobot.store.memories import GLOBAL_USER, MemoryRepo
 from picobot.store.messages import MessageRepo
+from picobot.text.tokens import CharTokenEstimator
 from picobot.tools.base import ToolRegistry
-from picobot.tools.memory import MemoryService, MemoryTool
+from picobot.tools.memory import MemoryTool
 
 ALICE = Identity("tui", "tui:alice", "local")
 BOB = Identity("tui", "tui:bob", "local")
@@ -54,14 +55,14 @@ def repo(db: Database) -> MemoryRepo:
 @pytest.fixture
 def tools(repo: MemoryRepo) -> ToolRegistry:
     """A registry holding only the memory tool, with a small cap for the cap tests."""
-    return ToolRegistry([MemoryTool(MemoryService(repo, max_count=3, max_chars=40))])
+    return ToolRegistry([MemoryTool(NoteService(repo, max_count=3, max_chars=40))])
 
 
 @pytest.fixture
 def router(repo: MemoryRepo) -> CommandRouter:
     """A command router with the memory commands on the same repo and limits."""
     commands = CommandRouter()
-    MemoryCommands(MemoryService(repo, max_count=3, max_chars=40)).register(commands)
+    MemoryCommands(NoteService(repo, max_count=3, max_chars=40)).register(commands)
     return commands
 
 
@@ -233,13 +234,13 @@ async def test_global_scope_needs_a_config_grant(tools: ToolRegistry, repo: Memo
 async def test_tool_permission_decisions_are_logged(
     tools: ToolRegistry, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="picobot.kernel.context")
+    caplog.set_level(logging.DEBUG, logger="picobot.access.context")
     settings = Settings(permissions=PermissionsSettings(global_memory_read=["tui:alice"]))
     alice = ToolContext(user_id="tui:alice", grants=grants_for("tui:alice", settings))
     await call(tools, alice, action="list", scope="global")
     await call(tools, BOB_CTX, action="list")
     await call(tools, BOB_CTX, action="save", key="k", content="x", scope="global")
-    assert [r.getMessage() for r in caplog.records if r.name == "picobot.kernel.context"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "picobot.access.context"] == [
         "permission MemoryRead{GLOBAL} for tui:alice: granted (config grant)",
         "permission MemoryRead{USER} for tui:bob: granted (auto)",
         "permission MemoryWrite{GLOBAL} for tui:bob: denied",
@@ -323,9 +324,9 @@ async def test_the_model_saves_through_the_kernel(db: Database, repo: MemoryRepo
         provider=provider,
         retriever=WindowRetriever(MessageRepo(db), estimator, budget_tokens=4000, max_messages=20),
         estimator=estimator,
-        tools=ToolRegistry([MemoryTool(MemoryService(repo, max_count=50, max_chars=2000))]),
+        tools=ToolRegistry([MemoryTool(NoteService(repo, max_count=50, max_chars=2000))]),
     )
-    MemoryCommands(MemoryService(repo, max_count=50, max_chars=2000)).register(kernel.commands)
+    MemoryCommands(NoteService(repo, max_count=50, max_chars=2000)).register(kernel.commands)
 
     events = [e async for e in kernel.handle(Inbound(ALICE, "remember that my cat is Tom"))]
     assert events[-1].kind == OutboundKind.DONE and events[-1].text == "Saved."

@@ -7,9 +7,9 @@ import logging
 
 import pytest
 
+from picobot.access.context import Action, Grant, Scope, ToolContext, own_data_grants
+from picobot.access.permissions import CONFIG_GRANT, grants_for
 from picobot.config.settings import PermissionsSettings, Settings, load_settings
-from picobot.kernel.context import Action, Grant, Scope, ToolContext, own_data_grants
-from picobot.kernel.permissions import CONFIG_GRANT, grants_for
 
 ALICE = "tui:alice"
 GLOBAL_READ = Grant(Action.MEMORY_READ, Scope.GLOBAL, CONFIG_GRANT)
@@ -60,11 +60,11 @@ def test_grants_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _decisions(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "picobot.kernel.context"]
+    return [r.getMessage() for r in caplog.records if r.name == "picobot.access.context"]
 
 
 def test_decisions_are_logged_with_their_source(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.DEBUG, logger="picobot.kernel.context")
+    caplog.set_level(logging.DEBUG, logger="picobot.access.context")
     settings = Settings(permissions=PermissionsSettings(global_memory_write=[ALICE]))
     alice = ToolContext(user_id=ALICE, grants=grants_for(ALICE, settings))
     bob = ToolContext(user_id="tui:bob", grants=grants_for("tui:bob", settings))

@@ -7,11 +7,11 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from picobot.llm.scripted import ScriptedProvider
-from picobot.memory.facts import Observation
 from picobot.messages import Outbound
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.erase import erase_residue
 from picobot.store.events import EventFilter, list_events
+from picobot.store.fact_rules import Observation
 from picobot.store.purge import PurgeStore
 from picobot.store.search import SearchIndex
 from picobot.tasks.retention import RetentionTask

@@ -8,23 +8,24 @@ from pathlib import Path
 
 import pytest
 
+from picobot.commands.purge import PurgeCommands
 from picobot.config.settings import Settings
 from picobot.errors import AccessDenied, UserError
 from picobot.kernel.memory_prompt import MemoryRetriever
-from picobot.kernel.purge_commands import PurgeCommands
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
-from picobot.privacy.controller import (
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.fact_scope import FactsScope
+from picobot.privacy.scopes import (
     DAY,
     MAX_PURGE_DAYS,
     Actor,
     OlderThanScope,
-    PrivacyController,
     SessionScope,
     UserScope,
 )
-from picobot.privacy.fact_scope import FactsScope
 from picobot.runtime import Runtime, open_runtime
+from picobot.services.purges import PurgeService
 from picobot.store.memories import MemoryRepo
 
 ALICE = Identity("whatsapp", "whatsapp:111@s.whatsapp.net", "111")
@@ -174,7 +175,7 @@ async def test_confirmation_expires(tmp_path: Path, rt: Runtime) -> None:
 
 async def test_a_late_yes_in_chat_is_told_the_purge_expired(rt: Runtime) -> None:
     clock = Clock()
-    PurgeCommands(PrivacyController(rt.db, clock=clock)).register(rt.kernel)
+    PurgeCommands(PurgeService(PrivacyController(rt.db, clock=clock))).register(rt.kernel)
     await say(rt, ALICE, "hello")
     assert (await say(rt, ALICE, "/purge user"))[-1].kind == OutboundKind.CONFIRM_REQUEST
     clock.now += 61
@@ -243,9 +244,9 @@ async def test_a_purge_that_fails_midway_tells_the_user_what_happened(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import picobot.privacy.controller as controller_module
+    from picobot.commands.purge import PURGE_FAILED
     from picobot.errors import StoreUnavailable
-    from picobot.kernel.purge_commands import PURGE_FAILED
-    from picobot.tasks.retention import erasure_state
+    from picobot.store.task_runs import erasure_state
 
     async def disk_full(*_args: object, **_kw: object) -> None:
         raise StoreUnavailable("database /srv/data/conversations.db: disk is full")

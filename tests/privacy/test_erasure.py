@@ -36,14 +36,15 @@ from picobot.config.channels import GenericWebhookSettings
 from picobot.config.settings import DataSettings, Settings
 from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
-from picobot.memory.facts import Observation
-from picobot.privacy.controller import Actor, PrivacyController, SessionScope, UserScope
+from picobot.privacy.controller import PrivacyController
 from picobot.privacy.fact_scope import choose_facts
+from picobot.privacy.scopes import Actor, SessionScope, UserScope
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
 from picobot.store.digests import DigestStore, Provenance, user_digests
 from picobot.store.erase import erase_residue
 from picobot.store.events import Event, EventFilter, list_events
+from picobot.store.fact_rules import Observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import operator_filter
 from picobot.store.memories import MemoryRepo

@@ -14,9 +14,10 @@ import pytest
 
 from picobot.cli import data as cli_data
 from picobot.config.settings import DataSettings, Settings
-from picobot.privacy import export, export_pages
-from picobot.privacy.export import count_user_data, export_user, iter_user_jsonl
+from picobot.privacy.export import export_user, iter_user_jsonl
+from picobot.store import export, export_pages
 from picobot.store.db import Database
+from picobot.store.export import count_user_data
 from picobot.store.memories import MemoryRepo
 from picobot.store.messages import MessageRepo
 from picobot.store.sessions import SessionRepo

@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 import json
 
-from picobot.privacy.export import count_user_data, export_user
+from picobot.privacy.export import export_user
 from picobot.store.db import Database
 from picobot.store.digests import DigestStore, Provenance, user_digests
+from picobot.store.export import count_user_data
 from picobot.store.messages import MessageRepo
 from picobot.store.pins import PinStore
 from picobot.store.sessions import SessionRepo

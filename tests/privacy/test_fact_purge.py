@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 import json
 
-from picobot.memory.facts import Observation
-from picobot.privacy.export import count_user_data, export_user
+from picobot.privacy.export import export_user
 from picobot.store.db import Database
+from picobot.store.export import count_user_data
+from picobot.store.fact_rules import Observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import FactFilter, fact_history, fact_sources, find_facts
 from picobot.store.purge import PurgeStore

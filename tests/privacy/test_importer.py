@@ -14,9 +14,9 @@ import pytest
 from picobot.config.settings import Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.privacy.export import export_user
-from picobot.privacy.importer import import_sessions_json
 from picobot.runtime import open_runtime
 from picobot.store.db import Database
+from picobot.store.legacy_import import import_sessions_json
 from picobot.store.search import SearchIndex, fts_query
 from picobot.store.sessions import SessionRepo
 
@@ -105,7 +105,7 @@ async def test_import_writes_sessions_messages_and_index(
     db: Database, data_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = write(data_dir, snapshot())
-    caplog.set_level(logging.INFO, logger="picobot.privacy.importer")
+    caplog.set_level(logging.INFO, logger="picobot.store.legacy_import")
     result = await import_sessions_json(db, data_dir)
 
     assert result is not None and result.ok
@@ -317,7 +317,7 @@ async def test_the_runtime_redacts_imported_messages_like_live_ones(data_dir: Pa
     write(data_dir, data)
     settings = Settings(data={"dir": str(data_dir)})  # type: ignore[arg-type]
     async with open_runtime(settings, provider=ScriptedProvider()) as rt:
-        live = rt.kernel.redact(leak)
+        live = rt.db.redact(leak)
         row = await rt.db.fetchone(
             "SELECT content, token_estimate FROM messages WHERE session_id = 'legacy1'"
             " AND seq_order = 2"

@@ -12,18 +12,18 @@ import json
 from pathlib import Path
 
 from picobot.config.settings import DataSettings, MemorySettings, Settings
-from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
-from picobot.memory.facts import Observation
 from picobot.messages import Identity, Inbound
 from picobot.runtime import open_database, open_runtime
+from picobot.store.fact_rules import Observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.messages import MessageRepo
 from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks.summarize import Summarizer
 from picobot.tasks.supervisor import TaskSupervisor
+from picobot.text.tokens import CharTokenEstimator
 from tests.privacy.test_erasure import scan
 
 AWS_KEY = "AKIAZ7QX3M4PLK2JWV9R"

@@ -15,19 +15,20 @@ import pytest
 import picobot.privacy.controller as controller_module
 from picobot.cli.status import StoreStatus, format_status
 from picobot.errors import StoreUnavailable
-from picobot.privacy.controller import Actor, PrivacyController, UserScope
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.scopes import Actor, UserScope
 from picobot.store.db import Database
 from picobot.store.purge import PurgeStore
 from picobot.store.search import SearchIndex
-from picobot.tasks.retention import (
+from picobot.store.task_runs import (
     PURGE_ERASE_TASK_NAME,
     ErasureState,
-    RetentionTask,
     TaskRun,
     erasure_state,
     last_run,
     record_start,
 )
+from picobot.tasks.retention import RetentionTask
 from tests.privacy.test_erasure import new_marker, scan
 from tests.privacy.test_purge_store import ALICE, BOB, T0, add_message, add_session, integrity_ok
 from tests.privacy.test_retention import Clock

@@ -22,10 +22,10 @@ from picobot.privacy.redaction import (
     RedactingFilter,
     Redactor,
     marker,
-    redact_json,
 )
 from picobot.privacy.redaction_context import is_placeholder
 from picobot.runtime import open_runtime
+from picobot.store.json_redaction import redact_json
 
 # Secrets are assembled from pieces so that this file holds no string a secret
 # scanner (or GitHub push protection) would flag as a real credential.

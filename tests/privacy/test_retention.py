@@ -23,17 +23,16 @@ from picobot.store.migrations import MIGRATIONS
 from picobot.store.purge import PurgeCounts, PurgeStore
 from picobot.store.search import SearchIndex
 from picobot.store.summaries import SummaryRepo
-from picobot.tasks import retention as retention_module
-from picobot.tasks.retention import (
+from picobot.store.task_runs import (
     ERASE_TASK_NAME,
     TASK_NAME,
     ErasureState,
-    RetentionReport,
-    RetentionTask,
     erasure_state,
     last_run,
     record_run,
 )
+from picobot.tasks import retention as retention_module
+from picobot.tasks.retention import RetentionReport, RetentionTask
 from picobot.tasks.supervisor import TaskSupervisor
 from tests.privacy.test_erasure import new_marker, scan, wal_size
 from tests.privacy.test_purge_store import (
@@ -527,7 +526,7 @@ def test_cli_status_reports_contents_and_last_run(
 
 def test_status_warns_about_stale_failed_and_unfinished_runs() -> None:
     from picobot.cli.status import StoreStatus
-    from picobot.tasks.retention import TaskRun
+    from picobot.store.task_runs import TaskRun
 
     def lines(run: TaskRun, now: float) -> list[str]:
         status = StoreStatus(3, 3, 1, 2, 3, run)

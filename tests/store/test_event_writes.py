@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from picobot.memory.facts import Observation
-from picobot.privacy.controller import Actor, PrivacyController, SessionScope
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.scopes import Actor, SessionScope
 from picobot.store.db import Database
 from picobot.store.events import Event, EventFilter, list_events
+from picobot.store.fact_rules import Observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import FactFilter
 from picobot.store.memories import MemoryRepo

@@ -5,7 +5,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from picobot.privacy.controller import Actor, PrivacyController, UserScope
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.scopes import Actor, UserScope
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
 from picobot.store.memory_cache import MemoryCache

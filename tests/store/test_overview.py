@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 
-from picobot.memory.facts import Observation
 from picobot.store.db import Database
 from picobot.store.events import record_event
+from picobot.store.fact_rules import Observation
 from picobot.store.fact_writes import FactStore
-from picobot.store.memories import MemoryRepo
+from picobot.store.memories import MemoryRepo, all_memories
 from picobot.store.messages import MessageRepo
 from picobot.store.overview import (
-    all_memories,
     recent_events,
     session_family,
     session_previews,

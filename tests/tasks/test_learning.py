@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from picobot.config.learning import LearningSettings
-from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
@@ -13,6 +12,7 @@ from picobot.store.facts import FactFilter, find_facts
 from picobot.store.messages import MessageRepo
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.learning import LearningTask
+from picobot.text.tokens import CharTokenEstimator
 
 T0 = 1_700_000_000.0
 KEY = "AKIA" + "IOSFODNN7EXAMPLE"
@@ -33,12 +33,12 @@ async def chat(db: Database, user: str, lines: list[str], at: float = T0) -> str
 
 def task(db: Database, provider: ScriptedProvider, now: list[float], **kw: object) -> LearningTask:
     settings = LearningSettings(**kw)  # type: ignore[arg-type]
+    db.redact = Redactor().redact  # as the runtime does: the store's redactor is used
     return LearningTask(
         db,
         provider,
         CharTokenEstimator(),
         settings,
-        redact=Redactor().redact,
         clock=lambda: now[0],
     )
 

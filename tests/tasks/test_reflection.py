@@ -10,7 +10,6 @@ import pytest
 
 from picobot.config.learning import LearningSettings
 from picobot.config.settings import Settings
-from picobot.kernel.tokens import CharTokenEstimator
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity
 from picobot.privacy.redaction import Redactor
@@ -24,6 +23,7 @@ from picobot.store.recall import RecallQuery, recall_records
 from picobot.store.search import SearchIndex
 from picobot.store.sessions import SessionRepo
 from picobot.tasks.reflection import ReflectionTask
+from picobot.text.tokens import CharTokenEstimator
 from tests.memory.test_learning_turns import say
 from tests.tasks.test_learning import KEY, T0
 
@@ -48,12 +48,12 @@ async def chat(db: Database, user: str, lines: list[str], at: float = T0) -> str
 def task(
     db: Database, provider: ScriptedProvider, now: list[float], **kw: object
 ) -> ReflectionTask:
+    db.redact = Redactor().redact  # as the runtime does: the store's redactor is used
     return ReflectionTask(
         db,
         provider,
         CharTokenEstimator(),
         LearningSettings(**kw),  # type: ignore[arg-type]
-        redact=Redactor().redact,
         clock=lambda: now[0],
     )
 

@@ -17,10 +17,11 @@ import pytest
 
 from picobot.llm.base import ChatMessage, Completion, ToolSpec
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
-from picobot.memory.facts import Observation
-from picobot.privacy.controller import Actor, PrivacyController, SessionScope
+from picobot.privacy.controller import PrivacyController
+from picobot.privacy.scopes import Actor, SessionScope
 from picobot.store import digest_purge, fact_purge
 from picobot.store.db import Database
+from picobot.store.fact_rules import Observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.purge import PurgeStore
 from picobot.store.recall import RecallQuery, recall_records

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from picobot.access.context import ToolContext
+from picobot.commands.summary import SummaryCommands
 from picobot.config.settings import MemorySettings
 from picobot.kernel.commands import CommandRouter
-from picobot.kernel.context import ToolContext
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.prompt import WindowRetriever
-from picobot.kernel.summary_commands import SummaryCommands
-from picobot.kernel.tokens import CharTokenEstimator, prompt_cost
 from picobot.llm.base import ChatMessage, Completion, ToolSpec
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound, OutboundKind
@@ -25,6 +24,7 @@ from picobot.store.sessions import SessionRepo
 from picobot.store.summaries import SummaryRepo
 from picobot.tasks.summarize import PROMPT_OVERHEAD_TOKENS, Summarizer
 from picobot.tasks.supervisor import TaskSupervisor
+from picobot.text.tokens import CharTokenEstimator, prompt_cost
 
 HOUR = 3600.0
 ME = Identity(channel="tui", user_id="tui:local", chat_id="local")

@@ -8,16 +8,17 @@ from typing import Any
 
 import pytest
 
+from picobot.access.context import ToolContext
 from picobot.config.settings import Settings
 from picobot.errors import ConfigError
-from picobot.kernel.context import ToolContext
+from picobot.kernel.keywords import extract_terms
 from picobot.llm.base import ToolSpec
+from picobot.services.notes import NoteService
 from picobot.store.db import Database
 from picobot.store.memories import MemoryRepo
 from picobot.store.search import SearchIndex
 from picobot.tools.base import Tool
 from picobot.tools.catalog import TOOLS, ToolDeps, build_tools
-from picobot.tools.memory import MemoryService
 
 
 class ClockTool:
@@ -48,8 +49,8 @@ def clock_tool() -> Iterator[None]:
 
 
 def _deps(db: Database, *, memories: bool) -> ToolDeps:
-    service = MemoryService(MemoryRepo(db), max_count=3, max_chars=40) if memories else None
-    return ToolDeps(Settings(), SearchIndex(db), service)
+    service = NoteService(MemoryRepo(db), max_count=3, max_chars=40) if memories else None
+    return ToolDeps(Settings(), SearchIndex(db), service, extract_terms)
 
 
 async def test_the_memory_tool_follows_the_memory_service(db: Database) -> None:

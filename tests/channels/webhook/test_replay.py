@@ -19,7 +19,7 @@ from picobot.channels.webhook.base import Platform
 from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.signing import seen_key
 from picobot.config.channels import GenericWebhookSettings, WebhookSettings
-from picobot.privacy.export import count_user_data
+from picobot.store.export import count_user_data
 from picobot.store.purge import PurgeStore
 from picobot.store.webhook_seen import (
     MAX_MESSAGE_AGE_SECS,

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
+from picobot.access.context import ToolContext
+from picobot.commands.search import SearchCommands
 from picobot.errors import AccessDenied, UserError
 from picobot.kernel.commands import CommandRouter
-from picobot.kernel.context import ToolContext
-from picobot.kernel.search_commands import SearchCommands
+from picobot.kernel.keywords import extract_terms
 from picobot.messages import Identity, OutboundKind
+from picobot.services.search import SearchService
 from picobot.store.db import Database
 from picobot.store.messages import MessageRepo
 from picobot.store.search import SearchHit, SearchIndex
@@ -35,8 +38,11 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
     await database.close()
 
 
+TERMS = functools.partial(extract_terms, max_terms=8)
+
+
 async def test_tool_returns_only_the_callers_hits(db: Database) -> None:
-    tool = MemorySearchTool(SearchIndex(db), max_terms=8)
+    tool = MemorySearchTool(SearchIndex(db), terms=TERMS)
     assert tool.spec.name == "memory_search"
     assert set(tool.spec.parameters["properties"]) == {"query", "top_k"}
     text = await tool.run(ToolContext(user_id=ALICE), {"query": "volcano trip", "top_k": 5})
@@ -46,7 +52,7 @@ async def test_tool_returns_only_the_callers_hits(db: Database) -> None:
 
 
 async def test_tool_has_no_way_to_name_another_user(db: Database) -> None:
-    tool = MemorySearchTool(SearchIndex(db), max_terms=8)
+    tool = MemorySearchTool(SearchIndex(db), terms=TERMS)
     registry = ToolRegistry([tool])
     ok, text = await registry.call(
         ToolContext(user_id=ALICE), "memory_search", f'{{"query": "volcano", "user_id": "{BOB}"}}'
@@ -66,13 +72,13 @@ async def test_tool_has_no_way_to_name_another_user(db: Database) -> None:
     ],
 )
 async def test_tool_rejects_bad_arguments(db: Database, args: dict[str, object]) -> None:
-    tool = MemorySearchTool(SearchIndex(db), max_terms=8)
+    tool = MemorySearchTool(SearchIndex(db), terms=TERMS)
     with pytest.raises(UserError):
         await tool.run(ToolContext(user_id=ALICE), args)
 
 
 async def test_tool_clamps_top_k_and_needs_memory_read(db: Database) -> None:
-    tool = MemorySearchTool(SearchIndex(db), max_terms=8)
+    tool = MemorySearchTool(SearchIndex(db), terms=TERMS)
     text = await tool.run(ToolContext(user_id=ALICE), {"query": "volcano", "top_k": 500})
     assert text.count("\n") == 0  # one hit, no error
     with pytest.raises(AccessDenied):
@@ -81,7 +87,7 @@ async def test_tool_clamps_top_k_and_needs_memory_read(db: Database) -> None:
 
 async def test_search_command_lists_own_hits_and_needs_words(db: Database) -> None:
     router = CommandRouter()
-    SearchCommands(SearchIndex(db), max_terms=8).register(router)
+    SearchCommands(SearchService(SearchIndex(db), max_terms=8)).register(router)
     who = Identity("telegram", ALICE, ALICE)
     [event] = await router.dispatch(who, None, "/search Volcano")
     assert event.kind == OutboundKind.NOTICE
@@ -117,11 +123,11 @@ async def test_tool_and_search_rank_like_the_prompts_recall(db: Database) -> Non
     for role, text in (("user", "which harbour did we moor the ketch in?"), ("assistant", "ok")):
         await repo.append(sid, role, text, 9)
     await repo.append(sid, "user", "Porto Santo, next to the red lighthouse", 9)
-    tool = MemorySearchTool(SearchIndex(db), max_terms=8)
+    tool = MemorySearchTool(SearchIndex(db), terms=TERMS)
     listing = await tool.run(ToolContext(user_id=ALICE), {"query": "harbour ketch", "top_k": 5})
     lines = listing.splitlines()
     assert "which harbour" in lines[0] and "Porto Santo" in lines[1]
     router = CommandRouter()
-    SearchCommands(SearchIndex(db), max_terms=8).register(router)
+    SearchCommands(SearchService(SearchIndex(db), max_terms=8)).register(router)
     events = await router.dispatch(Identity("telegram", ALICE, ALICE), sid, "/search harbour")
     assert "Porto Santo" in events[0].text

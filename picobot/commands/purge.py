@@ -16,14 +16,8 @@ from picobot.errors import StoreUnavailable, UserError
 from picobot.kernel.commands import CommandCall
 from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Outbound, OutboundKind, error, notice
-from picobot.privacy.controller import (
-    Actor,
-    OlderThanScope,
-    PrivacyController,
-    PurgeScope,
-    SessionScope,
-    UserScope,
-)
+from picobot.privacy.scopes import Actor, OlderThanScope, PurgeScope, SessionScope, UserScope
+from picobot.services.purges import PurgeService
 
 USAGE = "Usage: /purge session [ID] | /purge user | /purge older DAYS"
 CANCELLED = "Purge cancelled; nothing was deleted."
@@ -46,10 +40,10 @@ def actor_of(identity: Identity) -> Actor:
 
 
 class PurgeCommands:
-    """The chat side of the PrivacyController."""
+    """The chat side of the purges (:class:`PurgeService`)."""
 
-    def __init__(self, controller: PrivacyController) -> None:
-        self._controller = controller
+    def __init__(self, purges: PurgeService) -> None:
+        self._controller = purges
 
     def register(self, kernel: Kernel) -> None:
         """Add /purge, the pending-answer interceptor and the token confirmation."""

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from picobot.kernel.tokens import (
+from picobot.llm.local import bundled_model_path
+from picobot.text.tokens import (
     TRUNCATED,
     CharTokenEstimator,
     ScriptTokenEstimator,
     TokenEstimator,
     truncate_to_tokens,
 )
-from picobot.llm.local import bundled_model_path
 
 CORPUS: dict[str, str] = json.loads(
     (Path(__file__).parent / "corpora" / "multilingual.json").read_text(encoding="utf-8")

@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from picobot.access.context import ToolContext
 from picobot.errors import StoreUnavailable
-from picobot.kernel.context import ToolContext
-from picobot.memory.facts import Observation
 from picobot.memory.markers import MarkerFilter
+from picobot.store.fact_rules import Observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.messages import SessionGone
 

@@ -7,8 +7,8 @@ prefix, case-folding or pattern matching, so a look-alike id never inherits a gr
 
 from __future__ import annotations
 
+from picobot.access.context import Action, Grant, Scope, own_data_grants
 from picobot.config.settings import Settings
-from picobot.kernel.context import Action, Grant, Scope, own_data_grants
 
 CONFIG_GRANT = "config grant"
 """Source recorded on (and logged for) grants that come from the config file."""

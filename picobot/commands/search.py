@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter
-from picobot.kernel.keywords import extract_terms
 from picobot.messages import Outbound, notice
-from picobot.store.search import SearchIndex
-from picobot.tools.memory_search import format_hits, ranked
+from picobot.services.search import SearchService
 
 SEARCH_LIMIT = 10
 """Hits shown by /search."""
@@ -16,9 +14,8 @@ SEARCH_LIMIT = 10
 class SearchCommands:
     """/search over the caller's past messages and memories (never anyone else's)."""
 
-    def __init__(self, index: SearchIndex, *, max_terms: int) -> None:
-        self._index = index
-        self._max_terms = max_terms
+    def __init__(self, search: SearchService) -> None:
+        self._search = search
 
     def register(self, router: CommandRouter) -> None:
         """Add /search to a router."""
@@ -28,12 +25,15 @@ class SearchCommands:
         """Hits for the words in the argument, best first."""
         if not call.args:
             raise UserError("Usage: /search WORDS (names, places or topics to look for).")
-        terms = extract_terms(call.args, self._max_terms)
+        terms = self._search.terms(call.args)
         if not terms:
             raise UserError("Those words are too common to search for; try more specific ones.")
-        hits = await ranked(self._index, call.identity.user_id, terms, SEARCH_LIMIT)
+        hits = await self._search.ranked(call.identity.user_id, terms, SEARCH_LIMIT)
         if not hits:
             return [notice(f"No matches for: {' '.join(terms)}", call.session_id)]
         return [
-            notice(f"Matches for: {' '.join(terms)}\n{format_hits(hits, terms)}", call.session_id)
+            notice(
+                f"Matches for: {' '.join(terms)}\n{self._search.listing(hits, terms)}",
+                call.session_id,
+            )
         ]

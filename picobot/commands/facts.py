@@ -1,7 +1,7 @@
 """/facts, /forget fact N, /pin fact N, /unpin fact N, /pins, /reflect.
 
 ``/reflect`` also stores the session's reflection (:mod:`picobot.tasks.reflection`);
-message pins wrap these commands (:mod:`picobot.kernel.pin_commands`).
+message pins wrap these commands (:mod:`picobot.commands.pins`).
 
 The chat side of learned facts. Every command acts on the facts of the authenticated
 caller (``call.identity.user_id``) only: a fact number of someone else is answered
@@ -11,17 +11,12 @@ like one that does not exist. ``/reflect`` runs extraction on the current sessio
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
-
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter, Handler
 from picobot.messages import Outbound, notice
 from picobot.numbers import parse_digits
-from picobot.store.db import Database
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import Fact, FactFilter, find_facts
-from picobot.tasks.learning import LearningTask
+from picobot.services.facts import FactService
+from picobot.store.facts import Fact, FactFilter
 
 MAX_LISTED = 50
 """Most facts one /facts or /pins answer lists."""
@@ -46,17 +41,8 @@ def _fact_number(args: str, usage: str) -> int:
 class FactCommands:
     """The learned-facts slash commands, scoped to the caller's own facts."""
 
-    def __init__(
-        self,
-        db: Database,
-        store: FactStore,
-        learning: LearningTask | None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._db = db
-        self._store = store
-        self._learning = learning
-        self._clock = clock
+    def __init__(self, facts: FactService) -> None:
+        self._facts = facts
         self._forget_memory: Handler | None = None
 
     def register(self, router: CommandRouter) -> None:
@@ -74,7 +60,7 @@ class FactCommands:
     async def _list(
         self, call: CommandCall, where: FactFilter, empty: str, title: str
     ) -> list[Outbound]:
-        found = await self._db.read(lambda c: find_facts(c, where, MAX_LISTED + 1))
+        found = await self._facts.find(where, MAX_LISTED + 1)
         if not found:
             return [notice(empty, call.session_id)]
         lines = [fact_text(f) for f in found[:MAX_LISTED]]
@@ -105,7 +91,7 @@ class FactCommands:
                 raise UserError("Usage: /forget fact N (see /facts for the numbers).")
             return await self._forget_memory(call)
         fact_id = _fact_number(call.args, "Usage: /forget fact N (see /facts for the numbers).")
-        gone = await self._store.delete(FactFilter(user_id=call.identity.user_id, ids=(fact_id,)))
+        gone = await self._facts.delete(FactFilter(user_id=call.identity.user_id, ids=(fact_id,)))
         if not gone:
             raise UserError(f"No fact #{fact_id} of yours. /facts lists them.")
         return [notice(f"Forgot fact #{fact_id}.", call.session_id)]
@@ -121,9 +107,7 @@ class FactCommands:
     async def _set_pin(self, call: CommandCall, pinned: bool) -> list[Outbound]:
         verb = "pin" if pinned else "unpin"
         fact_id = _fact_number(call.args, f"Usage: /{verb} fact N (see /facts for the numbers).")
-        fact = await self._store.set_pinned(
-            call.identity.user_id, fact_id, pinned, now=self._clock()
-        )
+        fact = await self._facts.set_pinned(call.identity.user_id, fact_id, pinned)
         if fact is None:
             raise UserError(f"No fact #{fact_id} of yours. /facts lists them.")
         state = "pinned: it will not fade" if pinned else "unpinned: it fades when unused"
@@ -131,22 +115,18 @@ class FactCommands:
 
     async def reflect(self, call: CommandCall) -> list[Outbound]:
         """Learn from the current session's unread messages now."""
-        if self._learning is None or not self._learning.enabled:
+        if not self._facts.learns:
             raise UserError("Learning is switched off on this server.")
         if call.session_id is None:
             raise UserError("There is no conversation here to reflect on yet.")
-        done = await self._learning.extract_session(call.session_id)
-        # The session's reflection too (the digests it completes are folded with it).
-        reflected = await self._learning.reflections.reflect_session(call.session_id)
-        if done.failed or reflected.failed:
-            raise UserError("I could not reflect just now; please try again later.")
-        if not done.messages and not reflected.messages:
+        done = await self._facts.reflect(call.session_id)
+        if not done.messages:
             text = "Nothing new to reflect on since last time."
         else:
             text = (
-                f"Reflected on {max(done.messages, reflected.messages)} messages:"
+                f"Reflected on {done.messages} messages:"
                 f" {done.created} new facts, {done.reinforced} confirmed. /facts lists them."
             )
-            if reflected.stored:
+            if done.stored:
                 text += " A reflection of this conversation is stored."
         return [notice(text, call.session_id)]

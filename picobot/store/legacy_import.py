@@ -195,12 +195,11 @@ async def import_sessions_json(
     data_dir: Path,
     *,
     estimator: Callable[[str], int] | None = None,
-    redact: Callable[[str], str] = str,
 ) -> ImportResult | None:
     """Import ``data_dir/sessions.json`` if it exists; None when there is none.
 
-    ``redact`` is applied to every message before it is stored, as the kernel does to
-    live messages (the runtime passes its redactor).
+    Every message passes the store's redactor (:attr:`Database.redact`) before it is
+    stored, as live messages do.
 
     Never raises for a bad file or a failed write: the result's ``error`` says why,
     and the file and the database are left as they were.
@@ -212,7 +211,7 @@ async def import_sessions_json(
     try:
         # Parsing a large file is CPU work; keep the event loop responsive meanwhile.
         snapshot = await asyncio.to_thread(_load, path)
-        imported, messages, skipped = await _apply(db, snapshot, estimate, redact)
+        imported, messages, skipped = await _apply(db, snapshot, estimate, db.redact)
     except Exception as exc:  # any failure: keep the file, run on the database as is
         reason = _reason(exc)
         log.warning("legacy import of %s failed, file left in place: %s", path, reason)

@@ -1,17 +1,17 @@
 """/remember, /memories, /forget: the user's own memories from any channel.
 
-The commands are a front end over :class:`picobot.tools.memory.MemoryService`, the
+The commands are a front end over :class:`picobot.services.notes.NoteService`, the
 same rules and repository the model's ``memory`` tool uses. They act only on the
 memories of the authenticated caller (``call.identity.user_id``).
 """
 
 from __future__ import annotations
 
+from picobot.access.context import ToolContext
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter
-from picobot.kernel.context import ToolContext
 from picobot.messages import Outbound, notice
-from picobot.tools.memory import MemoryService
+from picobot.services.notes import NoteService
 
 REMEMBER_USAGE = "Usage: /remember key: content (e.g. /remember pet: a cat named Tom)."
 FORGET_USAGE = "Usage: /forget key (see /memories for your keys)."
@@ -20,7 +20,7 @@ FORGET_USAGE = "Usage: /forget key (see /memories for your keys)."
 class MemoryCommands:
     """The memory slash commands, scoped to the caller's own memories."""
 
-    def __init__(self, service: MemoryService) -> None:
+    def __init__(self, service: NoteService) -> None:
         """Front end over ``service``, shared with the ``memory`` tool (one set of rules)."""
         self.service = service
 

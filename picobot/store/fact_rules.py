@@ -1,8 +1,8 @@
 """The rules of learned facts: what a valid observation is and how confidence moves.
 
 Pure functions and one frozen dataclass of numbers, so the store, the extraction task,
-the reply markers and the CLI apply exactly the same rules. Defaults (the Claude Ops
-numbers): a new fact starts at 0.7; re-observing it adds 0.1 (at most 1.0); a newer
+the reply markers and the CLI apply exactly the same rules. Defaults: a new fact
+starts at 0.7; re-observing it adds 0.1 (at most 1.0); a newer
 contradicting fact takes 0.3 off the old one; after 30 days untouched a fact loses 0.1
 a week; a fact below 0.3 is inactive (kept, but never in a prompt); pinned facts never
 decay.
@@ -14,6 +14,8 @@ import math
 import re
 import unicodedata
 from dataclasses import dataclass
+
+from picobot.config.learning import LearningSettings
 
 CATEGORIES = ("preference", "personal", "plan", "relationship", "event", "knowledge")
 """The categories a fact may have; anything else is dropped."""
@@ -39,6 +41,19 @@ class LifecycleRules:
     decay_step: float = 0.1
     decay_after_days: float = 30.0
     decay_every_days: float = 7.0
+
+
+def lifecycle_rules(settings: LearningSettings) -> LifecycleRules:
+    """The lifecycle numbers as configured."""
+    return LifecycleRules(
+        initial_confidence=settings.initial_confidence,
+        reinforce_step=settings.reinforce_step,
+        contradict_step=settings.contradict_step,
+        min_confidence=settings.min_confidence,
+        decay_step=settings.decay_step,
+        decay_after_days=settings.decay_after_days,
+        decay_every_days=settings.decay_every_days,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
 """/pin, /unpin and /pins for messages (facts keep theirs), and /new ending a session.
 
-Wraps the fact commands registered before (:mod:`picobot.kernel.fact_commands`):
+Wraps the fact commands registered before (:mod:`picobot.commands.facts`):
 ``/pin fact N`` still pins a fact; ``/pin`` pins the last exchange of the current
 session (the last user message and the reply to it), ``/pin message N`` one message by
 its number (``/pins`` and ``/search`` show them). Every command acts on the caller's own
@@ -12,15 +12,15 @@ background (when learning is on).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter, Handler
-from picobot.kernel.untrusted import one_line
 from picobot.messages import Outbound, notice
 from picobot.numbers import parse_digits
-from picobot.store.pins import PinnedMessage, PinStore
-from picobot.tasks.learning import LearningTask
+from picobot.services.facts import FactService
+from picobot.services.pins import PinService
+from picobot.store.pins import PinnedMessage
+from picobot.text.untrusted import one_line
 
 MAX_LISTED = 50
 """Most pinned messages one /pins answer lists."""
@@ -42,15 +42,9 @@ def _numbers(ids: list[int]) -> str:
 class PinCommands:
     """Message pins and the end of a session on ``/new``; see the module docstring."""
 
-    def __init__(
-        self,
-        pins: PinStore,
-        learning: LearningTask | None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
+    def __init__(self, pins: PinService, facts: FactService) -> None:
         self._pins = pins
-        self._learning = learning
-        self._clock = clock
+        self._facts = facts
         self._fact: dict[str, Handler] = {}
         self._new: Handler | None = None
 
@@ -100,7 +94,7 @@ class PinCommands:
             if word.lower() != "message" or message_id is None:
                 raise UserError(f"Usage: /{verb}, /{verb} message N or /{verb} fact N.")
             ids = [message_id]
-        changed = await self._pins.set_pinned(user, ids, pinned, now=self._clock())
+        changed = await self._pins.set_pinned(user, ids, pinned)
         if changed is None:
             raise UserError(f"No message {_numbers(ids)} of yours. /pins lists your pins.")
         if pinned:
@@ -128,6 +122,5 @@ class PinCommands:
         """Start a fresh session; the one left behind is reflected on in the background."""
         assert self._new is not None  # registered only when /new exists
         events = await self._new(call)
-        if self._learning is not None:
-            self._learning.reflections.session_ended(call.session_id)
+        self._facts.session_ended(call.session_id)
         return events

@@ -1,0 +1,1 @@
+"""Who may do what: the ToolContext of a turn and the grants it carries."""

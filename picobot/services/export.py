@@ -1,0 +1,41 @@
+"""Export: everything stored about one user, for them or an operator.
+
+The records and their order are :mod:`picobot.privacy.export`'s; this is what the
+front ends call (the admin API and the dashboard stream JSONL, the CLI writes a file).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import IO
+
+from picobot.privacy.export import ExportFormat, export_user
+from picobot.privacy.export import iter_user_jsonl as _jsonl
+from picobot.store.db import Database
+from picobot.store.export import ExportStats, count_user_data
+
+
+class ExportService:
+    """Counts and exports of one user's data."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    async def count(self, user_id: str) -> ExportStats:
+        """What an export of ``user_id`` would hold, counted without reading the text."""
+        return await count_user_data(self._db, user_id)
+
+    def jsonl(self, user_id: str) -> AsyncIterator[str]:
+        """The JSONL export of ``user_id``, one line at a time."""
+        return _jsonl(self._db, user_id)
+
+    async def write(
+        self,
+        user_id: str,
+        out: IO[str],
+        *,
+        fmt: ExportFormat = "jsonl",
+        progress: Callable[[int, int], None] | None = None,
+    ) -> ExportStats:
+        """Write the export of ``user_id`` to ``out``; what was written."""
+        return await export_user(self._db, user_id, out, fmt=fmt, progress=progress)

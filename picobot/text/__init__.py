@@ -1,0 +1,1 @@
+"""Leaf helpers on text: token counting and the marking of untrusted data."""
