@@ -13,8 +13,8 @@ import unicodedata
 import pytest
 
 from picobot.dashboard.render import hidden, ident, ident_text
-from picobot.memory.facts import observation
 from picobot.messages import Identity, Inbound
+from picobot.store.fact_rules import observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.memories import MemoryRepo
 from tests.dashboard.conftest import Local, http_session, log_in

@@ -12,9 +12,9 @@ import time
 
 from aiohttp import web
 
-from picobot.memory.facts import observation
 from picobot.messages import Identity, Inbound
 from picobot.store.events import EventFilter, list_events
+from picobot.store.fact_rules import observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import get_fact
 from picobot.store.memories import MemoryRepo

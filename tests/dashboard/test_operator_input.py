@@ -12,7 +12,7 @@ import pytest
 
 from picobot.dashboard.render import see_other
 from picobot.dashboard.views_facts import local_listing
-from picobot.memory.facts import observation
+from picobot.store.fact_rules import observation
 from picobot.store.fact_writes import FactStore
 from picobot.store.facts import get_fact
 from tests.dashboard.conftest import Local, http_session, log_in

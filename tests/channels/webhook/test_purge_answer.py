@@ -41,7 +41,7 @@ from picobot.llm.scripted import ScriptedProvider
 from picobot.privacy.export import count_user_data
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.channel_state import ChannelState
-from picobot.tasks.retention import PURGE_ERASE_TASK_NAME, last_run
+from picobot.store.task_runs import PURGE_ERASE_TASK_NAME, last_run
 from tests.channels.webhook import test_slack as slack
 from tests.channels.webhook import test_slack_socket as socket_mode
 from tests.channels.webhook import test_telegram as telegram
