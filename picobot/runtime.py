@@ -25,6 +25,7 @@ from picobot.kernel.search_commands import SearchCommands
 from picobot.kernel.summary_commands import SummaryCommands
 from picobot.kernel.tokens import ProviderTokenEstimator
 from picobot.llm.base import LLMProvider
+from picobot.llm.embedding import build_embedder
 from picobot.llm.factory import build_provider
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.memory.reply_learning import ReplyLearner
@@ -43,6 +44,7 @@ from picobot.tasks.learning import LearningTask, extraction_input_tokens
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
+from picobot.tasks.vector_index import VectorIndexer
 from picobot.tools.catalog import ToolDeps, build_tools
 from picobot.tools.memory import MemoryService
 
@@ -200,6 +202,9 @@ async def open_runtime(
         db = await stack.enter_async_context(open_database(settings))
         llm = provider if provider is not None else build_provider(settings.llm)
         stack.push_async_callback(llm.aclose)
+        embedder = build_embedder(settings.embeddings)
+        if embedder is not None:
+            stack.push_async_callback(embedder.aclose)
         load = getattr(llm, "load", None)
         if warm_up and load is not None:
             await load()
@@ -232,6 +237,10 @@ async def open_runtime(
         tasks.every("wal-checkpoint", WAL_CHECKPOINT_SECS, db.checkpoint_passive)
         # New messages reach the recall index in batches (see m006_deferred_message_index).
         tasks.every("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_in_background)
+        if embedder is not None:  # and their vectors, for recall by meaning
+            batch = settings.embeddings.batch_size
+            vectors = VectorIndexer(db, embedder, batch_size=batch)
+            tasks.every("vector-index", INDEX_INTERVAL_SECS, vectors.run)
         # What a purge (here or by another process) removed leaves the memory cache too.
         tasks.every("memory-cache", MEMORY_CACHE_PRUNE_SECS, lambda: db.read(memory_cache.prune))
         if isinstance(kernel.retriever, MemoryRetriever):  # its epochs hold recalled text

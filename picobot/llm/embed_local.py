@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from picobot.errors import LLMError
 from picobot.llm.embedding import EmbedderBusy
 from picobot.llm.minilm import MODEL_NAME, MiniLM, model_zip
@@ -26,6 +28,10 @@ if TYPE_CHECKING:
 
 MAX_WAITING = 8
 """Calls that may wait for the model thread at once (turns and the indexer)."""
+CHUNK = 4
+"""Texts one job of the model thread embeds: a long call (the indexer's batch) goes in
+jobs of this many, so a turn's message waits behind one job (tens of milliseconds per
+text), not behind the whole batch."""
 
 
 class LocalEmbedder:
@@ -61,7 +67,13 @@ class LocalEmbedder:
         self._waiting += 1
         try:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._pool, self._encode, list(texts))
+            parts = [
+                await loop.run_in_executor(self._pool, self._encode, list(texts[i : i + CHUNK]))
+                for i in range(0, len(texts), CHUNK)
+            ]
+            if not parts:
+                return await loop.run_in_executor(self._pool, self._encode, [])
+            return parts[0] if len(parts) == 1 else np.concatenate(parts)
         except (LLMError, asyncio.CancelledError):
             raise
         except Exception as exc:  # a broken wheel or a numpy failure: the caller's LLMError
