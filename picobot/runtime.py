@@ -24,8 +24,9 @@ from picobot.kernel.purge_commands import PurgeCommands
 from picobot.kernel.search_commands import SearchCommands
 from picobot.kernel.summary_commands import SummaryCommands
 from picobot.kernel.tokens import ProviderTokenEstimator
+from picobot.kernel.vector_recall import VectorRecall
 from picobot.llm.base import LLMProvider
-from picobot.llm.embedding import build_embedder
+from picobot.llm.embedding import Embedder, build_embedder
 from picobot.llm.factory import build_provider
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.memory.reply_learning import ReplyLearner
@@ -108,6 +109,7 @@ def build_kernel(
     *,
     memory_cache: MemoryCache | None = None,
     learning: LearningTask | None = None,
+    embedder: Embedder | None = None,
 ) -> Kernel:
     """The kernel with its retriever, tools and commands, as configured.
 
@@ -118,19 +120,21 @@ def build_kernel(
     estimator = ProviderTokenEstimator(provider)
     memories = MemoryRepo(db)
     index = SearchIndex(db)
+    meaning = None if embedder is None else VectorRecall(embedder, settings.embeddings)
     retriever = MemoryRetriever(
         db=db,
         estimator=estimator,
         settings=memory,
         cache=memory_cache,
         learning=settings.memory.learning,
+        vectors=meaning,
     )
     redact = Redactor.from_settings(settings.privacy).redact
     mcount, mchars = memory.max_user_memories, memory.max_memory_chars
     service = None
     if memory.enable_user_memories:
         service = MemoryService(memories, max_count=mcount, max_chars=mchars, redact=redact)
-    tools = build_tools(ToolDeps(settings, index, service))
+    tools = build_tools(ToolDeps(settings, index, service, meaning))
     kernel = Kernel(
         db=db,
         provider=provider,
@@ -145,7 +149,9 @@ def build_kernel(
     )
     if service is not None:
         MemoryCommands(service).register(kernel.commands)
-    SearchCommands(index, max_terms=memory.recall_max_terms).register(kernel.commands)
+    SearchCommands(index, max_terms=memory.recall_max_terms, meaning=meaning).register(
+        kernel.commands
+    )
     SummaryCommands(SummaryRepo(db)).register(kernel.commands)
     privacy = PrivacyController(
         db,
@@ -210,7 +216,9 @@ async def open_runtime(
             await load()
         memory_cache = MemoryCache()
         learning = learning_task(settings, db, llm)
-        kernel = build_kernel(settings, db, llm, memory_cache=memory_cache, learning=learning)
+        kernel = build_kernel(
+            settings, db, llm, memory_cache=memory_cache, learning=learning, embedder=embedder
+        )
         # A legacy sessions.json snapshot is imported once (redacted like live messages);
         # a bad file is kept and logged.
         await import_sessions_json(

@@ -8,6 +8,7 @@ the vectors *mean* use the real all-MiniLM-L6-v2 (tests/llm/test_embeddings.py).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from picobot.errors import LLMError
+from picobot.llm.minilm import MiniLM
 
 DIM = 64
 
@@ -44,3 +46,9 @@ class WordsEmbedder:
 
     async def aclose(self) -> None:
         return None
+
+
+@functools.cache
+def shared_minilm() -> MiniLM:
+    """The real all-MiniLM-L6-v2, loaded once per test process (about a second)."""
+    return MiniLM.load()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter
 from picobot.kernel.keywords import extract_terms
+from picobot.kernel.vector_recall import VectorRecall
 from picobot.messages import Outbound, notice
 from picobot.store.search import SearchIndex
 from picobot.tools.memory_search import format_hits, ranked
@@ -16,9 +17,12 @@ SEARCH_LIMIT = 10
 class SearchCommands:
     """/search over the caller's past messages and memories (never anyone else's)."""
 
-    def __init__(self, index: SearchIndex, *, max_terms: int) -> None:
+    def __init__(
+        self, index: SearchIndex, *, max_terms: int, meaning: VectorRecall | None = None
+    ) -> None:
         self._index = index
         self._max_terms = max_terms
+        self._meaning = meaning
 
     def register(self, router: CommandRouter) -> None:
         """Add /search to a router."""
@@ -31,7 +35,10 @@ class SearchCommands:
         terms = extract_terms(call.args, self._max_terms)
         if not terms:
             raise UserError("Those words are too common to search for; try more specific ones.")
-        hits = await ranked(self._index, call.identity.user_id, terms, SEARCH_LIMIT)
+        user = call.identity.user_id
+        hits = await ranked(
+            self._index, user, terms, SEARCH_LIMIT, meaning=self._meaning, text=call.args
+        )
         if not hits:
             return [notice(f"No matches for: {' '.join(terms)}", call.session_id)]
         return [

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     """Rows of unit-length float32 vectors, one per text."""
 
 
+MAX_TEXT_CHARS = 4000
+"""Text embedded of one message: the local model reads 256 tokens anyway, and endpoints
+refuse inputs past their window (8191 tokens for OpenAI's)."""
+
+
 class EmbedderBusy(LLMError):
     """Too many embeddings are waiting already; the caller goes on without this one."""
 

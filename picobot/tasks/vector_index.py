@@ -18,7 +18,7 @@ from collections.abc import Callable
 from functools import partial
 
 from picobot.errors import LLMError
-from picobot.llm.embedding import Embedder, EmbedderBusy
+from picobot.llm.embedding import MAX_TEXT_CHARS, Embedder, EmbedderBusy
 from picobot.store.db import Database
 from picobot.store.vectors import pack, store_vectors, unembedded
 
@@ -60,7 +60,9 @@ class VectorIndexer:
             )
             if found.rows:
                 try:
-                    vectors = await self._embedder.embed([text for _, text in found.rows])
+                    vectors = await self._embedder.embed(
+                        [t[:MAX_TEXT_CHARS] for _, t in found.rows]
+                    )
                 except EmbedderBusy:
                     return stored  # turns come first; the same rows next run
                 except LLMError as exc:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from picobot.config.settings import Settings
+from picobot.kernel.vector_recall import VectorRecall
 from picobot.registry import Registry
 from picobot.store.search import SearchIndex
 from picobot.tools.base import Tool, ToolRegistry
@@ -26,6 +27,8 @@ class ToolDeps:
     settings: Settings
     index: SearchIndex
     memory: MemoryService | None
+    meaning: VectorRecall | None = None
+    """Recall by meaning, when an embedding model is configured."""
 
 
 ToolFactory = Callable[[ToolDeps], Tool | None]
@@ -36,7 +39,8 @@ TOOLS: Registry[ToolFactory] = Registry("tool")
 
 @TOOLS.register("memory_search")
 def _memory_search(deps: ToolDeps) -> Tool:
-    return MemorySearchTool(deps.index, max_terms=deps.settings.session.memory.recall_max_terms)
+    max_terms = deps.settings.session.memory.recall_max_terms
+    return MemorySearchTool(deps.index, max_terms=max_terms, meaning=deps.meaning)
 
 
 @TOOLS.register("memory")

@@ -7,10 +7,8 @@ import io
 import json
 
 import numpy as np
-import pytest
 
 from picobot.llm.embed_local import LocalEmbedder
-from picobot.llm.minilm import MiniLM
 from picobot.privacy.export import export_user
 from picobot.store.db import Database
 from picobot.store.purge import PurgeStore
@@ -23,7 +21,7 @@ from picobot.store.vectors import (
 )
 from picobot.tasks.vector_index import VectorIndexer
 from tests.privacy.test_purge_store import add_message, add_session
-from tests.vector_helpers import WordsEmbedder, words_vector
+from tests.vector_helpers import WordsEmbedder, shared_minilm, words_vector
 
 
 async def _chat(db: Database, user: str, sid: str, texts: list[str]) -> None:
@@ -142,13 +140,8 @@ async def test_an_export_holds_each_messages_vector(db: Database) -> None:
     assert np.allclose(vector, words_vector("green tea please"), atol=1e-3)
 
 
-@pytest.fixture(scope="module")
-def minilm() -> MiniLM:
-    return MiniLM.load()
-
-
 async def test_the_local_model_finds_a_paraphrase_no_word_of_which_matches(
-    db: Database, minilm: MiniLM
+    db: Database,
 ) -> None:
     await _chat(
         db,
@@ -160,7 +153,7 @@ async def test_the_local_model_finds_a_paraphrase_no_word_of_which_matches(
             "I bought a new laptop for work",
         ],
     )
-    embedder = LocalEmbedder(model=minilm)
+    embedder = LocalEmbedder(model=shared_minilm())
     try:
         await VectorIndexer(db, embedder).run_until_done()
         (query,) = await embedder.embed(["Who looks after my teeth?"])
