@@ -34,6 +34,7 @@ from picobot.privacy.controller import PrivacyController
 from picobot.privacy.importer import import_sessions_json
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
+from picobot.store.fact_paraphrase import FactParaphrases
 from picobot.store.fact_writes import FactStore
 from picobot.store.memories import MemoryRepo
 from picobot.store.memory_cache import MemoryCache
@@ -216,6 +217,9 @@ async def open_runtime(
             await load()
         memory_cache = MemoryCache()
         learning = learning_task(settings, db, llm)
+        if learning is not None and embedder is not None:
+            threshold = settings.embeddings.fact_similarity
+            learning.store.paraphrases = FactParaphrases(embedder.embed, threshold=threshold)
         kernel = build_kernel(
             settings, db, llm, memory_cache=memory_cache, learning=learning, embedder=embedder
         )
