@@ -251,7 +251,10 @@ async def open_runtime(
         tasks.every("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_in_background)
         if embedder is not None:  # and their vectors, for recall by meaning
             batch = settings.embeddings.batch_size
-            vectors = VectorIndexer(db, embedder, batch_size=batch)
+            # The vectors turns computed for recall are stored, not computed again.
+            meaning = getattr(kernel.retriever, "vectors", None)
+            recent = meaning.recent if isinstance(meaning, VectorRecall) else None
+            vectors = VectorIndexer(db, embedder, batch_size=batch, recent=recent)
             tasks.every("vector-index", INDEX_INTERVAL_SECS, vectors.run)
         # What a purge (here or by another process) removed leaves the memory cache too.
         tasks.every("memory-cache", MEMORY_CACHE_PRUNE_SECS, lambda: db.read(memory_cache.prune))

@@ -43,7 +43,10 @@ class EmbeddingSettings(Section):
     min_similarity: float = Field(default=0.25, ge=-1.0, le=1.0)
     """Records less similar than this (cosine) are not recall candidates by meaning."""
     rrf_k: int = Field(default=60, ge=1, le=1000)
-    """Reciprocal rank fusion constant: a record scores 1/(rrf_k + rank) in each list."""
+    """Reciprocal rank fusion constant: a record scores weight/(rrf_k + rank) in each list."""
+    weight: float = Field(default=1.0, ge=0.0, le=10.0)
+    """Weight of the ranking by meaning in the fusion (the keyword ranking, with the
+    messages around its matches, weighs 1)."""
     fact_similarity: float = Field(default=0.9, ge=0.0, le=1.0)
     """A newly learned fact at least this similar (cosine) to an active fact of the same user
     and category, naming the same names and numbers, reinforces that fact instead of being

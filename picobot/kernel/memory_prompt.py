@@ -137,7 +137,10 @@ class MemoryRetriever:
         sid = request.session_id
         epoch = self._epochs.get(sid)
         # The message is embedded while the keyword read runs, then fused in a short read.
-        pending = self.vectors.start(current_text) if self.vectors is not None else None
+        pending = None
+        if self.vectors is not None:
+            whole = current_text == request.current.content  # else not the stored message's
+            pending = self.vectors.start(current_text, request.current.id if whole else None)
         try:
             fetched = await self._db.read(lambda conn: self._fetch(conn, request, epoch, pending))
         except BaseException:

@@ -19,6 +19,7 @@ from picobot.config.embeddings import EmbeddingSettings
 from picobot.errors import LLMError
 from picobot.llm.embedding import MAX_TEXT_CHARS, Embedder, EmbedderBusy
 from picobot.store.recall import VectorQuery
+from picobot.store.vectors import RecentVectors
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +34,18 @@ class VectorRecall:
         self.embedder = embedder
         self._cfg = settings
         self._logged_at = -FAILURE_LOG_SECS
+        self.recent = RecentVectors()
+        """Turns' message vectors, for the indexer to store instead of embedding again."""
 
-    def start(self, text: str) -> asyncio.Task[VectorQuery | None]:
-        """Begin embedding ``text``; the task's result is None if it failed or timed out."""
-        return asyncio.ensure_future(self.query(text))
+    def start(self, text: str, message_id: int | None = None) -> asyncio.Task[VectorQuery | None]:
+        """Begin embedding ``text``; the task's result is None if it failed or timed out.
 
-    async def query(self, text: str) -> VectorQuery | None:
+        With ``message_id`` (``text`` being that stored message's whole content), the
+        vector is kept for the background indexer.
+        """
+        return asyncio.ensure_future(self.query(text, message_id))
+
+    async def query(self, text: str, message_id: int | None = None) -> VectorQuery | None:
         """The vector side of a recall for ``text``, or None (keyword recall only)."""
         cfg = self._cfg
         try:
@@ -53,10 +60,13 @@ class VectorRecall:
                 reason = "timed out" if isinstance(exc, TimeoutError) else str(exc)
                 log.warning("recall by meaning skipped: embedding the message %s", reason)
             return None
+        if message_id is not None:
+            self.recent.put(message_id, vectors[0])
         return VectorQuery(
             self.embedder.model_name,
             vectors[0],
             candidates=cfg.candidates,
             min_similarity=cfg.min_similarity,
             rrf_k=cfg.rrf_k,
+            weight=cfg.weight,
         )

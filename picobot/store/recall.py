@@ -17,10 +17,11 @@ the turn's read snapshot, so the prompt builder, the ``memory_search`` tool and
    parent's transcript).
 
 With a query vector (:class:`VectorQuery`, when an embedding model is configured), the
-keyword matches are fused with the user's messages nearest in meaning
-(:func:`picobot.store.vectors.nearest_messages`) by reciprocal rank before step 2:
-each record scores ``sum(1 / (rrf_k + rank))`` over the lists it is in, so a record
-found both ways comes first, and one phrased differently from the question still comes.
+ranking of steps 1-3 is fused with the user's messages nearest in meaning
+(:func:`picobot.store.vectors.nearest_messages`) by reciprocal rank: each record
+scores ``weight / (rrf_k + rank)`` in each list it is in (the keyword list weighs 1),
+so a record found both ways comes first, and one phrased differently from the
+question still comes.
 :func:`fuse_vectors` does that on matches read earlier, so a turn embeds its message
 while its keyword read runs and fuses in a second, short read; :func:`recall_records`
 does both in one read. Both rank alike.
@@ -87,6 +88,8 @@ class VectorQuery:
     """Most similar messages taken into the fusion."""
     min_similarity: float = 0.25
     rrf_k: int = 60
+    weight: float = 1.0
+    """Weight of the meaning ranking in the fusion (the keyword ranking weighs 1)."""
 
 
 def recall_records(
@@ -130,15 +133,25 @@ def fuse_vectors(
     matches: list[SearchHit],
     vectors: VectorQuery | None,
 ) -> list[SearchHit]:
-    """Steps 2 and 3 on keyword ``matches``, fused first with ``vectors``' nearest messages."""
-    hits = matches if vectors is None else _fused(conn, query, matches, vectors)
-    if query.neighbours <= 0 or query.context_hits <= 0:
+    """Steps 2 and 3 on keyword ``matches``, then the fusion with ``vectors``' nearest."""
+    hits = _with_neighbours(conn, query, matches, matches[: query.context_hits])
+    # Fused after the neighbours are in: they keep their places in the keyword ranking
+    # (fused first, they scored on the flat reciprocal-rank scale, below every match:
+    # 0.858 against 0.904 on the tuning conversations of the development split).
+    return hits if vectors is None else _fused(conn, query, hits, vectors)
+
+
+def _with_neighbours(
+    conn: sqlite3.Connection, query: RecallQuery, hits: list[SearchHit], around: list[SearchHit]
+) -> list[SearchHit]:
+    """``hits`` and the neighbours of the messages among ``around``, best first."""
+    if query.neighbours <= 0 or not around:
         return hits
     # Message ids only: another kind's row id may equal a message's.
     seen_ids = {h.row_id for h in hits if h.kind == "message"} | set(query.exclude_ids)
     seen_texts = {(h.text, h.created_at) for h in hits}
     found: list[SearchHit] = []
-    for hit in hits[: query.context_hits]:
+    for hit in around:
         if hit.kind != "message":
             continue
         for distance, near in _neighbours(conn, hit, query.neighbours):
@@ -194,7 +207,7 @@ def _fused(
     for rank, (mid, _) in enumerate(near, 1):
         k = ("message", mid)
         if k in records:
-            scores[k] = scores.get(k, 0.0) + 1.0 / (vectors.rrf_k + rank)
+            scores[k] = scores.get(k, 0.0) + vectors.weight / (vectors.rrf_k + rank)
     fused = [replace(records[k], score=scores[k]) for k in records]
     # sorted() is stable: at equal scores the keyword order stays.
     return sorted(fused, key=lambda h: -h.score)

@@ -18,6 +18,7 @@ nothing here runs while no embedding model is configured.
 from __future__ import annotations
 
 import sqlite3
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -137,3 +138,40 @@ def nearest_messages(
 def vector_count(conn: sqlite3.Connection) -> int:
     """Stored vectors (``picobot status``, the erasure tests)."""
     return int(conn.execute("SELECT COUNT(*) FROM message_vectors").fetchone()[0])
+
+
+class RecentVectors:
+    """Vectors of messages a turn embedded already, by message id, for the indexer.
+
+    A turn embeds its message for recall; the indexer stores that vector instead of
+    computing it again (half the indexer's work when replies are as long as messages).
+    Bounded (``limit``), and the indexer drops every entry its scan has passed, stored
+    or not, and those of messages gone once it has caught up, so the vector of a message
+    purged meanwhile does not stay in memory.
+    """
+
+    def __init__(self, limit: int = 512) -> None:
+        self._limit = limit
+        self._vectors: OrderedDict[int, npt.NDArray[np.float32]] = OrderedDict()
+
+    def put(self, message_id: int, vector: npt.NDArray[np.float32]) -> None:
+        """Keep ``vector`` for ``message_id`` (the oldest goes past ``limit``)."""
+        self._vectors[message_id] = vector
+        while len(self._vectors) > self._limit:
+            self._vectors.popitem(last=False)
+
+    def take(self, message_id: int) -> npt.NDArray[np.float32] | None:
+        """The vector kept for ``message_id``, removed; None if there is none."""
+        return self._vectors.pop(message_id, None)
+
+    def drop_through(self, message_id: int) -> None:
+        """Forget every vector of a message id up to ``message_id``."""
+        for mid in [m for m in self._vectors if m <= message_id]:
+            del self._vectors[mid]
+
+    def ids(self) -> list[int]:
+        """The message ids held."""
+        return list(self._vectors)
+
+    def __len__(self) -> int:
+        return len(self._vectors)

@@ -16,11 +16,17 @@ import logging
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from picobot.errors import LLMError
 from picobot.llm.embedding import MAX_TEXT_CHARS, Embedder, EmbedderBusy
 from picobot.store.db import Database
-from picobot.store.vectors import pack, store_vectors, unembedded
+from picobot.store.messages import existing_ids
+from picobot.store.vectors import RecentVectors, pack, store_vectors, unembedded
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +45,7 @@ class VectorIndexer:
         *,
         batch_size: int = 16,
         clock: Callable[[], float] = time.monotonic,
+        recent: RecentVectors | None = None,
     ) -> None:
         self._db = db
         self._embedder = embedder
@@ -47,6 +54,8 @@ class VectorIndexer:
         self._cursor = 0
         self._failures = 0
         self._paused_until = 0.0
+        # Vectors turns computed already (picobot.kernel.vector_recall), stored as they are.
+        self._recent = recent if recent is not None else RecentVectors()
 
     async def run(self, max_batches: int = MAX_BATCHES_PER_RUN) -> int:
         """Embed and store up to ``max_batches`` batches; how many vectors were stored."""
@@ -59,22 +68,36 @@ class VectorIndexer:
                 partial(unembedded, model=model, after_id=self._cursor, limit=self._batch)
             )
             if found.rows:
+                known = {mid: self._recent.take(mid) for mid, _ in found.rows}
+                todo = [(mid, text) for mid, text in found.rows if known[mid] is None]
                 try:
-                    vectors = await self._embedder.embed(
-                        [t[:MAX_TEXT_CHARS] for _, t in found.rows]
-                    )
+                    if todo:
+                        fresh = await self._embedder.embed([t[:MAX_TEXT_CHARS] for _, t in todo])
+                        known.update((mid, v) for (mid, _), v in zip(todo, fresh, strict=True))
                 except EmbedderBusy:
+                    self._keep(known)
                     return stored  # turns come first; the same rows next run
                 except LLMError as exc:
+                    self._keep(known)
                     self._pause(exc)
                     return stored
-                rows = [(mid, pack(v)) for (mid, _), v in zip(found.rows, vectors, strict=True)]
+                rows = [(mid, pack(v)) for mid, v in known.items() if v is not None]
                 stored += int(await self._db.write(partial(store_vectors, model=model, rows=rows)))
             self._cursor = found.cursor
+            self._recent.drop_through(found.cursor)
             self._failures = 0
             if found.done:
+                await self._forget_gone()
                 break
         return stored
+
+    async def _forget_gone(self) -> None:
+        """Drop kept vectors whose messages are gone (purged after their turn)."""
+        held = self._recent.ids()
+        if held:
+            alive = await self._db.read(lambda conn: existing_ids(conn, held))
+            for mid in set(held) - set(alive):
+                self._recent.take(mid)
 
     async def run_until_done(self) -> int:
         """Embed everything not embedded yet (tests, the recall evaluation)."""
@@ -84,6 +107,11 @@ class VectorIndexer:
             total += await self.run()
             if self._cursor == before:
                 return total
+
+    def _keep(self, known: dict[int, npt.NDArray[np.float32] | None]) -> None:
+        for mid, vector in known.items():
+            if vector is not None:
+                self._recent.put(mid, vector)
 
     def _pause(self, exc: LLMError) -> None:
         self._failures += 1

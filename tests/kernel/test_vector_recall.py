@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -176,3 +177,55 @@ async def test_a_hung_embedder_costs_a_turn_at_most_its_timeout(db: Database) ->
     finally:
         await stuck.aclose()
     assert "kayak is red" in recalled_block(prompt)
+
+
+async def test_the_indexer_stores_a_turns_vector_instead_of_embedding_again(
+    db: Database,
+) -> None:
+    embedder = WordsEmbedder()
+    chat = Chat(db, embedder)
+    await chat.say(ALICE, "my kayak is red", "nice")
+    embedder.calls.clear()
+    await chat.ask("what colour is my kayak?")
+    assert embedder.calls == [["what colour is my kayak?"]]  # the turn's own embedding
+    assert len(chat.meaning.recent) == 1
+    indexer = VectorIndexer(db, embedder, recent=chat.meaning.recent)
+    assert await indexer.run_until_done() == 1
+    assert embedder.calls == [["what colour is my kayak?"]]  # not embedded again
+    assert len(chat.meaning.recent) == 0
+
+
+async def test_a_purged_messages_kept_vector_is_dropped_by_the_indexer(db: Database) -> None:
+    embedder = WordsEmbedder()
+    chat = Chat(db, embedder)
+    await chat.say(ALICE, "my kayak is red", "nice")
+    await chat.ask("what colour is my kayak?")
+    await db.write(lambda c: c.execute("DELETE FROM messages WHERE content LIKE 'what colour%'"))
+    indexer = VectorIndexer(db, embedder, recent=chat.meaning.recent)
+    assert await indexer.run_until_done() == 0
+    assert len(chat.meaning.recent) == 0  # the scan passed its id: forgotten
+
+
+async def test_fusion_keeps_the_keyword_ranking_with_its_neighbours(db: Database) -> None:
+    """With nothing found by meaning, the fused ranking is the keyword one, neighbours
+    in their places (regression: fusing before adding the neighbours scored them on the
+    flat reciprocal-rank scale, below every match, and lost single-hop answers)."""
+    embedder = WordsEmbedder()
+    chat = Chat(db, embedder)
+    filler = " ".join(f"word{i}" for i in range(60))
+    await chat.say(
+        ALICE,
+        "kayak canoe kayak canoe",
+        "by the old boathouse near the pier",
+        *[f"{filler} kayak {i}" if i % 2 == 0 else f"reply number {i} here" for i in range(8)],
+    )
+    query = RecallQuery(ALICE, ["kayak", "canoe"])
+    vectors = await chat.meaning.query("kayak canoe")
+    assert vectors is not None
+    none_near = replace(vectors, min_similarity=1.5)
+    keyword = await db.read(lambda c: recall_records(c, query))
+    fused = await db.read(lambda c: recall_records(c, query, none_near))
+    texts = [h.text for h in keyword]
+    # The strong match's neighbour outranks the weak matches: the case that broke.
+    assert texts.index("by the old boathouse near the pier") < texts.index(f"{filler} kayak 6")
+    assert [h.text for h in fused] == texts
