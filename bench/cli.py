@@ -26,11 +26,21 @@ from bench.learning_cost import learning_overhead
 from bench.net import network
 from bench.purge import purge_under_load
 from bench.turn import recall_scaling, recall_search, turn_overhead
+from bench.vectors import vector_costs
 from bench.write import write_latency
 
 HERE = Path(__file__).resolve().parent
-# learning_overhead last: it adds facts and reflections the other benches should not see.
-BENCHES = ("recall_search", "turn_overhead", "write", "network", "purge", "learning_overhead")
+# learning_overhead next to last: it adds facts and reflections the other benches should
+# not see; vectors last: it stores vectors for some users.
+BENCHES = (
+    "recall_search",
+    "turn_overhead",
+    "write",
+    "network",
+    "purge",
+    "learning_overhead",
+    "vectors",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +77,10 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
             results.update(asyncio.run(network(ctx, prof)))
         elif name == "purge":
             results[name] = asyncio.run(purge_under_load(ctx))
-        else:
+        elif name == "learning_overhead":
             results[name] = asyncio.run(learning_overhead(ctx))
+        else:
+            results[name] = asyncio.run(vector_costs(ctx))
         progress(f"{scale.name}: {name} done in {time.perf_counter() - started:.1f} s")
     return results
 

@@ -25,10 +25,12 @@ from picobot.config.settings import Settings
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.llm.base import LLMProvider
+from picobot.llm.embedding import Embedder, build_embedder
 from picobot.llm.factory import build_provider
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.redaction import Redactor
+from picobot.recall.meaning import VectorRecall
 from picobot.services.bundle import Services
 from picobot.services.events import EventService
 from picobot.services.export import ExportService
@@ -39,6 +41,7 @@ from picobot.services.purges import PurgeService
 from picobot.services.search import SearchService
 from picobot.services.sessions import SessionService
 from picobot.store.db import Database
+from picobot.store.fact_paraphrase import FactParaphrases
 from picobot.store.fact_rules import lifecycle_rules
 from picobot.store.fact_writes import FactStore
 from picobot.store.legacy_import import import_sessions_json
@@ -53,6 +56,7 @@ from picobot.tasks.reply_learning import ReplyLearner
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
+from picobot.tasks.vector_index import VectorIndexer
 from picobot.text.tokens import ProviderTokenEstimator
 from picobot.tools.catalog import ToolDeps, build_tools
 
@@ -116,6 +120,7 @@ def build_services(
     *,
     learning: LearningTask | None = None,
     clock: Callable[[], float] = time.time,
+    meaning: VectorRecall | None = None,
 ) -> Services:
     """The services every front end calls (see :mod:`picobot.services`), once per database.
 
@@ -146,7 +151,7 @@ def build_services(
         pins=PinService(PinStore(db), clock),
         purges=PurgeService(controller),
         export=ExportService(db),
-        search=SearchService(SearchIndex(db), max_terms=memory.recall_max_terms),
+        search=SearchService(SearchIndex(db), max_terms=memory.recall_max_terms, meaning=meaning),
         sessions=SessionService(db),
         events=EventService(db),
     )
@@ -170,10 +175,13 @@ def build_kernel(
     *,
     memory_cache: MemoryCache | None = None,
     learning: LearningTask | None = None,
+    embedder: Embedder | None = None,
 ) -> Kernel:
     """The kernel with its retriever, tools and commands, as configured (see
     :func:`assemble`, which also returns the services)."""
-    return assemble(settings, db, provider, memory_cache=memory_cache, learning=learning)[0]
+    return assemble(
+        settings, db, provider, memory_cache=memory_cache, learning=learning, embedder=embedder
+    )[0]
 
 
 def assemble(
@@ -183,6 +191,7 @@ def assemble(
     *,
     memory_cache: MemoryCache | None = None,
     learning: LearningTask | None = None,
+    embedder: Embedder | None = None,
 ) -> tuple[Kernel, Services]:
     """The kernel with its retriever, tools and commands, and the services they share
     with the other front ends.
@@ -192,18 +201,20 @@ def assemble(
     """
     memory = settings.session.memory
     estimator = ProviderTokenEstimator(provider)
+    meaning = None if embedder is None else VectorRecall(embedder, settings.embeddings)
     retriever = MemoryRetriever(
         db=db,
         estimator=estimator,
         settings=memory,
         cache=memory_cache,
         learning=settings.memory.learning,
+        vectors=meaning,
     )
     clock = _KernelClock()
-    services = build_services(settings, db, learning=learning, clock=clock)
+    services = build_services(settings, db, learning=learning, clock=clock, meaning=meaning)
     notes = services.notes if memory.enable_user_memories else None
     search = services.search
-    tools = build_tools(ToolDeps(settings, search.index, notes, search.terms))
+    tools = build_tools(ToolDeps(settings, search.index, notes, search.terms, meaning))
     kernel = Kernel(
         db=db,
         provider=provider,
@@ -267,12 +278,20 @@ async def open_runtime(
         db = await stack.enter_async_context(open_database(settings))
         llm = provider if provider is not None else build_provider(settings.llm)
         stack.push_async_callback(llm.aclose)
+        embedder = build_embedder(settings.embeddings)
+        if embedder is not None:
+            stack.push_async_callback(embedder.aclose)
         load = getattr(llm, "load", None)
         if warm_up and load is not None:
             await load()
         memory_cache = MemoryCache()
         learning = learning_task(settings, db, llm)
-        kernel, services = assemble(settings, db, llm, memory_cache=memory_cache, learning=learning)
+        if learning is not None and embedder is not None:
+            threshold = settings.embeddings.fact_similarity
+            learning.store.paraphrases = FactParaphrases(embedder.embed, threshold=threshold)
+        kernel, services = assemble(
+            settings, db, llm, memory_cache=memory_cache, learning=learning, embedder=embedder
+        )
         # A legacy sessions.json snapshot is imported once (redacted like live messages);
         # a bad file is kept and logged.
         await import_sessions_json(db, settings.data_dir, estimator=kernel.estimator.estimate)
@@ -297,6 +316,13 @@ async def open_runtime(
         tasks.every("wal-checkpoint", WAL_CHECKPOINT_SECS, db.checkpoint_passive)
         # New messages reach the recall index in batches (see m006_deferred_message_index).
         tasks.every("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_in_background)
+        if embedder is not None:  # and their vectors, for recall by meaning
+            batch = settings.embeddings.batch_size
+            # The vectors turns computed for recall are stored, not computed again.
+            meaning = getattr(kernel.retriever, "vectors", None)
+            recent = meaning.recent if isinstance(meaning, VectorRecall) else None
+            vectors = VectorIndexer(db, embedder, batch_size=batch, recent=recent)
+            tasks.every("vector-index", INDEX_INTERVAL_SECS, vectors.run)
         # What a purge (here or by another process) removed leaves the memory cache too.
         tasks.every("memory-cache", MEMORY_CACHE_PRUNE_SECS, lambda: db.read(memory_cache.prune))
         if isinstance(kernel.retriever, MemoryRetriever):  # its epochs hold recalled text

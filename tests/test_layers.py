@@ -37,7 +37,7 @@ FLOORS: tuple[frozenset[str], ...] = tuple(
         "privacy",  # purges, redaction, export rendering
         "tools",  # the model's tools
         "memory",  # learned memory: prompts and parsing
-        "text",  # token counting, untrusted data
+        "text recall",  # token counting, untrusted data; recall by meaning (query side)
         "store",  # SQLite: the only floor with SQL
         "llm",  # model providers
         "access auth ratelimit",  # who may do what

@@ -154,6 +154,11 @@ class PicobotServer:
         self._proc: asyncio.subprocess.Process | None = None
         self._drain: asyncio.Task[None] | None = None
 
+    @property
+    def settings_env(self) -> dict[str, str]:
+        """The ``PICOBOT_*`` settings the server runs with."""
+        return dict(self._settings_env)
+
     async def __aenter__(self) -> PicobotServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / "config.toml"

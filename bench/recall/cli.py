@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench.recall import baseline, dataset, report
+from bench.recall import baseline, dataset, report, vectors
 from bench.recall.child import ROOT, ServerError, setting_env
 from bench.recall.extractor import LOCAL, REMOTE, Extractor, LearnModel
 from bench.recall.learn import Learner
@@ -66,6 +66,8 @@ class EvalConfig:
     dump_prompts: bool = False
     learn: LearnModel | None = None
     """Extract facts after each conversation and ask its questions again (``--learn``)."""
+    embeddings: bool = False
+    """Replay again with the local embedding model on and report both (``--embeddings``)."""
 
 
 def _git_commit() -> str:
@@ -176,6 +178,12 @@ def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="picobot-recall-"))
     try:
         replays, calls = asyncio.run(_replay_all(cfg, convs, workdir, settings_env, progress))
+        if cfg.embeddings:
+            progress("again with recall by meaning (--embeddings)")
+            on_env = {**settings_env, **vectors.ON}
+            vector_started = time.perf_counter()
+            on, _ = asyncio.run(_replay_all(cfg, convs, workdir / "vectors", on_env, progress))
+            vector_seconds = round(time.perf_counter() - vector_started, 1)
     except BaseException:
         # The servers' logs and databases are what a failed run is debugged with.
         progress(f"work directory kept: {workdir}")
@@ -211,6 +219,9 @@ def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
     doc = report.build(convs, replays, baselines, cfg.modes, run)
+    if cfg.embeddings:
+        run_on = {**run, "settings": on_env, "wall_seconds": vector_seconds}
+        doc = vectors.merge(doc, report.build(convs, on, {}, cfg.modes, run_on))
     if cfg.out_dir is not None:
         js, md = report.write(doc, cfg.out_dir)
         progress(f"wrote {js} and {md}")
@@ -276,6 +287,11 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         help="a PicoBot setting to try, e.g. session.memory.recall_budget_tokens=1600",
     )
     parser.add_argument(
+        "--embeddings",
+        action="store_true",
+        help="replay again with the local embedding model and report both (recall by meaning)",
+    )
+    parser.add_argument(
         "--no-purge",
         action="store_true",
         help="keep each question's session (shows that the residue check catches it)",
@@ -329,6 +345,7 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         keep_workdir=args.keep,
         dump_prompts=args.dump_prompts,
         learn=learn_model,
+        embeddings=args.embeddings,
     )
 
 

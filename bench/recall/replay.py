@@ -37,6 +37,7 @@ from bench.recall.child import PicobotServer
 from bench.recall.dataset import Conversation, Question, Turn
 from bench.recall.learn import Learned, Learner, answer_words
 from bench.recall.standin import Call, StandIn
+from bench.recall.vectors import vectors_on, wait_for_vectors
 
 MODES = ("fresh", "continue")
 FLUSH_SEARCH = "/search picobotevalflush"
@@ -233,6 +234,9 @@ class Replay:
             if not self._facts:
                 self._last = await self._ingest(client)
             await client.chat(FLUSH_SEARCH)
+            if vectors_on(self.server.settings_env) and not self._facts:
+                waited = await wait_for_vectors(self.server.workdir / "data" / "conversations.db")
+                self.out.seconds["vectors"] = waited
             self.out.seconds["facts ingest" if self._facts else "ingest"] = round(
                 time.perf_counter() - started, 2
             )

@@ -28,7 +28,7 @@ class SearchCommands:
         terms = self._search.terms(call.args)
         if not terms:
             raise UserError("Those words are too common to search for; try more specific ones.")
-        hits = await self._search.ranked(call.identity.user_id, terms, SEARCH_LIMIT)
+        hits = await self._search.ranked(call.identity.user_id, terms, SEARCH_LIMIT, text=call.args)
         if not hits:
             return [notice(f"No matches for: {' '.join(terms)}", call.session_id)]
         return [

@@ -21,6 +21,7 @@ from pydantic import Field, PrivateAttr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from picobot.config.channels import ChannelsSettings, ServerSettings
+from picobot.config.embeddings import EmbeddingSettings
 from picobot.config.environment import EnvInput, deep_merge, env_input
 from picobot.config.learning import MemoryRootSettings
 from picobot.config.location import DataLocation, locate_data_dir
@@ -174,6 +175,8 @@ class Settings(BaseSettings):
     """Sessions, memory and retention."""
     memory: MemoryRootSettings = MemoryRootSettings()
     """Learned memory (facts the bot learns by itself)."""
+    embeddings: EmbeddingSettings = EmbeddingSettings()
+    """Recall by meaning: the embedding model."""
     privacy: PrivacySettings = PrivacySettings()
     """Privacy controls."""
     channels: ChannelsSettings = ChannelsSettings()

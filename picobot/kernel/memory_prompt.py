@@ -31,6 +31,7 @@ system prompt) is cut with a visible ``[... truncated]`` marker.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from collections import OrderedDict
@@ -55,13 +56,14 @@ from picobot.kernel.prompt_parts import (
 from picobot.kernel.recall_block import RecallLine
 from picobot.llm.base import ChatMessage
 from picobot.memory.facts_block import render_facts_block
+from picobot.recall.meaning import VectorRecall
 from picobot.store.db import Database
 from picobot.store.digests import layers_intact
 from picobot.store.facts import Fact, active_facts
 from picobot.store.memories import GLOBAL_USER, Memory
 from picobot.store.memory_cache import CachedMemories, MemoryCache
 from picobot.store.messages import StoredMessage, existing_ids, last_messages
-from picobot.store.recall import RecallQuery, recall_records
+from picobot.store.recall import RecallQuery, VectorQuery, fuse_vectors, recall_records
 from picobot.store.search import SearchHit
 from picobot.store.sessions import existing_sessions
 from picobot.store.summaries import Summary, get_summary
@@ -89,8 +91,11 @@ class MemoryRetriever:
         settings: MemorySettings,
         cache: MemoryCache | None = None,
         learning: LearningSettings | None = None,
+        vectors: VectorRecall | None = None,
     ) -> None:
         self._db = db
+        # Recall by meaning, when an embedding model is configured.
+        self.vectors = vectors
         # Learned facts enter the prompt only while learning is on.
         self._learning = learning if learning is not None and learning.enabled else None
         self._est = estimator
@@ -131,7 +136,19 @@ class MemoryRetriever:
 
         sid = request.session_id
         epoch = self._epochs.get(sid)
-        fetched = await self._db.read(lambda conn: self._fetch(conn, request, epoch))
+        # The message is embedded while the keyword read runs, then fused in a short read.
+        pending = None
+        if self.vectors is not None:
+            whole = current_text == request.current.content  # else not the stored message's
+            pending = self.vectors.start(current_text, request.current.id if whole else None)
+        try:
+            fetched = await self._db.read(lambda conn: self._fetch(conn, request, epoch, pending))
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            raise
+        if pending is not None:
+            fetched = await self._with_meaning(request, fetched, pending)
         memories = self._memory_items(fetched.memories, item_cap)
         facts_key = tuple(fetched.facts)
         if epoch is not None and epoch.facts is not None and epoch.facts[0] == facts_key:
@@ -292,8 +309,43 @@ class MemoryRetriever:
             return None
         return self._item(summary.summary, item_cap)
 
+    def _recall_query(
+        self, request: PromptRequest, window: Sequence[StoredMessage]
+    ) -> RecallQuery | None:
+        """The turn's recall, or None when there is none (off, or nothing to look for)."""
+        cfg = self._cfg
+        if not cfg.enable_recall or cfg.recall_budget_tokens <= 0:
+            return None
+        terms = extract_terms(request.current.content, cfg.recall_max_terms)
+        if not terms and self.vectors is None:
+            return None
+        # What the prompt holds already: the window and the current message.
+        return RecallQuery(
+            request.ctx.user_id,
+            terms,
+            exclude_ids=[*(m.id for m in window), request.current.id],
+            include_digests=self._learning is not None and self._learning.recall_digests,
+            max_digests=0 if self._learning is None else self._learning.recall_max_digests,
+        )
+
+    async def _with_meaning(
+        self, request: PromptRequest, fetched: Fetched, pending: asyncio.Task[VectorQuery | None]
+    ) -> Fetched:
+        """The keyword matches fused with the nearest messages in meaning, in context."""
+        query = self._recall_query(request, fetched.window)
+        if query is None:
+            pending.cancel()
+            return fetched
+        vectors = await pending
+        hits = await self._db.read(lambda conn: fuse_vectors(conn, query, fetched.hits, vectors))
+        return replace(fetched, hits=hits)
+
     def _fetch(
-        self, conn: sqlite3.Connection, request: PromptRequest, epoch: Epoch | None
+        self,
+        conn: sqlite3.Connection,
+        request: PromptRequest,
+        epoch: Epoch | None,
+        pending: asyncio.Task[VectorQuery | None] | None = None,
     ) -> Fetched:
         """Every query of the turn's context, in one read transaction (a reader thread).
 
@@ -319,18 +371,10 @@ class MemoryRetriever:
             learning = self._learning
             facts = active_facts(conn, user, learning.min_confidence, learning.max_prompt_facts)
         hits: list[SearchHit] = []
-        if cfg.enable_recall and cfg.recall_budget_tokens > 0:
-            terms = extract_terms(request.current.content, cfg.recall_max_terms)
-            if terms:
-                # What the prompt holds already: the window and the current message.
-                query = RecallQuery(
-                    user,
-                    terms,
-                    exclude_ids=[*(m.id for m in window), request.current.id],
-                    include_digests=self._learning is not None and self._learning.recall_digests,
-                    max_digests=0 if self._learning is None else self._learning.recall_max_digests,
-                )
-                hits = recall_records(conn, query)
+        query = self._recall_query(request, window)
+        if query is not None:
+            # With a vector on its way (``pending``), the matches alone: fused later.
+            hits = recall_records(conn, query, expand=pending is None)
         intact = True
         if epoch is not None:
             shown = epoch.shown_ids()

@@ -8,6 +8,7 @@ searches their own records only.
 from __future__ import annotations
 
 from picobot.kernel.keywords import extract_terms
+from picobot.recall.meaning import VectorRecall
 from picobot.store.search import SearchHit, SearchIndex
 from picobot.tools.memory_search import format_hits, ranked
 
@@ -15,9 +16,13 @@ from picobot.tools.memory_search import format_hits, ranked
 class SearchService:
     """Terms of a query and the hits they find."""
 
-    def __init__(self, index: SearchIndex, *, max_terms: int) -> None:
+    def __init__(
+        self, index: SearchIndex, *, max_terms: int, meaning: VectorRecall | None = None
+    ) -> None:
         self.index = index
         self.max_terms = max_terms
+        self.meaning = meaning
+        """Recall by meaning, when an embedding model is configured."""
 
     def terms(self, text: str) -> list[str]:
         """The search terms of ``text`` (none when every word is too common)."""
@@ -27,10 +32,13 @@ class SearchService:
         """``user_id``'s records matching any of ``terms``, best match first."""
         return await self.index.search(user_id, terms, limit=limit) if terms else []
 
-    async def ranked(self, user_id: str, terms: list[str], limit: int) -> list[SearchHit]:
+    async def ranked(
+        self, user_id: str, terms: list[str], limit: int, *, text: str = ""
+    ) -> list[SearchHit]:
         """The best ``limit`` records ranked as the prompt's recall ranks them (with the
-        messages around the matches, memories too)."""
-        return await ranked(self.index, user_id, terms, limit)
+        messages around the matches, memories too, and the messages nearest in meaning
+        to ``text`` when an embedding model is configured)."""
+        return await ranked(self.index, user_id, terms, limit, meaning=self.meaning, text=text)
 
     @staticmethod
     def listing(hits: list[SearchHit], terms: list[str]) -> str:

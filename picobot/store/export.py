@@ -5,7 +5,8 @@
 
 Order: the header, the user's memories, their learned facts (each with its sources and
 change history), their reflections, digests and message pins, then each session (oldest
-first) followed by its summary, its messages in ``seq_order`` and its tool records, then
+first) followed by its summary, its messages in ``seq_order`` (each with its embedding,
+if one is stored) and its tool records, then
 the user's rows of the webhook inbox and of the outbound reply queue, then the user's
 events (what happened, in order; ids and counts only). Every table is read
 page by page with keyset pagination, so memory use does not grow with the export.
@@ -14,6 +15,7 @@ Reads are not one snapshot: rows written while an export runs may or may not app
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from collections.abc import AsyncIterator
@@ -257,13 +259,15 @@ async def _session_records(db: Database, session: Row) -> AsyncIterator[Record]:
         }
     async for msg in _pages(
         db,
-        "SELECT seq_order, role, content, token_estimate, created_at FROM messages"
-        " WHERE session_id = ? AND seq_order > ? ORDER BY seq_order LIMIT ?",
+        "SELECT m.seq_order, m.role, m.content, m.token_estimate, m.created_at,"
+        " v.model AS vector_model, v.vector FROM messages m"
+        " LEFT JOIN message_vectors v ON v.message_id = m.id"
+        " WHERE m.session_id = ? AND m.seq_order > ? ORDER BY m.seq_order LIMIT ?",
         (sid,),
         key=lambda r: (r["seq_order"],),
         start=(0,),
     ):
-        yield {
+        record: Record = {
             "type": "message",
             "session_id": sid,
             "seq_order": msg["seq_order"],
@@ -272,6 +276,14 @@ async def _session_records(db: Database, session: Row) -> AsyncIterator[Record]:
             "token_estimate": msg["token_estimate"],
             "created_at": iso(msg["created_at"]),
         }
+        if msg["vector"] is not None:
+            # The message's embedding (recall by meaning) is data about the user too.
+            record["embedding"] = {
+                "model": msg["vector_model"],
+                "encoding": "float16le-base64",
+                "vector": base64.b64encode(msg["vector"]).decode("ascii"),
+            }
+        yield record
     async for tool in _pages(
         db,
         "SELECT id, name, arguments, result, ok, created_at FROM tool_records"

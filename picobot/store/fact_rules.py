@@ -145,3 +145,24 @@ def decay_steps_due(updated_at: float, now: float, rules: LifecycleRules) -> int
     if idle < 0:
         return 0
     return math.floor(idle / (rules.decay_every_days * DAY_SECS))
+
+
+_NAME_OR_NUMBER = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d_][\w'-]*", re.UNICODE)
+
+
+def _names_and_numbers(text: str) -> set[str]:
+    """The numbers and capitalized words of ``text`` past its first word."""
+    words = _NAME_OR_NUMBER.findall(text)
+    return {w.casefold() for w in words[1:] if w[0].isdigit() or w[0].isupper()}
+
+
+def is_paraphrase(a: str, b: str, similarity: float, threshold: float) -> bool:
+    """Whether two fact texts of a category say the same in other words.
+
+    ``similarity`` is their embeddings' cosine. A sentence model scores "has a dog
+    named Rex" and "has a cat named Rex" as close as two wordings of one fact, so the
+    threshold is high (0.9 by default: "User prefers green tea" and "The user likes
+    green tea" score 0.93) and the names and numbers must agree too ("in May" is not
+    "in June"): merging two facts loses one, keeping a near-duplicate loses nothing.
+    """
+    return similarity >= threshold and _names_and_numbers(a) == _names_and_numbers(b)

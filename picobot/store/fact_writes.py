@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from picobot.store.db import Database
 from picobot.store.events import record_event
+from picobot.store.fact_paraphrase import FactParaphrases
 from picobot.store.fact_rows import add_source, insert_fact, record_change, set_fact
 from picobot.store.fact_rules import (
     LifecycleRules,
@@ -47,9 +48,12 @@ class FactStore:
         db: Database,
         *,
         rules: LifecycleRules | None = None,
+        paraphrases: FactParaphrases | None = None,
     ) -> None:
         self._db = db
         self.rules = rules or LifecycleRules()
+        # With an embedding model: a fact said again in other words is reinforced.
+        self.paraphrases = paraphrases
 
     async def observe(
         self,
@@ -63,7 +67,8 @@ class FactStore:
         """Store what was observed about ``user_id``, with its provenance.
 
         The same subject, category and text (case and punctuation aside) reinforces
-        the known fact instead of duplicating it; an observation that ``replaces``
+        the known fact instead of duplicating it, and so does an active fact of the
+        category said in other words, when ``paraphrases`` is set; an observation that ``replaces``
         lowers the other active facts of its subject and category first. With
         ``session_id``, only while that session exists (checked in the same write), so
         nothing is learned from a session purged meanwhile: :class:`SessionGone`.
@@ -87,6 +92,10 @@ class FactStore:
                 seen.add(key)
                 unique.append(o)
 
+        restates: dict[int, int] = {}
+        if self.paraphrases is not None and unique:
+            restates = await self.paraphrases.match(self._db, user_id, unique)
+
         def write(conn: sqlite3.Connection) -> list[Applied]:
             if (
                 session_id is not None
@@ -95,7 +104,8 @@ class FactStore:
             ):
                 raise SessionGone(session_id)
             return [
-                self._observe_one(conn, user_id, obs, session_id, message_id, now) for obs in unique
+                self._observe_one(conn, user_id, obs, session_id, message_id, now, restates.get(i))
+                for i, obs in enumerate(unique)
             ]
 
         return await self._db.write(write)
@@ -108,6 +118,7 @@ class FactStore:
         session_id: str | None,
         message_id: int | None,
         now: float,
+        restated: int | None = None,
     ) -> Applied:
         rules = self.rules
         known = [
@@ -118,8 +129,13 @@ class FactStore:
                 (user_id, obs.category, obs.subject),
             ).fetchall()
         ]
+        if restated is not None:
+            # A paraphrase of an active fact (FactParaphrases), if it is still one.
+            again = get_fact(conn, restated)
+            if again is not None and again.user_id == user_id and again.active:
+                known = [again, *known]
         for fact in known:
-            if same_text(fact.text, obs.text):
+            if fact.id == restated or same_text(fact.text, obs.text):
                 new = set_fact(
                     conn,
                     fact,

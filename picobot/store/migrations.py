@@ -28,6 +28,7 @@ from picobot.store.migrations_search import (
     m009_search_tidy_steps,
     m011_split_unspaced_scripts,
 )
+from picobot.store.migrations_vectors import m018_message_vectors
 from picobot.store.migrations_webhooks import m004_webhook_queues, m013_webhook_replay_guard
 
 if TYPE_CHECKING:
@@ -220,6 +221,7 @@ MIGRATIONS: list[Migration] = [
     m015_memory_layers,
     m016_channel_offsets,
     m017_events_autoincrement,
+    m018_message_vectors,
 ]
 
 

@@ -204,6 +204,8 @@ class PurgeStore:
             f"   (SELECT id FROM messages WHERE {msg_sql})) +"
             " (SELECT COUNT(*) FROM search_pending WHERE id IN"
             f"   (SELECT id FROM messages WHERE {msg_sql})) +"
+            " (SELECT COUNT(*) FROM message_vectors WHERE message_id IN"
+            f"   (SELECT id FROM messages WHERE {msg_sql})) +"
             " (SELECT COUNT(*) FROM search_index WHERE rowid IN"
             f"   (SELECT -id FROM user_memories WHERE {mem_sql})),"
             f" (SELECT COUNT(*) FROM tool_records WHERE ({tool_sql})"
@@ -214,6 +216,7 @@ class PurgeStore:
                 *sum_params,
                 *scope.sessions[1],
                 *mem_params,
+                *msg_params,
                 *msg_params,
                 *msg_params,
                 *mem_params,
@@ -299,12 +302,14 @@ def _derived(
 
 
 async def _del_messages(conn: AsyncConnection, keys: str) -> PurgeCounts:
-    # Counted before the delete: the triggers remove exactly these (indexed or queued).
+    # Counted before the delete: the triggers remove exactly these (indexed or queued),
+    # and the foreign key the messages' vectors.
     entries = await _scalar(
         conn,
         "SELECT (SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT value FROM json_each"
         "(?1))) + (SELECT COUNT(*) FROM search_pending WHERE id IN (SELECT value FROM json_each"
-        "(?1)))",
+        "(?1))) + (SELECT COUNT(*) FROM message_vectors WHERE message_id IN (SELECT value FROM"
+        " json_each(?1)))",
         keys,
     )
     n = await _delete_in(conn, "messages", "id", keys)

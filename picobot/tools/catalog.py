@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from picobot.config.settings import Settings
+from picobot.recall.meaning import VectorRecall
 from picobot.registry import Registry
 from picobot.store.search import SearchIndex
 from picobot.tools.base import Tool, ToolRegistry
@@ -28,6 +29,8 @@ class ToolDeps:
     index: SearchIndex
     memory: Notes | None
     terms: Callable[[str], list[str]]
+    meaning: VectorRecall | None = None
+    """Recall by meaning, when an embedding model is configured."""
 
 
 ToolFactory = Callable[[ToolDeps], Tool | None]
@@ -38,7 +41,7 @@ TOOLS: Registry[ToolFactory] = Registry("tool")
 
 @TOOLS.register("memory_search")
 def _memory_search(deps: ToolDeps) -> Tool:
-    return MemorySearchTool(deps.index, terms=deps.terms)
+    return MemorySearchTool(deps.index, terms=deps.terms, meaning=deps.meaning)
 
 
 @TOOLS.register("memory")

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 from picobot.access.context import Action, Scope, ToolContext
 from picobot.errors import UserError
 from picobot.llm.base import ToolSpec
+from picobot.recall.meaning import VectorRecall
 from picobot.store.recall import RecallQuery, recall_records
 from picobot.store.search import MAX_LIMIT, SearchHit, SearchIndex
 from picobot.tools.base import Arguments, argument_schema, parse_arguments
@@ -85,23 +86,39 @@ def format_hits(hits: Sequence[SearchHit], terms: Sequence[str] = ()) -> str:
 
 
 async def ranked(
-    index: SearchIndex, user_id: str, terms: Sequence[str], limit: int
+    index: SearchIndex,
+    user_id: str,
+    terms: Sequence[str],
+    limit: int,
+    *,
+    meaning: VectorRecall | None = None,
+    text: str = "",
 ) -> list[SearchHit]:
     """The best ``limit`` records for ``terms``, ranked as the prompt's recall ranks them:
-    matches with the messages around them (:mod:`picobot.store.recall`), memories too."""
+    matches with the messages around them (:mod:`picobot.store.recall`), memories too,
+    fused with the messages nearest in meaning to ``text`` when ``meaning`` is given."""
     limit = max(1, min(limit, MAX_LIMIT))
     query = RecallQuery(user_id, terms, candidates=limit, context_hits=limit, include_memories=True)
-    return (await index.read_fresh(functools.partial(recall_records, query=query)))[:limit]
+    vectors = await meaning.query(text or " ".join(terms)) if meaning is not None else None
+    read = functools.partial(recall_records, query=query, vectors=vectors)
+    return (await index.read_fresh(read))[:limit]
 
 
 class MemorySearchTool:
     """Lets the model search the caller's past messages and saved memories by keywords."""
 
-    def __init__(self, index: SearchIndex, *, terms: Callable[[str], list[str]]) -> None:
+    def __init__(
+        self,
+        index: SearchIndex,
+        *,
+        terms: Callable[[str], list[str]],
+        meaning: VectorRecall | None = None,
+    ) -> None:
         """``terms`` turns a query into search terms (the runtime passes the keyword
-        extraction recall and /search use)."""
+        extraction recall and /search use); ``meaning`` fuses recall by meaning."""
         self._index = index
         self._terms = terms
+        self._meaning = meaning
 
     @property
     def spec(self) -> ToolSpec:
@@ -127,4 +144,12 @@ class MemorySearchTool:
                 "The query has no searchable words (only very common ones); "
                 "use names, places or topics."
             )
-        return format_hits(await ranked(self._index, ctx.user_id, terms, parsed.top_k), terms)
+        hits = await ranked(
+            self._index,
+            ctx.user_id,
+            terms,
+            parsed.top_k,
+            meaning=self._meaning,
+            text=parsed.query,
+        )
+        return format_hits(hits, terms)

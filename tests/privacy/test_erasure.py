@@ -1,9 +1,9 @@
 """Verified erasure: after a purge and erase_residue, no byte of the text is left on disk.
 
 Every test writes unique markers into every place text lives (messages, a tool message,
-long messages on overflow pages, memory keys and contents, summaries, tool record
-arguments and results, the user id itself), checks they reached the files, purges,
-erases, then scans the raw bytes of every file under the data directory.
+long messages on overflow pages, the messages' vectors, memory keys and contents,
+summaries, tool record arguments and results, the user id itself), checks they reached
+the files, purges, erases, then scans the raw bytes of every file under the data directory.
 
 The webhook test posts real signed requests to a real server: replies that wait for a
 retry or were given up on (a command's reply among them) go with their session, and a
@@ -54,6 +54,7 @@ from picobot.store.purge import PurgeStore
 from picobot.store.search import SearchIndex, user_token
 from picobot.store.summaries import SummaryRepo
 from picobot.store.tool_records import ToolRecordRepo
+from picobot.store.vectors import store_vectors
 from tests.channels.webhook.conftest import Webhooks, message, post_generic, rows
 from tests.channels.webhook.generic_client import SECRET, signed_headers
 from tests.privacy.test_purge_store import (
@@ -117,9 +118,22 @@ class Person:
         # A long message spills onto overflow pages; a tool message is not indexed.
         await add_message(db, sid, f"{self.mark(sid)} " + "lorem ipsum " * 900, at=at)
         await add_message(db, sid, f"tool said {self.mark(sid)}", at=at, role="tool")
+        await self.embed(db, sid)
         await add_summary(db, sid, f"summary {self.mark(sid)}", 3, at=at)
         await add_tool(db, sid, self.user_id, f"{self.mark(sid)} {self.mark(sid)}", at=at)
         await SearchIndex(db).index_pending()  # as the runtime's indexer does
+
+    async def embed(self, db: Database, sid: str) -> None:
+        """A vector for each of ``sid``'s messages, as the vector indexer stores them.
+
+        Each blob spells a fresh marker, so the scan finds any copy of a vector's bytes.
+        """
+        rows = await db.fetchall(
+            "SELECT id FROM messages WHERE session_id = ? AND role IN ('user', 'assistant')",
+            (sid,),
+        )
+        blobs = [(int(r[0]), (self.mark(sid).encode() * 20)[:768]) for r in rows]
+        assert await db.write(lambda c: store_vectors(c, "all-MiniLM-L6-v2", blobs)) == len(rows)
 
     async def learn(self, db: Database, sid: str, at: float = T0) -> None:
         """Learned facts of ``sid``: created, replaced (history), in the recall index."""

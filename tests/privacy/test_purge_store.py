@@ -70,6 +70,7 @@ async def add_tool(db: Database, sid: str, user_id: str, text: str, at: float = 
 async def table_counts(db: Database) -> dict[str, int]:
     tables = ["sessions", "current_sessions", "messages", "session_summaries"]
     tables += ["user_memories", "tool_records", "search_index", "search_pending"]
+    tables += ["message_vectors"]
     counts = {}
     for table in tables:
         row = await db.fetchone(f"SELECT COUNT(*) FROM {table}")  # noqa: S608

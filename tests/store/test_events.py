@@ -95,7 +95,7 @@ async def test_the_autoincrement_migration_keeps_rows_ids_and_indexes(tmp_path: 
         ids = await db.write(write)
         await db.write(lambda c: c.execute("DELETE FROM events WHERE id = ?", (ids[0],)))
         old = await db.read(lambda c: list_events(c, EventFilter(), 10))
-        assert await apply_migrations(db) == ["m017_events_autoincrement"]
+        assert (await apply_migrations(db))[0] == "m017_events_autoincrement"
 
         assert await db.read(lambda c: list_events(c, EventFilter(), 10)) == old
         seq = await db.fetchone("SELECT seq FROM sqlite_sequence WHERE name = 'events'")
