@@ -13,6 +13,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
 
+from picobot.config.learning import LearningState, learning_state
 from picobot.config.settings import Settings
 from picobot.kernel.fact_commands import FactCommands
 from picobot.kernel.kernel import Kernel
@@ -25,7 +26,7 @@ from picobot.kernel.search_commands import SearchCommands
 from picobot.kernel.summary_commands import SummaryCommands
 from picobot.kernel.tokens import ProviderTokenEstimator
 from picobot.llm.base import LLMProvider
-from picobot.llm.factory import build_provider
+from picobot.llm.factory import build_background_provider, build_provider
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.memory.reply_learning import ReplyLearner
 from picobot.privacy.controller import PrivacyController
@@ -66,6 +67,10 @@ class Runtime:
     tasks: TaskSupervisor
     summarizer: Summarizer
     learning: LearningTask | None = None
+    background: LLMProvider | None = None
+    """The model of background work (``[llm.background]``), when it is not ``provider``."""
+    learning_state: LearningState | None = None
+    """Whether the bot learns by itself and with which model (status, dashboard)."""
 
 
 SchemaPolicy = Literal["migrate", "current", "as_is"]
@@ -154,7 +159,10 @@ def build_kernel(
     PurgeCommands(privacy).register(kernel)
     # The fact commands stay with learning off: people can still see and delete theirs.
     facts = learning.store if learning is not None else FactStore(db, redact=redact)
-    FactCommands(db, facts, learning, clock=kernel.clock).register(kernel.commands)
+    off = ""
+    if learning is None:
+        off = learning_state(settings.memory.learning, settings.llm).reason
+    FactCommands(db, facts, learning, clock=kernel.clock, off_because=off).register(kernel.commands)
     PinCommands(PinStore(db), learning, clock=kernel.clock).register(kernel.commands)
     if learning is not None:
         kernel.learner = ReplyLearner(learning.store, kernel.clock)
@@ -164,17 +172,26 @@ def build_kernel(
 
 
 def markers_taught(settings: Settings) -> bool:
-    """Whether the system prompt tells the model about [MEMORY:...] reply lines."""
+    """Whether the system prompt tells the chat model about [MEMORY:...] reply lines.
+
+    Only while learning is on (see :func:`learning_task`): "on" tells every model,
+    "auto" every model but the bundled SmolLM2-135M (a GGUF of your own included).
+    """
     learning = settings.memory.learning
     if not learning.enabled or learning.markers == "off":
         return False
     # The bundled small model cannot follow it reliably and would leak the grammar.
-    return learning.markers == "on" or settings.llm.provider != "local"
+    return learning.markers == "on" or not settings.llm.bundled
 
 
 def learning_task(settings: Settings, db: Database, provider: LLMProvider) -> LearningTask | None:
-    """The learning task as configured, or None when learning is off."""
-    if not settings.memory.learning.enabled:
+    """The learning task on ``provider`` (the background model), or None when learning is
+    off: switched off, or ``provider`` is the bundled model without ``with_bundled_model``
+    (see :func:`~picobot.config.learning.learning_state`)."""
+    state = learning_state(
+        settings.memory.learning, settings.llm, bundled=getattr(provider, "bundled", False)
+    )
+    if not state.on:
         return None
     return LearningTask(
         db,
@@ -182,7 +199,7 @@ def learning_task(settings: Settings, db: Database, provider: LLMProvider) -> Le
         ProviderTokenEstimator(provider),
         settings.memory.learning,
         redact=Redactor.from_settings(settings.privacy).redact,
-        max_input_tokens=extraction_input_tokens(settings.llm),
+        max_input_tokens=extraction_input_tokens(settings.llm.for_background() or settings.llm),
     )
 
 
@@ -203,8 +220,18 @@ async def open_runtime(
         load = getattr(llm, "load", None)
         if warm_up and load is not None:
             await load()
+        # Summaries, extraction, reflections: their own model, or their own context of the
+        # local one (loaded on first use), so they never evict the chat's cached prompt.
+        background = build_background_provider(settings.llm, llm)
+        if background is not llm:
+            stack.push_async_callback(background.aclose)
+        state = learning_state(
+            settings.memory.learning,
+            settings.llm,
+            bundled=getattr(background, "bundled", False),
+        )
         memory_cache = MemoryCache()
-        learning = learning_task(settings, db, llm)
+        learning = learning_task(settings, db, background)
         kernel = build_kernel(settings, db, llm, memory_cache=memory_cache, learning=learning)
         # A legacy sessions.json snapshot is imported once (redacted like live messages);
         # a bad file is kept and logged.
@@ -213,10 +240,10 @@ async def open_runtime(
         )
         tasks = await stack.enter_async_context(TaskSupervisor())
         memory = settings.session.memory
-        chunk_tokens, summary_tokens = summary_limits(settings.llm)
+        chunk_tokens, summary_tokens = summary_limits(settings.llm.for_background() or settings.llm)
         summarizer = Summarizer(
             db,
-            llm,
+            background,
             kernel.estimator,
             memory,
             supervisor=tasks,
@@ -262,4 +289,14 @@ async def open_runtime(
             reflections.spawn = tasks.spawn
             tasks.every("reflect", learn.check_interval_secs, reflections.check_idle)
             summarizer.on_summarized.append(reflections.session_ended)
-        yield Runtime(settings, db, llm, kernel, tasks, summarizer, learning)
+        yield Runtime(
+            settings,
+            db,
+            llm,
+            kernel,
+            tasks,
+            summarizer,
+            learning,
+            background=background if background is not llm else None,
+            learning_state=state,
+        )

@@ -57,6 +57,7 @@ class Dashboard:
                 clock=clock,
             ),
             clock=clock,
+            learning=runtime.learning_state,
         )
         self.logins = LoginStore(
             idle_secs=server.dashboard_session_idle_secs,

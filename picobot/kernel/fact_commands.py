@@ -52,7 +52,11 @@ class FactCommands:
         store: FactStore,
         learning: LearningTask | None,
         clock: Callable[[], float] = time.time,
+        *,
+        off_because: str = "",
     ) -> None:
+        """``off_because``: why learning is off (said by /reflect), when it is."""
+        self._off_because = off_because
         self._db = db
         self._store = store
         self._learning = learning
@@ -132,7 +136,8 @@ class FactCommands:
     async def reflect(self, call: CommandCall) -> list[Outbound]:
         """Learn from the current session's unread messages now."""
         if self._learning is None or not self._learning.enabled:
-            raise UserError("Learning is switched off on this server.")
+            why = f" ({self._off_because})" if self._off_because else ""
+            raise UserError(f"Learning is switched off on this server{why}.")
         if call.session_id is None:
             raise UserError("There is no conversation here to reflect on yet.")
         done = await self._learning.extract_session(call.session_id)

@@ -125,6 +125,21 @@ class LocalProvider:
         """The GGUF file this provider runs."""
         return self._path
 
+    @property
+    def bundled(self) -> bool:
+        """Whether this runs the bundled SmolLM2-135M (too small to follow the formats of
+        learning; see ``[memory.learning] with_bundled_model``)."""
+        return not self._settings.model_path
+
+    def second_context(self) -> LocalProvider:
+        """Another provider on the same model file, with a llama.cpp context of its own.
+
+        For background work: generations on it neither queue behind the chat's nor
+        replace the chat's evaluated prompt, which llama.cpp reuses as long as the next
+        prompt starts with it.
+        """
+        return LocalProvider(self._settings)
+
     async def load(self) -> None:
         """Load the model now instead of on the first request (e.g. to warm up)."""
         async with self._lock:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from picobot.kernel.tokens import TokenEstimator, truncate_to_tokens
 from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ChatMessage
+from picobot.memory.echo import invented
 from picobot.memory.facts import CATEGORIES, MAX_FACT_WORDS, Observation, observation
 from picobot.store.messages import StoredMessage
 
@@ -123,16 +124,20 @@ def parse_reply(text: str) -> list[Observation]:
             dropped += 1
             continue
         try:
-            found.append(
-                observation(
-                    item.get("subject"),
-                    item.get("category"),
-                    item.get("text"),
-                    item.get("replaces", False),
-                )
+            fact = observation(
+                item.get("subject"),
+                item.get("category"),
+                item.get("text"),
+                item.get("replaces", False),
             )
         except ValueError:
             dropped += 1
+            continue
+        # A fact in the model's own voice, or words of its instructions, is invented.
+        if invented(f"{fact.subject or ''} {fact.text}", [SYSTEM_PROMPT]) is not None:
+            dropped += 1
+            continue
+        found.append(fact)
     if dropped:
         log.info("dropped %d invalid or surplus items of an extraction answer", dropped)
     return found
