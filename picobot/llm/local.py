@@ -24,7 +24,7 @@ import asyncio
 import importlib.util
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,8 @@ INSTALL_HINT = (
     f"install the local extra: pip install '{DISTRIBUTION}[local]' "
     "(from a source checkout: pip install '.[local]')"
 )
+JSON_REPLY_TOKENS = 768
+"""Least ``max_tokens`` of a grammar-held JSON answer (ten facts of up to 40 words)."""
 REPETITION = "repetition"
 """Finish reason of a reply stopped by the repetition guard (``[llm] stop_on_repetition``)."""
 
@@ -149,6 +151,28 @@ class LocalProvider:
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> AsyncIterator[StreamEvent]:
         """Stream one reply; ``tools`` is ignored. Raises LLMError on failure."""
+        async for event in self._stream(messages, {}):
+            yield event
+
+    async def complete_json(
+        self, messages: Sequence[ChatMessage], schema: Mapping[str, Any]
+    ) -> Completion:
+        """One whole reply held by llama.cpp's grammar to JSON that matches ``schema``.
+
+        A small model otherwise answers a format request in prose or broken JSON. The
+        repetition guard is off (a list of objects repeats its keys by design) and the
+        reply may take :data:`JSON_REPLY_TOKENS`, so a list is not cut off midway.
+        """
+        options: dict[str, Any] = {
+            "response_format": {"type": "json_object", "schema": dict(schema)},
+            "max_tokens": max(self._settings.reply_tokens, JSON_REPLY_TOKENS),
+        }
+        return await collect(self._stream(messages, options))
+
+    async def _stream(
+        self, messages: Sequence[ChatMessage], options: Mapping[str, Any]
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one generation; ``options`` add to or replace the sampling arguments."""
         payload = to_llama_messages(messages)
         async with self._lock:
             llama = await self._ensure_loaded()
@@ -164,7 +188,7 @@ class LocalProvider:
                     stop.set()
 
             worker = asyncio.ensure_future(
-                asyncio.to_thread(self._generate, llama, payload, emit, stop)
+                asyncio.to_thread(self._generate, llama, payload, emit, stop, options)
             )
             try:
                 while (item := await queue.get()) is not None:
@@ -243,14 +267,17 @@ class LocalProvider:
         payload: list[dict[str, str]],
         emit: Callable[[_Item], None],
         stop: threading.Event,
+        options: Mapping[str, Any],
     ) -> None:
         """Run one generation in a worker thread, emitting events until done or stopped."""
-        guard = RepetitionGuard() if self._settings.stop_on_repetition else None
+        structured = "response_format" in options
+        guarded = self._settings.stop_on_repetition and not structured
+        guard = RepetitionGuard() if guarded else None
         try:
             with self._thread_lock:
                 reason = "stop"
                 chunks: Iterator[dict[str, Any]] = llama.create_chat_completion(
-                    messages=payload, stream=True, **sampling(self._settings)
+                    messages=payload, stream=True, **{**sampling(self._settings), **options}
                 )
                 try:
                     for chunk in chunks:

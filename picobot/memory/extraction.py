@@ -18,7 +18,13 @@ from picobot.kernel.tokens import TokenEstimator, truncate_to_tokens
 from picobot.kernel.untrusted import escape_data
 from picobot.llm.base import ChatMessage
 from picobot.memory.echo import invented
-from picobot.memory.facts import CATEGORIES, MAX_FACT_WORDS, Observation, observation
+from picobot.memory.facts import (
+    CATEGORIES,
+    MAX_FACT_WORDS,
+    MAX_SUBJECT_CHARS,
+    Observation,
+    observation,
+)
 from picobot.store.messages import StoredMessage
 
 log = logging.getLogger(__name__)
@@ -41,6 +47,26 @@ SYSTEM_PROMPT = (
     f"most {MAX_FACT_WORDS} words; replaces is true only when the fact corrects an "
     f"earlier one. At most {MAX_ITEMS} items; [] when there is nothing worth keeping."
 )
+
+
+ANSWER_SCHEMA: dict[str, object] = {
+    "type": "array",
+    "maxItems": MAX_ITEMS,
+    "items": {
+        "type": "object",
+        "properties": {
+            "subject": {"type": ["string", "null"], "maxLength": MAX_SUBJECT_CHARS},
+            "category": {"type": "string", "enum": list(CATEGORIES)},
+            "text": {"type": "string", "minLength": 3, "maxLength": 8 * MAX_FACT_WORDS},
+            "replaces": {"type": "boolean"},
+        },
+        "required": ["subject", "category", "text", "replaces"],
+        "additionalProperties": False,
+    },
+}
+"""The JSON Schema of an answer. A provider that can constrain its output to it (the
+local one, by llama.cpp's grammar) gets it, so a small model cannot answer in prose or
+broken JSON; the answer is still parsed and checked like any other."""
 
 
 def quote_line(message: StoredMessage) -> str:

@@ -122,3 +122,19 @@ def test_defaults_suit_a_small_model() -> None:
     assert args["temperature"] == 0.3
     assert args["seed"] is None  # -1: a fresh seed per reply
     assert sampling(LLMSettings(max_tokens=512))["max_tokens"] == 512
+
+
+async def test_a_json_answer_is_held_to_its_schema_by_the_grammar_and_not_cut() -> None:
+    # A list of facts repeats its keys by design: the repetition guard must not cut it.
+    item = '{"subject": null, "category": "preference", "text": "likes tea", "replaces": false}'
+    answer = "[" + ", ".join([item] * 6) + "]"
+    llama = StreamingLlama(words_of(answer), finish="stop")
+    schema = {"type": "array", "items": {"type": "object"}}
+    done = await asyncio.wait_for(provider_with(llama).complete_json(PROMPT, schema), 10)
+    assert done.text == answer
+    assert llama.kwargs["response_format"] == {"type": "json_object", "schema": schema}
+    assert llama.kwargs["max_tokens"] >= 768
+    # Chat replies keep their settings: no grammar, the usual reply bound.
+    chat = StreamingLlama(["Hello", " there"], finish="stop")
+    await run(provider_with(chat))
+    assert "response_format" not in chat.kwargs and chat.kwargs["max_tokens"] == 256
