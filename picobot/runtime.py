@@ -117,7 +117,8 @@ def build_kernel(
     With ``learning`` (see :func:`learning_task`): reply markers hidden from the user
     and learned, and ``/reflect``; the other fact commands are there either way.
     """
-    memory = settings.session.memory
+    # The prompt is sized to the model (its profile may lower the budget and recall floor).
+    memory = settings.prompt_memory
     estimator = ProviderTokenEstimator(provider)
     memories = MemoryRepo(db)
     index = SearchIndex(db)

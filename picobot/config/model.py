@@ -24,6 +24,16 @@ LOCAL_TEMPERATURE = 0.3
 """``temperature`` of the local provider when it is -1 (the default)."""
 REMOTE_TEMPERATURE = 0.7
 """``temperature`` of the other providers when it is -1 (the default)."""
+BUNDLED_PROMPT_TOKENS = 1024
+"""The bundled model's prompt budget when ``prompt_budget_tokens`` is 0 (the default).
+
+SmolLM2-135M evaluates roughly 200-320 prompt tokens/s on a 2-core machine (one core
+free: about half that). A turn that starts a new prompt (after /new, /resume, a summary)
+evaluates the whole of it: 1024 tokens cost 3-5 s there, a 4000-token budget 11-17 s
+(28-35 s with the other core busy), and a model this small makes no use of the extra
+context anyway."""
+BUNDLED_RECALL_TOKENS = 256
+"""The bundled model's recall floor when ``recall_budget_tokens`` is 0 (the default)."""
 
 
 class AgentSettings(Section):
@@ -135,6 +145,16 @@ class LLMSettings(Section):
     plus max_tokens (checked at load). At most 1,048,576 (2**20)."""
     max_tool_rounds: int = Field(default=4, ge=0, le=20)
     """Tool-call rounds allowed in one turn before the model must answer."""
+    prompt_budget_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS_WINDOW)
+    """The model's profile: most prompt tokens (memories, summary, recall, history) this
+    model gets; the prompt budget is the smaller of this and [session.memory]
+    context_budget_tokens. 0 = the provider's default: 1024 for the bundled SmolLM2-135M
+    (it evaluates ~200-320 prompt tokens/s on 2 cores, so a new prompt costs 3-5 s, not the
+    11-17 s of 4000 tokens), no cap for the others."""
+    recall_budget_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS_WINDOW)
+    """The model's profile: most tokens of recalled records kept however tight the budget;
+    the smaller of this and [session.memory] recall_budget_tokens applies. 0 = the
+    provider's default: 256 for the bundled SmolLM2-135M, no cap for the others."""
     background: BackgroundLLMSettings = BackgroundLLMSettings()
     """The model of summaries, fact extraction, reflections and digests."""
 
@@ -151,6 +171,20 @@ class LLMSettings(Section):
         if self.max_tokens:
             return self.max_tokens
         return LOCAL_REPLY_TOKENS if self.provider == "local" else REMOTE_REPLY_TOKENS
+
+    @property
+    def prompt_cap(self) -> int | None:
+        """The profile's cap on the prompt budget (None: no cap)."""
+        if self.prompt_budget_tokens:
+            return self.prompt_budget_tokens
+        return BUNDLED_PROMPT_TOKENS if self.bundled else None
+
+    @property
+    def recall_cap(self) -> int | None:
+        """The profile's cap on the recall floor (None: no cap)."""
+        if self.recall_budget_tokens:
+            return self.recall_budget_tokens
+        return BUNDLED_RECALL_TOKENS if self.bundled else None
 
     @property
     def bundled(self) -> bool:

@@ -34,6 +34,7 @@ from picobot.errors import ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,
     Completion,
+    ContextText,
     Finish,
     StreamEvent,
     TextDelta,
@@ -173,7 +174,7 @@ class LocalProvider:
         self, messages: Sequence[ChatMessage], options: Mapping[str, Any]
     ) -> AsyncIterator[StreamEvent]:
         """Stream one generation; ``options`` add to or replace the sampling arguments."""
-        payload = to_llama_messages(messages)
+        payload = to_llama_messages(messages, context_as_system=self.bundled)
         async with self._lock:
             llama = await self._ensure_loaded()
             loop = asyncio.get_running_loop()
@@ -327,17 +328,36 @@ def sampling(settings: LLMSettings) -> dict[str, Any]:
     }
 
 
-def to_llama_messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+USER_SAYS = "The user's new message:"
+"""Put before the user's words when they share a turn with context (see below)."""
+
+
+def to_llama_messages(
+    messages: Sequence[ChatMessage], *, context_as_system: bool = False
+) -> list[dict[str, str]]:
     """Convert messages to what any GGUF chat template accepts.
 
     Tool results become user turns (templates know no ``tool`` role), assistant tool
     calls are written out as text, and consecutive turns of the same role are merged,
     since strict templates (Mistral, Gemma) require roles to alternate.
+
+    Context PicoBot wrote (:class:`~picobot.llm.base.ContextText`: memories, summary,
+    recalled records) must not read as the user's words, which a small model then
+    repeats as its own ("I live in Lisbon"). With ``context_as_system`` (the bundled
+    model's ChatML template takes a system turn anywhere) it becomes a system turn;
+    otherwise, when the user's words follow it in one merged turn, they are labelled.
     """
     out: list[dict[str, str]] = []
+    after_context = False
     for message in messages:
         role: str = message.role
         content = message.content
+        is_context = role == "user" and isinstance(content, ContextText)
+        if is_context and context_as_system:
+            role = "system"
+        elif role == "user" and not is_context and after_context and out[-1]["role"] == "user":
+            content = f"{USER_SAYS}\n{content}"
+        after_context = is_context
         if role == "tool":
             role, content = "user", f"Tool result:\n{content}"
         elif message.tool_calls:
