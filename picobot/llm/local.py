@@ -117,6 +117,19 @@ class LocalProvider:
         # for its worker thread before the thread has let go of the model.
         self._lock = asyncio.Lock()
         self._thread_lock = threading.Lock()
+        self._reading: int | None = None
+        self._busy = False
+
+    @property
+    def reading(self) -> int | None:
+        """While a generation reads its prompt (before its first token): about how many
+        tokens it holds, for a UI to say what a long wait is; None otherwise."""
+        return self._reading
+
+    @property
+    def busy(self) -> bool:
+        """Whether a generation is running (or waiting for the model)."""
+        return self._busy
 
     @property
     def model_name(self) -> str:
@@ -175,8 +188,22 @@ class LocalProvider:
     ) -> AsyncIterator[StreamEvent]:
         """Stream one generation; ``options`` add to or replace the sampling arguments."""
         payload = to_llama_messages(messages, context_as_system=self.bundled)
+        self._busy = True
+        try:
+            async for event in self._run(payload, options):
+                yield event
+        finally:
+            self._busy = False
+            self._reading = None
+
+    async def _run(
+        self, payload: list[dict[str, str]], options: Mapping[str, Any]
+    ) -> AsyncIterator[StreamEvent]:
         async with self._lock:
             llama = await self._ensure_loaded()
+            # The whole prompt's size: llama.cpp skips the prefix it holds from the last
+            # generation, so a long wait means most of this is being read.
+            self._reading = self.count_tokens("\n".join(m["content"] for m in payload))
             loop = asyncio.get_running_loop()
             queue: asyncio.Queue[_Item] = asyncio.Queue()
             stop = threading.Event()
@@ -195,6 +222,7 @@ class LocalProvider:
                 while (item := await queue.get()) is not None:
                     if isinstance(item, LLMError):
                         raise item
+                    self._reading = None
                     yield item
             finally:
                 # Reached on completion, on error, and when the consumer closes or
