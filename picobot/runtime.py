@@ -117,8 +117,11 @@ def build_kernel(
     With ``learning`` (see :func:`learning_task`): reply markers hidden from the user
     and learned, and ``/reflect``; the other fact commands are there either way.
     """
-    # The prompt is sized to the model (its profile may lower the budget and recall floor).
+    # The prompt is sized to the model (its profile may lower the budget and recall floor),
+    # the one that answers: a stand-in for the bundled model (tests, benches) is not it.
     memory = settings.prompt_memory
+    if settings.llm.bundled and not getattr(provider, "bundled", False):
+        memory = settings.session.memory
     estimator = ProviderTokenEstimator(provider)
     memories = MemoryRepo(db)
     index = SearchIndex(db)

@@ -19,9 +19,15 @@ from tests.test_runtime import until_indexed
 ALICE = Identity("tui", "tui:alice", "local")
 
 
+class BundledStandIn(ScriptedProvider):
+    """Says it is the bundled model, as LocalProvider does: the profile follows it."""
+
+    bundled = True
+
+
 async def biggest_prompt(tmp_path: Path, llm: dict[str, object]) -> int:
     conf = Settings(data={"dir": str(tmp_path / llm["provider"])}, llm=llm)  # type: ignore[arg-type]
-    provider = ScriptedProvider()
+    provider = BundledStandIn()
     async with open_runtime(conf, provider=provider) as rt:
         for i in range(30):
             text = f"note {i}: the tram to Lisbon harbour " + "was slow and crowded " * 12
