@@ -42,8 +42,9 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/picobot tui
 
+# -rs: each skipped test says why (e.g. the [local] extra or Chromium is missing).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 # BENCH_SCALE=small: the 100k-message corpus only; default: 100k and 1M (see docs/performance.md).
 bench: $(BENCH_STAMP)

@@ -21,12 +21,13 @@ from picobot.commands.pins import PinCommands
 from picobot.commands.purge import PurgeCommands
 from picobot.commands.search import SearchCommands
 from picobot.commands.summary import SummaryCommands
+from picobot.config.learning import LearningState, learning_state
 from picobot.config.settings import Settings
 from picobot.kernel.kernel import Kernel
 from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.llm.base import LLMProvider
 from picobot.llm.embedding import Embedder, build_embedder
-from picobot.llm.factory import build_provider
+from picobot.llm.factory import build_background_provider, build_provider
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.redaction import Redactor
@@ -81,6 +82,10 @@ class Runtime:
     summarizer: Summarizer
     services: Services
     learning: LearningTask | None = None
+    background: LLMProvider | None = None
+    """The model of background work (``[llm.background]``), when it is not ``provider``."""
+    learning_state: LearningState | None = None
+    """Whether the bot learns by itself and with which model (status, dashboard)."""
 
 
 SchemaPolicy = Literal["migrate", "current", "as_is"]
@@ -147,7 +152,15 @@ def build_services(
             max_chars=memory.max_memory_chars,
             enabled=memory.enable_user_memories,
         ),
-        facts=FactService(db, store, learning, clock),
+        facts=FactService(
+            db,
+            store,
+            learning,
+            clock,
+            off_because=""
+            if learning is not None
+            else learning_state(settings.memory.learning, settings.llm).reason,
+        ),
         pins=PinService(PinStore(db), clock),
         purges=PurgeService(controller),
         export=ExportService(db),
@@ -199,7 +212,11 @@ def assemble(
     With ``learning`` (see :func:`learning_task`): reply markers hidden from the user
     and learned, and ``/reflect``; the other fact commands are there either way.
     """
-    memory = settings.session.memory
+    # The prompt is sized to the model (its profile may lower the budget and recall floor),
+    # the one that answers: a stand-in for the bundled model (tests, benches) is not it.
+    memory = settings.prompt_memory
+    if settings.llm.bundled and not getattr(provider, "bundled", False):
+        memory = settings.session.memory
     estimator = ProviderTokenEstimator(provider)
     meaning = None if embedder is None else VectorRecall(embedder, settings.embeddings)
     retriever = MemoryRetriever(
@@ -243,24 +260,33 @@ def assemble(
 
 
 def markers_taught(settings: Settings) -> bool:
-    """Whether the system prompt tells the model about [MEMORY:...] reply lines."""
+    """Whether the system prompt tells the chat model about [MEMORY:...] reply lines.
+
+    Only while learning is on (see :func:`learning_task`): "on" tells every model,
+    "auto" every model but the bundled SmolLM2-135M (a GGUF of your own included).
+    """
     learning = settings.memory.learning
     if not learning.enabled or learning.markers == "off":
         return False
     # The bundled small model cannot follow it reliably and would leak the grammar.
-    return learning.markers == "on" or settings.llm.provider != "local"
+    return learning.markers == "on" or not settings.llm.bundled
 
 
 def learning_task(settings: Settings, db: Database, provider: LLMProvider) -> LearningTask | None:
-    """The learning task as configured, or None when learning is off."""
-    if not settings.memory.learning.enabled:
+    """The learning task on ``provider`` (the background model), or None when learning is
+    off: switched off, or ``provider`` is the bundled model without ``with_bundled_model``
+    (see :func:`~picobot.config.learning.learning_state`)."""
+    state = learning_state(
+        settings.memory.learning, settings.llm, bundled=getattr(provider, "bundled", False)
+    )
+    if not state.on:
         return None
     return LearningTask(
         db,
         provider,
         ProviderTokenEstimator(provider),
         settings.memory.learning,
-        max_input_tokens=extraction_input_tokens(settings.llm),
+        max_input_tokens=extraction_input_tokens(settings.llm.for_background() or settings.llm),
     )
 
 
@@ -284,8 +310,18 @@ async def open_runtime(
         load = getattr(llm, "load", None)
         if warm_up and load is not None:
             await load()
+        # Summaries, extraction, reflections: their own model, or their own context of the
+        # local one (loaded on first use), so they never evict the chat's cached prompt.
+        background = build_background_provider(settings.llm, llm)
+        if background is not llm:
+            stack.push_async_callback(background.aclose)
+        state = learning_state(
+            settings.memory.learning,
+            settings.llm,
+            bundled=getattr(background, "bundled", False),
+        )
         memory_cache = MemoryCache()
-        learning = learning_task(settings, db, llm)
+        learning = learning_task(settings, db, background)
         if learning is not None and embedder is not None:
             threshold = settings.embeddings.fact_similarity
             learning.store.paraphrases = FactParaphrases(embedder.embed, threshold=threshold)
@@ -297,10 +333,10 @@ async def open_runtime(
         await import_sessions_json(db, settings.data_dir, estimator=kernel.estimator.estimate)
         tasks = await stack.enter_async_context(TaskSupervisor())
         memory = settings.session.memory
-        chunk_tokens, summary_tokens = summary_limits(settings.llm)
+        chunk_tokens, summary_tokens = summary_limits(settings.llm.for_background() or settings.llm)
         summarizer = Summarizer(
             db,
-            llm,
+            background,
             kernel.estimator,
             memory,
             supervisor=tasks,
@@ -353,4 +389,15 @@ async def open_runtime(
             reflections.spawn = tasks.spawn
             tasks.every("reflect", learn.check_interval_secs, reflections.check_idle)
             summarizer.on_summarized.append(reflections.session_ended)
-        yield Runtime(settings, db, llm, kernel, tasks, summarizer, services, learning)
+        yield Runtime(
+            settings,
+            db,
+            llm,
+            kernel,
+            tasks,
+            summarizer,
+            services,
+            learning,
+            background=background if background is not llm else None,
+            learning_state=state,
+        )

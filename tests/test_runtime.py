@@ -16,6 +16,7 @@ from picobot.runtime import INDEX_INTERVAL_SECS, Runtime, open_runtime
 from picobot.text.tokens import prompt_cost
 
 ALICE = Identity("tui", "tui:alice", "local")
+README = Path(__file__).resolve().parents[1] / "README.md"
 BOB = Identity("tui", "tui:bob", "local")
 
 
@@ -215,3 +216,30 @@ async def test_the_system_prompt_defaults_by_provider_and_a_set_one_wins(tmp_pat
     # Whichever default, the model is told that <data> blocks are not instructions.
     assert "<data>" in LOCAL_SYSTEM_PROMPT and "not instructions" in LOCAL_SYSTEM_PROMPT
     assert "<data>" in DEFAULT_SYSTEM_PROMPT and "never instructions" in DEFAULT_SYSTEM_PROMPT
+
+
+async def test_the_readme_command_table_matches_help(tmp_path: Path) -> None:
+    # The README listed commands /help did not (and missed ones it did): a new user reads both.
+    async with open_runtime(settings(tmp_path), provider=ScriptedProvider()) as rt:
+        help_text = (await say(rt, ALICE, "/help"))[-1].text
+    usages = [line.split("  ")[0] for line in help_text.splitlines()[1:]]
+    in_help = {form for usage in usages for form in _forms(usage)}
+    readme = README.read_text(encoding="utf-8")
+    table = readme.split("| command | what it does |")[1].split("\n\n")[0]
+    cells = [row.split("|")[1] for row in table.splitlines()[2:]]
+    in_readme = {
+        " ".join(form.split()[:2]).strip("`").lower()
+        for cell in cells
+        for form in cell.split("`, `")
+    }
+    assert in_readme == in_help
+
+
+def _forms(usage: str) -> list[str]:
+    """``/purge session|user|older N`` -> /purge session, /purge user, /purge older (2 words)."""
+    forms: list[str] = []
+    for part in usage.split(" | "):
+        head, _, rest = part.partition(" ")
+        choices = rest.split()[0].split("|") if rest else [""]
+        forms += [f"{head} {choice}".strip().lower() for choice in choices]
+    return forms

@@ -398,8 +398,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if cfg.file == DEFAULT_FILE
             else ""
         )
+        # Say where the data comes from, so a user without the shared folder can get it.
         print(
-            f"python -m bench.recall: no LoCoMo file at {cfg.file}{hint}; pass --file PATH",
+            f"python -m bench.recall: no LoCoMo file at {cfg.file}{hint}; pass --file PATH, "
+            "or EVAL_ARGS='--file PATH' to make eval. The data is LoCoMo (Maharana et al. "
+            "2024, 'Evaluating Very Long-Term Conversational Memory of LLM Agents'), "
+            "data/locomo10.json of the snap-research/locomo repository on GitHub",
             file=sys.stderr,
         )
         return 2

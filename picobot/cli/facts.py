@@ -231,15 +231,20 @@ async def _delete(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _extract(args: argparse.Namespace, settings: Settings, db: Any) -> int:
+    from picobot.config.learning import learning_state
     from picobot.llm.factory import build_provider
     from picobot.runtime import learning_task
     from picobot.store.sessions import SessionRepo
 
-    provider = build_provider(settings.llm)
+    # Extraction is background work: the [llm.background] model when one is named.
+    provider = build_provider(settings.llm.for_background() or settings.llm)
     try:
         task = learning_task(settings, db, provider)
         if task is None:
-            fail("learning is switched off ([memory.learning] enabled = false)")
+            state = learning_state(
+                settings.memory.learning, settings.llm, bundled=getattr(provider, "bundled", False)
+            )
+            fail(f"learning is {state.describe()}")
             return EXIT_ERROR
         if args.session:
             sessions = [args.session]

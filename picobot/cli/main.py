@@ -76,26 +76,13 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    """Validate a config file alone, then the PICOBOT_* environment on top of it.
-
-    What is fine goes to stdout, each problem to stderr; any problem exits 3.
+    """Validate a config file alone, the PICOBOT_* environment on top of it, then the
+    secrets the enabled parts need. What is fine goes to stdout, each problem to
+    stderr; any problem exits 3 and prints no "ok".
     """
-    from picobot.config.settings import validate_environment, validate_file
+    from picobot.cli.check import run_check_config
 
-    path = config_path(args.file or args.config)
-    if path is None:
-        print("no config file; defaults apply")
-    else:
-        problems = validate_file(path)
-        if problems:
-            for problem in problems:
-                print(f"{path}: {problem}", file=sys.stderr)
-            return EXIT_CONFIG
-        print(f"{path}: ok")
-    problems = validate_environment(path)
-    for problem in problems:
-        print(f"environment: {problem}", file=sys.stderr)
-    return EXIT_CONFIG if problems else EXIT_OK
+    return run_check_config(config_path(args.file or args.config))
 
 
 # --- tui ------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from picobot.cli.common import EXIT_ATTENTION, EXIT_OK, iso, print_json, record_json, warn
 from picobot.cli.connection_views import connections_json, describe_connections
+from picobot.config.learning import LearningState, learning_state
 from picobot.config.settings import Settings
 
 if TYPE_CHECKING:
@@ -80,6 +81,8 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
         print(f"size: {human_bytes(size)} (WAL {human_bytes(wal_size)})")
         for line in lines:
             print(line)
+    if not args.json:
+        print(f"learning: {_learning(settings).describe()}")
     for warning in warnings:
         warn(warning)
     return EXIT_ATTENTION if warnings else EXIT_OK
@@ -234,7 +237,9 @@ def status_json(
         schema["state"] = (
             "current" if version == known else "behind" if version < known else "ahead"
         )
+    learning = _learning(settings)
     return {
+        "learning": {"on": learning.on, "model": learning.model, "reason": learning.reason},
         "database": database,
         "schema": schema,
         "contents": contents,
@@ -258,6 +263,11 @@ def _retention_json(
         "erase_due": iso(erasure.due) if erasure else None,
         "purge_residue_since": iso(erasure.purge_residue_since) if erasure else None,
     }
+
+
+def _learning(settings: Settings) -> LearningState:
+    """Whether the bot learns by itself, and with which model, as configured."""
+    return learning_state(settings.memory.learning, settings.llm)
 
 
 def human_bytes(size: int) -> str:

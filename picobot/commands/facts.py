@@ -116,7 +116,8 @@ class FactCommands:
     async def reflect(self, call: CommandCall) -> list[Outbound]:
         """Learn from the current session's unread messages now."""
         if not self._facts.learns:
-            raise UserError("Learning is switched off on this server.")
+            why = f" ({self._facts.off_because})" if self._facts.off_because else ""
+            raise UserError(f"Learning is switched off on this server{why}.")
         if call.session_id is None:
             raise UserError("There is no conversation here to reflect on yet.")
         done = await self._facts.reflect(call.session_id)

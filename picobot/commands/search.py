@@ -28,7 +28,11 @@ class SearchCommands:
         terms = self._search.terms(call.args)
         if not terms:
             raise UserError("Those words are too common to search for; try more specific ones.")
-        hits = await self._search.ranked(call.identity.user_id, terms, SEARCH_LIMIT, text=call.args)
+        # Matches only: the messages around a match help the model's recall, but listed
+        # here as "matches" they were results that do not contain the words at all.
+        hits = await self._search.ranked(
+            call.identity.user_id, terms, SEARCH_LIMIT, text=call.args, context=False
+        )
         if not hits:
             return [notice(f"No matches for: {' '.join(terms)}", call.session_id)]
         return [

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import Field
 
+from picobot.config.model import LLMSettings
 from picobot.config.sections import Section
 
 _DAY = 86_400
@@ -16,11 +18,19 @@ class LearningSettings(Section):
 
     enabled: bool = True
     """Learn facts from conversations (background extraction, reply markers, /reflect) and
-    put them in prompts. Off: nothing is learned, stored facts stay but are not used."""
+    put them in prompts. Off: nothing is learned, stored facts stay but are not used.
+    With the bundled SmolLM2-135M as the background model, learning stays off unless
+    with_bundled_model is set: it cannot follow the formats and would invent memories."""
+    with_bundled_model: bool = False
+    """Learn even when background work ([llm.background], else [llm]) runs on the bundled
+    SmolLM2-135M. It writes 0 valid fact lists of 21 and reflections that echo its own
+    prompt; what fails the checks is dropped, but little passes. Name a capable model in
+    [llm.background] instead."""
     markers: Literal["auto", "on", "off"] = "auto"
-    """Tell the model it may add [MEMORY:category:subject] lines to replies: "auto" does
-    for every provider but the bundled local model, too small to follow it reliably.
-    Marker lines are always removed from replies while learning is on."""
+    """Tell the chat model it may add [MEMORY:category:subject] lines to replies, while
+    learning is on: "auto" does for every model but the bundled SmolLM2-135M, too small to
+    follow it; "on" tells that one too. Marker lines are always removed from replies while
+    learning is on."""
     idle_secs: int = Field(default=600, ge=1, le=7 * _DAY)
     """Extract facts from a session once it has been idle this many seconds."""
     check_interval_secs: int = Field(default=300, ge=1, le=_DAY)
@@ -70,3 +80,48 @@ class MemoryRootSettings(Section):
 
     learning: LearningSettings = LearningSettings()
     """Learned facts."""
+
+
+@dataclass(frozen=True, slots=True)
+class LearningState:
+    """Whether the bot learns by itself, with which model, and why (status, dashboard)."""
+
+    on: bool
+    model: str
+    """The model that writes facts, reflections and digests (its name or GGUF file)."""
+    reason: str
+    """One line: why learning is on or off."""
+
+    def describe(self) -> str:
+        """``on, with MODEL`` or ``off: REASON``."""
+        return f"on, with {self.model}" if self.on else f"off: {self.reason}"
+
+
+def background_model_name(llm: LLMSettings) -> str:
+    """A readable name of the model background work runs on."""
+    resolved = llm.for_background() or llm
+    if resolved.bundled:
+        return "the bundled SmolLM2-135M"
+    if resolved.provider == "local":
+        return resolved.model_path.rsplit("/", 1)[-1]
+    return f"{resolved.provider}:{resolved.model or 'default model'}"
+
+
+def learning_state(
+    learning: LearningSettings, llm: LLMSettings, *, bundled: bool | None = None
+) -> LearningState:
+    """Learning as configured: off when disabled, or when background work runs on the
+    bundled model (``bundled``: as the runtime found it; None = as the settings say)
+    without ``with_bundled_model``."""
+    model = background_model_name(llm)
+    if not learning.enabled:
+        return LearningState(False, model, "[memory.learning] enabled = false")
+    small = llm.background_bundled if bundled is None else bundled
+    if small and not learning.with_bundled_model:
+        return LearningState(
+            False,
+            model,
+            "the bundled SmolLM2-135M cannot follow the learning formats; name a capable "
+            "model in [llm.background] (or set [memory.learning] with_bundled_model)",
+        )
+    return LearningState(True, model, "[memory.learning] enabled")

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from picobot.config.sections import EnvName, HttpUrl, Section
+from picobot.config.sections import EnvName, HttpUrl, OptionalEnvName, OptionalHttpUrl, Section
 
 DAY_SECS = 86_400
 MAX_TOKENS_WINDOW = 1_048_576
@@ -24,6 +24,16 @@ LOCAL_TEMPERATURE = 0.3
 """``temperature`` of the local provider when it is -1 (the default)."""
 REMOTE_TEMPERATURE = 0.7
 """``temperature`` of the other providers when it is -1 (the default)."""
+BUNDLED_PROMPT_TOKENS = 1024
+"""The bundled model's prompt budget when ``prompt_budget_tokens`` is 0 (the default).
+
+SmolLM2-135M evaluates roughly 200-320 prompt tokens/s on a 2-core machine (one core
+free: about half that). A turn that starts a new prompt (after /new, /resume, a summary)
+evaluates the whole of it: 1024 tokens cost 3-5 s there, a 4000-token budget 11-17 s
+(28-35 s with the other core busy), and a model this small makes no use of the extra
+context anyway."""
+BUNDLED_RECALL_TOKENS = 256
+"""The bundled model's recall floor when ``recall_budget_tokens`` is 0 (the default)."""
 
 
 class AgentSettings(Section):
@@ -52,10 +62,45 @@ LOCAL_SYSTEM_PROMPT = (
 concrete, which a small model follows (measured by ``bench.firstchat``)."""
 
 
+Provider = Literal["local", "openai", "anthropic", "scripted"]
+"""The providers ``[llm] provider`` may name (a test keeps it equal to the registry)."""
+
+
+class BackgroundLLMSettings(Section):
+    """The model of background work: summaries, fact extraction, reflections and digests.
+
+    Empty (no provider) = the chat model; with the local provider that is a second
+    llama.cpp context on the same model file, so background work never evicts the chat's
+    cached prompt. A key left empty (or 0) here takes its value from [llm]."""
+
+    provider: Literal["", "local", "openai", "anthropic", "scripted"] = ""
+    """Backend of background work; empty = the chat model ([llm])."""
+    model: str = ""
+    """Model name sent to the server; empty = [llm] model."""
+    base_url: OptionalHttpUrl = ""
+    """Base URL of the OpenAI-compatible API; empty = [llm] base_url."""
+    api_key_env: OptionalEnvName = ""
+    """Name of the environment variable holding the API key; empty = [llm] api_key_env."""
+    model_path: str = ""
+    """GGUF file for the local provider; empty = [llm] model_path (the bundled SmolLM2 when
+    that is empty too)."""
+    context_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS_WINDOW)
+    """Context window of a local background model; 0 = [llm] context_tokens."""
+    timeout_secs: float = Field(default=0.0, ge=0, le=DAY_SECS)
+    """Timeout of one background request, in seconds; 0 = [llm] timeout_secs."""
+
+    @field_validator("context_tokens")
+    @classmethod
+    def _context_or_inherit(cls, value: int) -> int:
+        if 0 < value < 512:
+            raise ValueError("must be 0 ([llm] context_tokens) or at least 512")
+        return value
+
+
 class LLMSettings(Section):
     """The language model backend."""
 
-    provider: Literal["local", "openai", "anthropic", "scripted"] = "local"
+    provider: Provider = "local"
     """Backend: local (llama.cpp, bundled SmolLM2), openai (any OpenAI-compatible server),
     anthropic, or scripted (deterministic echo, for tests)."""
     model: str = ""
@@ -100,6 +145,18 @@ class LLMSettings(Section):
     plus max_tokens (checked at load). At most 1,048,576 (2**20)."""
     max_tool_rounds: int = Field(default=4, ge=0, le=20)
     """Tool-call rounds allowed in one turn before the model must answer."""
+    prompt_budget_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS_WINDOW)
+    """The model's profile: most prompt tokens (memories, summary, recall, history) this
+    model gets; the prompt budget is the smaller of this and [session.memory]
+    context_budget_tokens. 0 = the provider's default: 1024 for the bundled SmolLM2-135M
+    (it evaluates ~200-320 prompt tokens/s on 2 cores, so a new prompt costs 3-5 s, not the
+    11-17 s of 4000 tokens), no cap for the others."""
+    recall_budget_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS_WINDOW)
+    """The model's profile: most tokens of recalled records kept however tight the budget;
+    the smaller of this and [session.memory] recall_budget_tokens applies. 0 = the
+    provider's default: 256 for the bundled SmolLM2-135M, no cap for the others."""
+    background: BackgroundLLMSettings = BackgroundLLMSettings()
+    """The model of summaries, fact extraction, reflections and digests."""
 
     @field_validator("temperature")
     @classmethod
@@ -114,6 +171,51 @@ class LLMSettings(Section):
         if self.max_tokens:
             return self.max_tokens
         return LOCAL_REPLY_TOKENS if self.provider == "local" else REMOTE_REPLY_TOKENS
+
+    @property
+    def prompt_cap(self) -> int | None:
+        """The profile's cap on the prompt budget (None: no cap)."""
+        if self.prompt_budget_tokens:
+            return self.prompt_budget_tokens
+        return BUNDLED_PROMPT_TOKENS if self.bundled else None
+
+    @property
+    def recall_cap(self) -> int | None:
+        """The profile's cap on the recall floor (None: no cap)."""
+        if self.recall_budget_tokens:
+            return self.recall_budget_tokens
+        return BUNDLED_RECALL_TOKENS if self.bundled else None
+
+    @property
+    def bundled(self) -> bool:
+        """Whether this is the bundled SmolLM2-135M (local provider, no model_path)."""
+        return self.provider == "local" and not self.model_path
+
+    def for_background(self) -> LLMSettings | None:
+        """The settings of the background model, or None when it is the chat model itself.
+
+        Keys left empty in ``[llm.background]`` take their value from ``[llm]``.
+        """
+        bg = self.background
+        if not bg.provider:
+            return None
+        update: dict[str, object] = {"provider": bg.provider, "background": BackgroundLLMSettings()}
+        for key in ("model", "base_url", "api_key_env", "model_path"):
+            if getattr(bg, key):
+                update[key] = getattr(bg, key)
+        if bg.provider != self.provider and not bg.model_path:
+            update["model_path"] = ""  # another provider's GGUF is not this one's
+        if bg.context_tokens:
+            update["context_tokens"] = bg.context_tokens
+        if bg.timeout_secs:
+            update["timeout_secs"] = bg.timeout_secs
+        return self.model_copy(update=update)
+
+    @property
+    def background_bundled(self) -> bool:
+        """Whether background work runs on the bundled SmolLM2-135M."""
+        resolved = self.for_background()
+        return (resolved or self).bundled
 
     @property
     def sampling_temperature(self) -> float:

@@ -136,15 +136,21 @@ the value.
 ## Checking a file
 
 `picobot check-config [FILE]` validates a file (by default the one PicoBot would load)
-by itself, without the environment, and prints `FILE: ok`, or one line per bad key with
-the reason on stderr, unknown keys included, and exits with status 3. It then checks the
+by itself, without the environment, and prints one line per bad key with the reason on
+stderr, unknown keys included, and exits with status 3. It then checks the
 `PICOBOT_*` variables (environment, `.env`, secrets directory) on top of the file; their
 problems start with `environment:` and name the variable, e.g.
 `environment: PICOBOT_LLM__TEMPERATURE (llm.temperature): Input should be less than or equal to 2`,
-and the `.env` line or secrets file it came from. It runs the same validation as every
-other command at start-up (one function), so a value it passes is one `serve` accepts;
-only what lies outside the configuration, such as a secret's value or a server to reach,
-is checked when a channel starts. Bounds (`Allowed:` in the tables) keep every value one
+and the `.env` line or secrets file it came from. Last it checks the secrets that the
+enabled parts read at start-up: each enabled channel's tokens (Telegram enabled with
+`PICOBOT_TELEGRAM_BOT_TOKEN` unset fails), the WebSocket keys, the operator keys and
+the model's API key, by building the same objects start-up builds (nothing is started
+or contacted, no value is shown); such a problem starts with the config section, e.g.
+`channels.webhook.telegram: ...`. Only when all of it passes does it print `FILE: ok`
+(or `no config file; defaults apply: ok`) and exit 0. It runs the same validation as
+every other command at start-up, so a configuration it passes is one `serve` accepts;
+only what lies outside PicoBot, such as a server to reach or a token the platform
+refuses, shows when a channel starts. Bounds (`Allowed:` in the tables) keep every value one
 PicoBot works with; `inf` and `nan` are refused.
 
 ## Reference

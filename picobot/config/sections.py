@@ -26,9 +26,18 @@ EnvName = Annotated[str, AfterValidator(_env_name)]
 """A ``*_env`` key: the name of the environment variable that holds a secret."""
 
 
+def _env_name_or_empty(value: str) -> str:
+    return value and _env_name(value)
+
+
+OptionalEnvName = Annotated[str, AfterValidator(_env_name_or_empty)]
+"""An :data:`EnvName` that may be empty (another section's value then applies)."""
+
+
 def is_env_name(info: FieldInfo) -> bool:
     """Whether the field is an :data:`EnvName` (its value names a secret's variable)."""
-    return any(getattr(meta, "func", None) is _env_name for meta in info.metadata)
+    checks = (_env_name, _env_name_or_empty)
+    return any(getattr(meta, "func", None) in checks for meta in info.metadata)
 
 
 def regex_problem(source: str) -> str | None:
@@ -88,6 +97,14 @@ def _http_url(value: str) -> str:
 
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 """A base URL that PicoBot sends requests to (an LLM server, a platform's API)."""
+
+
+def _http_url_or_empty(value: str) -> str:
+    return value and _http_url(value)
+
+
+OptionalHttpUrl = Annotated[str, AfterValidator(_http_url_or_empty)]
+"""An :data:`HttpUrl` that may be empty (another section's value then applies)."""
 
 
 class Section(BaseModel):

@@ -83,7 +83,8 @@ class MemorySettings(Section):
     enable_user_memories: bool = True
     """Let users save memories (/remember, memory tool) that shape later prompts."""
     context_budget_tokens: int = Field(default=4000, ge=256, le=MAX_TOKENS_WINDOW)
-    """Token budget of the prompt context (memories, summary, recall, history)."""
+    """Token budget of the prompt context (memories, summary, recall, history). The model's
+    profile may lower it: [llm] prompt_budget_tokens, 1024 for the bundled SmolLM2-135M."""
     max_session_messages: int = Field(default=20, ge=1, le=MAX_ROWS)
     """Most recent messages of the session included in the prompt."""
     window_drop_messages: int = Field(default=10, ge=0, le=MAX_ROWS)
@@ -101,7 +102,8 @@ class MemorySettings(Section):
     summarization_keep_recent: int = Field(default=10, ge=0, le=MAX_ROWS)
     """Messages left out of the summary (the most recent ones)."""
     recall_budget_tokens: int = Field(default=800, ge=0, le=MAX_TOKENS_WINDOW)
-    """Token budget of records recalled by keyword search."""
+    """Token budget of records recalled by keyword search (kept however tight the prompt).
+    The model's profile may lower it: [llm] recall_budget_tokens, 256 for the bundled model."""
     enable_recall: bool = True
     """Recall records from the user's other sessions by keywords of each message."""
     recall_max_terms: int = Field(default=8, ge=1, le=32)
@@ -194,12 +196,13 @@ class Settings(BaseSettings):
     def _prompt_fits_the_local_model(self) -> Settings:
         # The local model's window is known: a prompt of the full budget plus a reply of
         # max_tokens must fit in it, else every long enough turn fails in llama.cpp.
-        need = self.session.memory.context_budget_tokens + self.llm.reply_tokens
+        budget = self.prompt_memory.context_budget_tokens
+        need = budget + self.llm.reply_tokens
         if self.llm.provider == "local" and need > self.llm.context_tokens:
             raise ValueError(
                 f"llm.context_tokens ({self.llm.context_tokens}) must hold a full prompt"
-                f" (session.memory.context_budget_tokens,"
-                f" {self.session.memory.context_budget_tokens}) plus a reply (llm.max_tokens,"
+                f" (session.memory.context_budget_tokens, as [llm] prompt_budget_tokens"
+                f" allows: {budget}) plus a reply (llm.max_tokens,"
                 f" {self.llm.reply_tokens}): raise context_tokens to at least {need} or lower"
                 " the others"
             )
@@ -225,6 +228,22 @@ class Settings(BaseSettings):
         ``Settings(...)`` outside :func:`build_settings` reads the variables but no file.
         """
         return (init_settings, _Prepared(settings_cls))
+
+    @property
+    def prompt_memory(self) -> MemorySettings:
+        """``[session.memory]`` with the model's profile applied: the prompt budget and
+        recall floor in force, each the smaller of its key here and the model's cap
+        (``[llm] prompt_budget_tokens`` / ``recall_budget_tokens``; small for the bundled
+        model). What the prompt is built with."""
+        memory = self.session.memory
+        update: dict[str, int] = {}
+        cap = self.llm.prompt_cap
+        if cap is not None and cap < memory.context_budget_tokens:
+            update["context_budget_tokens"] = max(256, cap)
+        recall = self.llm.recall_cap
+        if recall is not None and recall < memory.recall_budget_tokens:
+            update["recall_budget_tokens"] = recall
+        return memory.model_copy(update=update) if update else memory
 
     @property
     def system_prompt(self) -> str:

@@ -40,6 +40,7 @@ class Dashboard:
             renderer=renderer,
             services=runtime.services,
             clock=clock,
+            learning=runtime.learning_state,
         )
         self.logins = LoginStore(
             idle_secs=server.dashboard_session_idle_secs,

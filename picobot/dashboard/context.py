@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from picobot.config.learning import LearningState
 from picobot.config.settings import Settings
 from picobot.dashboard.guard import is_htmx
 from picobot.dashboard.render import Renderer
@@ -36,6 +37,8 @@ class Context:
     services: Services
     clock: Callable[[], float]
     """Wall-clock time (seconds since the epoch) of every change."""
+    learning: LearningState | None = None
+    """Whether the bot learns by itself and with which model (the overview shows it)."""
 
     def render(
         self,

@@ -89,6 +89,7 @@ class OpsViews:
             "jobs": jobs,
             "events": events,
             "retention_days": retention.max_age_days,
+            "learning": self._ctx.learning,
         }
         return self._ctx.render(request, login, "overview.html", values)
 

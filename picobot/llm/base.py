@@ -14,6 +14,19 @@ from typing import Any, Literal, Protocol, runtime_checkable
 Role = Literal["system", "user", "assistant", "tool"]
 
 
+class ContextText(str):
+    """The text of a prompt message that PicoBot wrote as context (memories, learned
+    facts, the summary, recalled records), not words the user typed.
+
+    Such messages travel as ``user`` messages, which every API accepts anywhere; a
+    provider whose model cannot tell them from the user's own words may render them
+    apart (the local one makes them system turns for the bundled model). A ``str``
+    subclass, so user text can never carry the mark: only PicoBot's renderer sets it.
+    """
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A tool invocation requested by the model; ``arguments`` is the raw JSON text."""

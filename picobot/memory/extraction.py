@@ -15,7 +15,14 @@ import logging
 from collections.abc import Callable, Sequence
 
 from picobot.llm.base import ChatMessage
-from picobot.store.fact_rules import CATEGORIES, MAX_FACT_WORDS, Observation, observation
+from picobot.memory.echo import invented
+from picobot.store.fact_rules import (
+    CATEGORIES,
+    MAX_FACT_WORDS,
+    MAX_SUBJECT_CHARS,
+    Observation,
+    observation,
+)
 from picobot.store.messages import StoredMessage
 from picobot.text.tokens import TokenEstimator, truncate_to_tokens
 from picobot.text.untrusted import escape_data
@@ -40,6 +47,26 @@ SYSTEM_PROMPT = (
     f"most {MAX_FACT_WORDS} words; replaces is true only when the fact corrects an "
     f"earlier one. At most {MAX_ITEMS} items; [] when there is nothing worth keeping."
 )
+
+
+ANSWER_SCHEMA: dict[str, object] = {
+    "type": "array",
+    "maxItems": MAX_ITEMS,
+    "items": {
+        "type": "object",
+        "properties": {
+            "subject": {"type": ["string", "null"], "maxLength": MAX_SUBJECT_CHARS},
+            "category": {"type": "string", "enum": list(CATEGORIES)},
+            "text": {"type": "string", "minLength": 3, "maxLength": 8 * MAX_FACT_WORDS},
+            "replaces": {"type": "boolean"},
+        },
+        "required": ["subject", "category", "text", "replaces"],
+        "additionalProperties": False,
+    },
+}
+"""The JSON Schema of an answer. A provider that can constrain its output to it (the
+local one, by llama.cpp's grammar) gets it, so a small model cannot answer in prose or
+broken JSON; the answer is still parsed and checked like any other."""
 
 
 def quote_line(message: StoredMessage) -> str:
@@ -123,16 +150,20 @@ def parse_reply(text: str) -> list[Observation]:
             dropped += 1
             continue
         try:
-            found.append(
-                observation(
-                    item.get("subject"),
-                    item.get("category"),
-                    item.get("text"),
-                    item.get("replaces", False),
-                )
+            fact = observation(
+                item.get("subject"),
+                item.get("category"),
+                item.get("text"),
+                item.get("replaces", False),
             )
         except ValueError:
             dropped += 1
+            continue
+        # A fact in the model's own voice, or words of its instructions, is invented.
+        if invented(f"{fact.subject or ''} {fact.text}", [SYSTEM_PROMPT]) is not None:
+            dropped += 1
+            continue
+        found.append(fact)
     if dropped:
         log.info("dropped %d invalid or surplus items of an extraction answer", dropped)
     return found

@@ -56,11 +56,15 @@ class FactService:
         store: FactStore,
         learning: LearningTask | None = None,
         clock: Callable[[], float] = time.time,
+        *,
+        off_because: str = "",
     ) -> None:
         self._db = db
         self.store = store
         self.learning = learning
         self.clock = clock
+        self.off_because = off_because
+        """Why learning is off, when it is (``/reflect`` says it)."""
 
     # --- reads --------------------------------------------------------------------------
 

@@ -33,12 +33,15 @@ class SearchService:
         return await self.index.search(user_id, terms, limit=limit) if terms else []
 
     async def ranked(
-        self, user_id: str, terms: list[str], limit: int, *, text: str = ""
+        self, user_id: str, terms: list[str], limit: int, *, text: str = "", context: bool = True
     ) -> list[SearchHit]:
         """The best ``limit`` records ranked as the prompt's recall ranks them (with the
         messages around the matches, memories too, and the messages nearest in meaning
-        to ``text`` when an embedding model is configured)."""
-        return await ranked(self.index, user_id, terms, limit, meaning=self.meaning, text=text)
+        to ``text`` when an embedding model is configured). ``context=False``: matches
+        only, without their neighbouring messages."""
+        return await ranked(
+            self.index, user_id, terms, limit, meaning=self.meaning, text=text, context=context
+        )
 
     @staticmethod
     def listing(hits: list[SearchHit], terms: list[str]) -> str:

@@ -30,7 +30,13 @@ from dataclasses import dataclass
 from picobot.config.learning import LearningSettings
 from picobot.config.settings import LLMSettings
 from picobot.llm.base import LLMProvider
-from picobot.memory.extraction import MAX_INPUT_TOKENS, build_prompt, chunk_messages, parse_reply
+from picobot.memory.extraction import (
+    ANSWER_SCHEMA,
+    MAX_INPUT_TOKENS,
+    build_prompt,
+    chunk_messages,
+    parse_reply,
+)
 from picobot.store.db import Database
 from picobot.store.fact_rules import lifecycle_rules
 from picobot.store.fact_writes import FactStore
@@ -184,7 +190,13 @@ class LearningTask:
             prompt = build_prompt(
                 chunk, self._estimator, max_input_tokens=self._chunk, redact=self._redact
             )
-            answer = await self._provider.complete(prompt)
+            # A provider that can hold its output to the answer's schema does (llama.cpp's
+            # grammar): the bundled small model otherwise answered 0 valid lists of 21.
+            structured = getattr(self._provider, "complete_json", None)
+            if structured is not None:
+                answer = await structured(prompt, ANSWER_SCHEMA)
+            else:
+                answer = await self._provider.complete(prompt)
             found = parse_reply(answer.text)
             if found:
                 applied = await self.store.observe(

@@ -171,16 +171,24 @@ class ReflectionTask:
     async def _answer(self, prompt: list[ChatMessage], kind: str, max_words: int) -> str | None:
         answer = await self._provider.complete(prompt)
         bound = self.settings.digest_max_tokens if kind == "digest" else 10 * max_words
-        text = answer.text
+        # What the model was told besides the quoted data: an answer repeating it is junk.
+        told = [m.content for m in prompt if m.role == "system"]
+        told += [m.content.rsplit("</data>", 1)[-1] for m in prompt if m.role == "user"]
         # Checked, then redacted and checked again: the model may repeat or make up a
-        # secret, and a redaction may leave too little.
+        # secret, and a redaction may leave too little. Both checks see the whole answer:
+        # a cut one may have lost the parts its format requires.
+        text: str | None = None
         for step in (str, self._redact):
-            checked = checked_answer(
-                step(text), kind, max_words=max_words, estimator=self._est, max_tokens=bound
+            text = checked_answer(
+                step(answer.text),
+                kind,
+                max_words=max_words,
+                estimator=self._est,
+                max_tokens=bound,
+                instructions=told,
             )
-            if checked is None:
+            if text is None:
                 return None
-            text = checked
         return text
 
     def _digest_words(self) -> int:

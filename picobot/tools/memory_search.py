@@ -93,12 +93,22 @@ async def ranked(
     *,
     meaning: VectorRecall | None = None,
     text: str = "",
+    context: bool = True,
 ) -> list[SearchHit]:
     """The best ``limit`` records for ``terms``, ranked as the prompt's recall ranks them:
     matches with the messages around them (:mod:`picobot.store.recall`), memories too,
-    fused with the messages nearest in meaning to ``text`` when ``meaning`` is given."""
+    fused with the messages nearest in meaning to ``text`` when ``meaning`` is given.
+
+    ``context=False`` leaves the neighbours out: only records that match the terms, for
+    a listing that calls them matches (``/search``)."""
     limit = max(1, min(limit, MAX_LIMIT))
-    query = RecallQuery(user_id, terms, candidates=limit, context_hits=limit, include_memories=True)
+    query = RecallQuery(
+        user_id,
+        terms,
+        candidates=limit,
+        context_hits=limit if context else 0,
+        include_memories=True,
+    )
     vectors = await meaning.query(text or " ".join(terms)) if meaning is not None else None
     read = functools.partial(recall_records, query=query, vectors=vectors)
     return (await index.read_fresh(read))[:limit]

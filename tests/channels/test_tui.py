@@ -23,7 +23,7 @@ from picobot.channels.tui.backend import ChatBackend, LocalBackend, tui_identity
 from picobot.channels.tui.widgets import ConfirmScreen, StatusLine
 from picobot.config.settings import DataSettings, LLMSettings, LoggingSettings, Settings
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
-from picobot.messages import Outbound, OutboundKind, error, notice
+from picobot.messages import Identity, Outbound, OutboundKind, error, notice
 from picobot.runtime import open_runtime
 
 Script = Callable[[str], Iterable[Outbound]]
@@ -515,3 +515,41 @@ def test_run_tui_reports_a_broken_database_in_one_line(
     assert err.startswith("picobot tui: ")
     assert len(err.strip().splitlines()) == 1
     assert (tmp_path / "logs" / "tui.log").exists()
+
+
+class ReadingModel:
+    """What LocalProvider tells about a generation: reading its prompt, busy."""
+
+    reading: int | None = None
+    busy = False
+
+
+async def test_a_long_wait_says_what_it_is() -> None:
+    # Before, a 27 s wait before the first token showed nothing but "working…".
+    backend = FakeBackend()
+    backend.gate = asyncio.Event()
+    chat, background = ReadingModel(), ReadingModel()
+    local = LocalBackend(
+        None,  # type: ignore[arg-type]
+        Identity("tui", "tui:t", "t"),
+        chat_model=chat,
+        background_model=background,
+    )
+    backend.activity = local.activity  # type: ignore[attr-defined]
+    app = PicoBotApp(backend)
+    async with app.run_test() as pilot:
+        await settle(pilot)
+        await say(pilot, "one")
+        await pilot.pause()
+        assert status(app).startswith("working… · ")
+        chat.reading, background.busy = 3412, True
+        app._refresh_working()  # what the status line's half-second timer does
+        await pilot.pause()
+        assert (
+            "working… (reading 3,412 tokens of context; learning and summarizing in the"
+            " background)" in status(app)
+        )
+        chat.reading, background.busy = None, False
+        backend.gate.set()
+        await settle(pilot)
+        assert "reading" not in status(app)

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 from picobot.cli.main import main
+from picobot.config.learning import LearningSettings, learning_state
+from picobot.config.settings import LLMSettings
 from picobot.store.migrations import MIGRATIONS
 from tests.cli.test_purge import BOB
 from tests.cli.test_store_commands import _seed as seed_sessions
@@ -52,6 +54,11 @@ def is_utc_iso(text: str) -> bool:
 
 def test_status_json_without_a_database(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_json(capsys, "status") == {
+        "learning": {
+            "on": False,
+            "model": "the bundled SmolLM2-135M",
+            "reason": learning_state(LearningSettings(), LLMSettings()).reason,
+        },
         "database": {"path": str(DB), "exists": False, "size_bytes": None, "wal_bytes": None},
         "schema": None,
         "contents": None,
@@ -66,7 +73,9 @@ def test_status_json_reports_contents_and_warnings(
 ) -> None:
     seed(tmp_path)
     report = run_json(capsys, "status", status=4)
-    assert set(report) == {"database", "schema", "contents", "retention", "connections", "warnings"}
+    assert set(report) == {
+        "learning", "database", "schema", "contents", "retention", "connections", "warnings"
+    }  # fmt: skip
     assert report["connections"] == []  # no outbound connection has run
     assert report["database"]["exists"] is True and report["database"]["size_bytes"] > 0
     n = len(MIGRATIONS)

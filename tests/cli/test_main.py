@@ -73,7 +73,7 @@ def test_check_config_defaults_to_the_resolved_file(
     write_config: WriteConfig, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["check-config"]) == 0
-    assert capsys.readouterr().out == "no config file; defaults apply\n"
+    assert capsys.readouterr().out == "no config file; defaults apply: ok\n"
     write_config("[llm]\ntemprature = 1\n")
     assert main(["check-config"]) == 3
     # Problems go to stderr, nothing to stdout.
@@ -126,7 +126,8 @@ def test_check_config_reports_bad_environment(
     monkeypatch.setenv("PICOBOT_LLM__TEMPERATURE", "9")
     assert main(["check-config", str(path)]) == 3
     out, err = capsys.readouterr()
-    assert out == f"{path}: ok\n"
+    # A failing source means no "ok" anywhere: the file alone passing is not the verdict.
+    assert out == ""
     assert err.startswith("environment: PICOBOT_LLM__TEMPERATURE (llm.temperature): ")
 
 
@@ -155,8 +156,46 @@ def test_check_config_blames_the_environment_not_the_file(
     monkeypatch.setenv(name, value)
     assert main(["check-config", str(path)]) == 3
     out, err = capsys.readouterr()
-    assert out == f"{path}: ok\n"
+    assert out == ""
     assert len(err.splitlines()) == 1 and err.startswith(f"environment: {problem}"), err
+
+
+TELEGRAM = '[llm]\nprovider = "scripted"\n[channels.webhook.telegram]\nenabled = true\n'
+
+
+def test_check_config_fails_an_enabled_channel_without_its_secret(
+    write_config: WriteConfig, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Before, this passed with "ok" and `serve` then exited 3 on the missing token.
+    path = write_config(TELEGRAM)
+    monkeypatch.delenv("PICOBOT_TELEGRAM_BOT_TOKEN", raising=False)
+    monkeypatch.setenv("PICOBOT_TELEGRAM_SECRET_TOKEN", "s3cret-token")
+    assert main(["check-config", str(path)]) == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("channels.webhook.telegram: ")
+    assert "PICOBOT_TELEGRAM_BOT_TOKEN" in err and "s3cret-token" not in err
+    # With the token set, the same file passes.
+    monkeypatch.setenv("PICOBOT_TELEGRAM_BOT_TOKEN", "123:abc")
+    assert main(["check-config", str(path)]) == 0
+    assert capsys.readouterr() == (f"{path}: ok\n", "")
+
+
+def test_check_config_fails_websocket_without_keys_and_a_model_without_its_key(
+    write_config: WriteConfig, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_config(
+        '[llm]\nprovider = "anthropic"\napi_key_env = "MY_ANTHROPIC_KEY"\n'
+        "[channels.websocket]\nenabled = true\n"
+    )
+    monkeypatch.delenv("MY_ANTHROPIC_KEY", raising=False)
+    monkeypatch.delenv("PICOBOT_WS_API_KEYS", raising=False)
+    assert main(["check-config", str(path)]) == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["llm", "channels.websocket"], err
+    assert "MY_ANTHROPIC_KEY" in lines[0] and "PICOBOT_WS_API_KEYS" in lines[1]
 
 
 def test_check_config_a_file_that_is_not_utf8(

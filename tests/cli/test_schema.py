@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from picobot.cli.main import main
+from picobot.config.learning import LearningSettings, learning_state
+from picobot.config.settings import LLMSettings
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS, apply_migrations
 from tests.cli.test_main import run_picobot
@@ -59,7 +61,10 @@ def test_status_reports_an_old_schema_and_leaves_it(
     out, err = capsys.readouterr()
     lines = out.splitlines()
     assert lines[:2] == ["data directory: data ([data] dir)", f"database: {DB}"]
-    assert lines[3:] == [f"schema version: {OLD} of {KNOWN}"]
+    assert lines[3] == f"schema version: {OLD} of {KNOWN}"
+    assert lines[4:] == [
+        f"learning: {learning_state(LearningSettings(), LLMSettings()).describe()}"
+    ]
     assert err == (
         f"picobot: warning: {KNOWN - OLD} migration(s) pending; run `picobot migrate` to"
         " upgrade the database (status does not), then status shows its contents\n"

@@ -92,7 +92,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     build = ["wheel", "--no-deps", "--no-build-isolation", "--no-index", "-w", "dist", str(src)]
     run([*pip, *build], cwd=tmp)
-    (wheel,) = (tmp / "dist").glob("picobot-*.whl")
+    (wheel,) = (tmp / "dist").glob("picobot_kernel-*.whl")
     venv = tmp / "venv"
     run([sys.executable, "-m", "venv", "--without-pip", str(venv)], cwd=tmp)
     python = venv / "bin" / "python"
@@ -119,7 +119,8 @@ def test_the_wheel_holds_every_package_data_file(installed: Path, tmp_path: Path
         "import importlib.metadata, importlib.resources, sys, picobot\n"
         "root = importlib.resources.files('picobot')\n"
         "print(picobot.__file__)\n"
-        "print(picobot.__version__, importlib.metadata.version('picobot'))\n"
+        # The distribution's own name: "picobot" on the package index is another project.
+        f"print(picobot.__version__, importlib.metadata.version({picobot.DISTRIBUTION!r}))\n"
         "for rel in sys.argv[1:]:\n"
         "    print(rel, root.joinpath(rel).is_file())\n"
     )

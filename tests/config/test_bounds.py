@@ -124,7 +124,7 @@ def test_check_config_refuses_the_redaction_pattern_serve_would_refuse(
         ("[privacy]\nextra_redaction_patterns = ['(']\n", {}),
         ("", {"PICOBOT_SESSIONS__RETENTION__MAX_AGE_DAYS": "7"}),
         ("", {"PICOBOT_LLM__TIMEOUT_SECS": "inf"}),
-        ("[llm]\ncontext_tokens = 4096\n", {}),
+        ('[llm]\nmodel_path = "own.gguf"\ncontext_tokens = 4096\n', {}),
     ],
 )
 def test_check_config_fails_exactly_when_loading_fails(

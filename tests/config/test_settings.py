@@ -194,19 +194,26 @@ def test_a_base_url_that_is_a_url_loads(write_config: WriteConfig, url: str) -> 
 
 def test_the_local_model_must_hold_a_full_prompt_and_a_reply(write_config: WriteConfig) -> None:
     # 4000 + 256 (the local default reply) > 4096: every turn with a full prompt would
-    # fail inside llama.cpp.
-    write_config("[llm]\ncontext_tokens = 4096\n")
+    # fail inside llama.cpp (a GGUF of one's own: no profile caps its prompt).
+    own = '[llm]\nmodel_path = "own.gguf"\n'
+    write_config(own + "context_tokens = 4096\n")
     with pytest.raises(ConfigError) as info:
         load_settings()
     (problem,) = info.value.problems
     assert problem.startswith("settings: ") and "at least 4256" in problem
-    write_config("[llm]\ncontext_tokens = 4096\nmax_tokens = 512\n")
+    write_config(own + "context_tokens = 4096\nmax_tokens = 512\n")
     with pytest.raises(ConfigError, match="at least 4512"):
+        load_settings()
+    # The bundled model's profile holds its prompt to 1024 tokens: 1024 + 256 fit.
+    write_config("[llm]\ncontext_tokens = 4096\n")
+    assert load_settings().prompt_memory.context_budget_tokens == 1024
+    write_config("[llm]\ncontext_tokens = 4096\nprompt_budget_tokens = 4000\n")
+    with pytest.raises(ConfigError, match="at least 4256"):
         load_settings()
     # A remote model's window is its server's business; a bigger one fits.
     write_config('[llm]\nprovider = "openai"\ncontext_tokens = 4096\n')
     assert load_settings().llm.context_tokens == 4096
-    write_config("[llm]\ncontext_tokens = 4512\n")
+    write_config(own + "context_tokens = 4512\n")
     assert load_settings().llm.context_tokens == 4512
 
 
@@ -321,10 +328,11 @@ def test_rendered_config_header_and_no_secrets() -> None:
     for needle in ("PICOBOT_CONFIG", "PICOBOT_LLM__BASE_URL", "Secrets never go in this file"):
         assert needle in header
     data = tomllib.loads(text)
-    # Every *_env key names an environment variable, never a secret value.
+    # Every *_env key names an environment variable (or is empty: [llm]'s applies), never
+    # a secret value.
     env_refs = [v for section in data.values() for v in _leaves(section, "_env")]
     assert env_refs
-    assert all(re.fullmatch(r"[A-Z][A-Z0-9_]*", v) for v in env_refs)
+    assert all(re.fullmatch(r"([A-Z][A-Z0-9_]*)?", v) for v in env_refs)
 
 
 def _leaves(node: object, suffix: str) -> list[str]:

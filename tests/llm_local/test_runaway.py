@@ -122,3 +122,44 @@ def test_defaults_suit_a_small_model() -> None:
     assert args["temperature"] == 0.3
     assert args["seed"] is None  # -1: a fresh seed per reply
     assert sampling(LLMSettings(max_tokens=512))["max_tokens"] == 512
+
+
+async def test_a_json_answer_is_held_to_its_schema_by_the_grammar_and_not_cut() -> None:
+    # A list of facts repeats its keys by design: the repetition guard must not cut it.
+    item = '{"subject": null, "category": "preference", "text": "likes tea", "replaces": false}'
+    answer = "[" + ", ".join([item] * 6) + "]"
+    llama = StreamingLlama(words_of(answer), finish="stop")
+    schema = {"type": "array", "items": {"type": "object"}}
+    done = await asyncio.wait_for(provider_with(llama).complete_json(PROMPT, schema), 10)
+    assert done.text == answer
+    assert llama.kwargs["response_format"] == {"type": "json_object", "schema": schema}
+    assert llama.kwargs["max_tokens"] >= 768
+    # Chat replies keep their settings: no grammar, the usual reply bound.
+    chat = StreamingLlama(["Hello", " there"], finish="stop")
+    await run(provider_with(chat))
+    assert "response_format" not in chat.kwargs and chat.kwargs["max_tokens"] == 256
+
+
+class CountingLlama(StreamingLlama):
+    """Also tokenizes (one token a word) and notes what the provider said while reading."""
+
+    provider: LocalProvider | None = None
+    seen: tuple[int | None, bool] | None = None
+
+    def tokenize(self, text: bytes, add_bos: bool = False) -> list[int]:
+        return list(range(len(text.split())))
+
+    def create_chat_completion(self, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        assert self.provider is not None
+        self.seen = (self.provider.reading, self.provider.busy)
+        return super().create_chat_completion(**kwargs)
+
+
+async def test_while_it_reads_its_prompt_the_provider_says_how_long_it_is() -> None:
+    llama = CountingLlama(["Hello", " Dana"], finish="stop")
+    p = llama.provider = provider_with(llama)
+    assert (p.reading, p.busy) == (None, False)
+    await run(p)
+    words = len(PROMPT[0].content.split())
+    assert llama.seen == (words, True)  # asked before the first token: the prompt's size
+    assert (p.reading, p.busy) == (None, False)  # done: nothing to say

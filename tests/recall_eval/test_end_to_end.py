@@ -130,7 +130,10 @@ def test_a_missing_or_broken_file_is_a_clear_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["--file", str(tmp_path / "nope.json"), "--out", str(tmp_path)]) == 2
-    assert "no LoCoMo file at" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no LoCoMo file at" in err
+    # It says where the data comes from, not only that it is missing.
+    assert "snap-research/locomo" in err and "Maharana et al. 2024" in err
     bad = tmp_path / "bad.json"
     bad.write_text('[{"conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": []}]')
     assert main(["--file", str(bad), "--out", str(tmp_path)]) == 2

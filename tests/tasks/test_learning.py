@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 from picobot.config.learning import LearningSettings
+from picobot.llm.base import ChatMessage, Completion
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
+from picobot.memory.extraction import ANSWER_SCHEMA
 from picobot.privacy.redaction import Redactor
 from picobot.store.db import Database
 from picobot.store.facts import FactFilter, find_facts
@@ -138,3 +140,26 @@ async def test_decay_job_uses_the_configured_numbers(db: Database) -> None:
     assert await learning.decay() == "1 facts decayed"
     [fact] = await db.read(lambda c: find_facts(c, FactFilter(), None))
     assert fact.confidence == 0.2 and not fact.active
+
+
+class GrammarProvider(ScriptedProvider):
+    """A provider that can hold its answer to a JSON Schema, as the local one can."""
+
+    def __init__(self, turns: list[str]) -> None:
+        super().__init__(turns)
+        self.schemas: list[object] = []
+
+    async def complete_json(self, messages: list[ChatMessage], schema: object) -> Completion:
+        self.schemas.append(schema)
+        return await self.complete(messages)
+
+
+async def test_extraction_asks_a_provider_that_can_for_json_held_to_the_schema(
+    db: Database,
+) -> None:
+    now = [T0 + 10_000]
+    await chat(db, "tui:alice", ["I live in Oslo", "nice"])
+    provider = GrammarProvider([answer("lives in Oslo")])
+    await task(db, provider, now).check_idle()
+    assert provider.schemas == [ANSWER_SCHEMA]
+    assert await facts(db) == ["lives in Oslo"]

@@ -35,7 +35,13 @@ async def _run(settings: Settings) -> int:
         except PicobotError as exc:
             print(f"picobot tui: {exc}", file=sys.stderr)
             return 1
-        backend = LocalBackend(rt.kernel, tui_identity(settings), rt.provider.model_name)
+        backend = LocalBackend(
+            rt.kernel,
+            tui_identity(settings),
+            rt.provider.model_name,
+            chat_model=rt.provider,
+            background_model=rt.background,
+        )
         await run_chat(backend)
     return 0
 

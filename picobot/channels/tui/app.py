@@ -32,6 +32,9 @@ from picobot.channels.tui.widgets import ChatLog, ChatMessage, ConfirmScreen, Ro
 from picobot.errors import UserError
 from picobot.messages import Outbound, OutboundKind
 
+ACTIVITY_REFRESH_SECS = 0.5
+"""How often the status line asks what a turn in progress is waiting for."""
+
 log = logging.getLogger(__name__)
 
 HISTORY_LIMIT = 50
@@ -83,6 +86,8 @@ class PicoBotApp(App[None]):
     def on_mount(self) -> None:
         """Show the current session's recent history, then take input."""
         self._refresh_status()
+        # While working, the status line says what the wait is (reading a long prompt).
+        self.set_interval(ACTIVITY_REFRESH_SECS, self._refresh_working)
         self.query_one("#prompt", Input).focus()
         self._enqueue(Job(self._show_history))
 
@@ -296,6 +301,10 @@ class PicoBotApp(App[None]):
             self.session_id = session_id  # None: gone; the next message starts a new one
             self._refresh_status()
 
+    def _refresh_working(self) -> None:
+        if self._working:
+            self._refresh_status()
+
     def _refresh_status(self) -> None:
         if self._quitting:
             state = "quitting once the reply is stored…"
@@ -303,6 +312,11 @@ class PicoBotApp(App[None]):
             state = "waiting for your answer"
         elif self._working:
             state = "working…"
+            # What a long wait is, where the backend can tell (the in-process model).
+            activity = getattr(self.backend, "activity", None)
+            doing = activity() if callable(activity) else ""
+            if doing:
+                state = f"working… ({doing})"
         else:
             state = ""
         if len(self._jobs) > 0 and (self._working or self._awaiting_answer):

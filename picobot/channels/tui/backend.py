@@ -97,10 +97,35 @@ def tui_identity(settings: Settings) -> Identity:
 class LocalBackend:
     """A :class:`ChatBackend` running the kernel in this process."""
 
-    def __init__(self, kernel: KernelLike, identity: Identity, model_name: str = "") -> None:
+    def __init__(
+        self,
+        kernel: KernelLike,
+        identity: Identity,
+        model_name: str = "",
+        *,
+        chat_model: object = None,
+        background_model: object = None,
+    ) -> None:
+        """``chat_model`` and ``background_model``: the providers, asked what they are
+        doing (see :meth:`activity`) where they can say (the local one can)."""
         self._kernel = kernel
         self._identity = identity
         self._model_name = model_name
+        self._chat_model = chat_model
+        self._background_model = background_model
+
+    def activity(self) -> str:
+        """What a long wait is: the model reading a long prompt, background work on it.
+
+        "" when there is nothing to say (or the providers cannot tell).
+        """
+        said = []
+        reading = getattr(self._chat_model, "reading", None)
+        if isinstance(reading, int) and reading > 0:
+            said.append(f"reading {reading:,} tokens of context")
+        if getattr(self._background_model, "busy", False) is True:
+            said.append("learning and summarizing in the background")
+        return "; ".join(said)
 
     @property
     def user_id(self) -> str:

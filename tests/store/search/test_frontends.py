@@ -116,8 +116,10 @@ def test_format_hits_is_compact_and_cuts_long_text_around_the_match() -> None:
     assert len(snippet("y" * 1000, ["y" * 1000])) <= SNIPPET_CHARS
 
 
-async def test_tool_and_search_rank_like_the_prompts_recall(db: Database) -> None:
-    """A match brings the answer that follows it, in the tool and in /search alike."""
+async def test_the_tool_ranks_like_the_prompts_recall_and_search_lists_matches(
+    db: Database,
+) -> None:
+    """A match brings the answer that follows it to the model; /search lists matches only."""
     sid = await SessionRepo(db).create("telegram", "c2", ALICE)
     repo = MessageRepo(db)
     for role, text in (("user", "which harbour did we moor the ketch in?"), ("assistant", "ok")):
@@ -130,4 +132,20 @@ async def test_tool_and_search_rank_like_the_prompts_recall(db: Database) -> Non
     router = CommandRouter()
     SearchCommands(SearchService(SearchIndex(db), max_terms=8)).register(router)
     events = await router.dispatch(Identity("telegram", ALICE, ALICE), sid, "/search harbour")
-    assert "Porto Santo" in events[0].text
+    assert "which harbour" in events[0].text and "Porto Santo" not in events[0].text
+
+
+async def test_search_lists_only_records_that_contain_the_words(db: Database) -> None:
+    # Before, 4 of 10 "matches" for Lisbon were the messages around a match, without it.
+    sid = await SessionRepo(db).create("telegram", "c3", ALICE)
+    repo = MessageRepo(db)
+    for n in range(6):
+        await repo.append(sid, "user", f"note {n}: the tram in Lisbon was late again", 9)
+        await repo.append(sid, "assistant", f"Sorry to hear that, note {n}.", 9)
+    router = CommandRouter()
+    SearchCommands(SearchIndex(db), max_terms=8).register(router)
+    [event] = await router.dispatch(Identity("telegram", ALICE, ALICE), sid, "/search Lisbon")
+    header, *lines = event.text.splitlines()
+    assert header == "Matches for: lisbon"
+    assert len(lines) == 6
+    assert all("Lisbon" in line for line in lines), lines
