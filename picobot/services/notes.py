@@ -118,8 +118,11 @@ class NoteService:
         return validate_key(key), validate_content(content, self.max_chars)
 
     async def get_of(self, user_id: str, key: str) -> Memory | None:
-        """``user_id``'s memory ``key``, or None."""
-        return await self.repo.get(user_id, validate_key(key))
+        """``user_id``'s memory ``key``, or None.
+
+        Looked up as given (surrounding spaces aside), not checked against the key rule:
+        an operator must be able to see and delete a row written before the rule."""
+        return await self.repo.get(user_id, key.strip())
 
     async def all(self, user_id: str | None, limit: int) -> builtins.list[Memory]:
         """Memories of ``user_id`` (None: of every user), most recently updated first."""
@@ -136,5 +139,6 @@ class NoteService:
         return await self.repo.save(user_id, key, content, max_count=self.max_count, actor=actor)
 
     async def remove(self, user_id: str, key: str, *, actor: str, now: float | None = None) -> bool:
-        """Delete ``user_id``'s memory ``key`` as ``actor``; False if there was none."""
-        return await self.repo.delete(user_id, validate_key(key), actor=actor, now=now)
+        """Delete ``user_id``'s memory ``key`` as ``actor``; False if there was none (the
+        key is looked up as :meth:`get_of` does)."""
+        return await self.repo.delete(user_id, key.strip(), actor=actor, now=now)
