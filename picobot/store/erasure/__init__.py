@@ -1,0 +1,1 @@
+"""Purges and erasure (counts, deletes, verified erasure), the export's reads, the legacy import."""
