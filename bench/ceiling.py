@@ -46,8 +46,8 @@ REPLY = "word " * 30
 
 def _minimal_turn(store: RawStore, sessions: dict[str, str], user: str, text: str) -> None:
     """The least a turn with recall does: the query, then both messages in one commit."""
-    from picobot.kernel.keywords import extract_terms
-    from picobot.store.search import SearchQuery, search_sql
+    from picobot.recall.keywords import extract_terms
+    from picobot.store.retrieval.search import SearchQuery, search_sql
 
     c = store.conn
     sid = sessions.get(user)
@@ -68,8 +68,8 @@ def serve(mode: str, data_dir: Path) -> None:
     """The server child: ``bench.server``'s PicoBot with the turn's work done ``mode``'s way."""
     from bench.server import run_picobot
     from picobot.kernel.kernel import Kernel
-    from picobot.kernel.keywords import extract_terms
     from picobot.messages import Inbound, Outbound, OutboundKind
+    from picobot.recall.keywords import extract_terms
 
     if mode != "picobot":
         pool = ThreadPoolExecutor(1)

@@ -16,7 +16,7 @@ a live database).
 The database file is created by PicoBot's own migrations (``Database.open``), so the
 schema, the FTS5 table and its triggers are the real ones; rows are then bulk-inserted
 with plain ``sqlite3.executemany`` in transactions of 100,000 messages, each indexed
-by :func:`picobot.store.search_writes.index_pending` in its transaction (the runtime's
+by :func:`picobot.store.retrieval.search_writes.index_pending` in its transaction (the runtime's
 indexer, on a bigger batch). The finished file is cached under
 ``bench/.cache/`` keyed by scale, seed, generator version and migration count.
 """
@@ -39,9 +39,9 @@ import numpy as np
 
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS
-from picobot.store.search_writes import index_pending
+from picobot.store.retrieval.search_writes import index_pending
+from picobot.store.retrieval.terms import index_text, register_functions
 from picobot.store.task_runs import ERASE_TASK_NAME, RESIDUE_ERASED, TASK_NAME
-from picobot.store.terms import index_text, register_functions
 
 GEN_VERSION = 2
 """Bump when the generator changes, so cached corpora are rebuilt."""

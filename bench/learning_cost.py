@@ -25,9 +25,9 @@ from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Inbound
 from picobot.runtime import build_kernel, open_database
 from picobot.store.db import Database
-from picobot.store.digests import DigestStore, Provenance, unfolded
-from picobot.store.fact_rules import CATEGORIES, lifecycle_rules, observation
-from picobot.store.fact_writes import FactStore
+from picobot.store.learned.digests import DigestStore, Provenance, unfolded
+from picobot.store.learned.fact_rules import CATEGORIES, lifecycle_rules, observation
+from picobot.store.learned.fact_writes import FactStore
 
 FACTS_PER_USER = 50
 REFLECTIONS_PER_USER = 10

@@ -31,7 +31,7 @@ from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.runtime import open_runtime
-from picobot.store.search import SearchIndex
+from picobot.store.retrieval.search import SearchIndex
 from picobot.text.tokens import ScriptTokenEstimator
 
 USER = Identity("ws", "ws:cache-bench", "cache-bench")

@@ -24,8 +24,8 @@ from picobot.privacy.controller import PrivacyController
 from picobot.privacy.scopes import Actor, UserScope
 from picobot.runtime import build_kernel, open_database
 from picobot.store.db import Database
-from picobot.store.erase import erase_residue
-from picobot.store.purge import PurgeStore
+from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.purge import PurgeStore
 
 
 class _Chatter:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from picobot.store.recall import RecallQuery, recall_records
-from picobot.store.search import SearchHit
-from picobot.store.search_writes import index_range
-from picobot.store.terms import register_functions
+from picobot.store.retrieval.recall import RecallQuery, recall_records
+from picobot.store.retrieval.search import SearchHit
+from picobot.store.retrieval.search_writes import index_range
+from picobot.store.retrieval.terms import register_functions
 
 INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"

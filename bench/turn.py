@@ -17,10 +17,10 @@ from bench.provider import InstantProvider
 from bench.raw import CURRENT, LAST, RawStore, RawTurn
 from bench.stats import Paired, Ticker, dist_ms, now_ns
 from picobot.kernel.kernel import Kernel
-from picobot.kernel.keywords import extract_terms
 from picobot.messages import Identity, Inbound, OutboundKind
+from picobot.recall.keywords import extract_terms
 from picobot.runtime import build_kernel, open_database
-from picobot.store.recall import RecallQuery, recall_records
+from picobot.store.retrieval.recall import RecallQuery, recall_records
 
 
 async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:

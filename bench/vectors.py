@@ -28,13 +28,13 @@ from bench.corpus import user_id
 from bench.provider import InstantProvider
 from bench.stats import Ticker, dist_ms, now_ns, ratio
 from bench.turn import kernel_turn
-from picobot.kernel.keywords import extract_terms
 from picobot.llm.embed_local import LocalEmbedder
 from picobot.llm.minilm import DIM, MODEL_NAME
 from picobot.messages import Identity, Inbound
+from picobot.recall.keywords import extract_terms
 from picobot.runtime import build_kernel, open_database
-from picobot.store.recall import RecallQuery, VectorQuery, recall_records
-from picobot.store.vectors import VECTOR_DTYPE
+from picobot.store.retrieval.recall import RecallQuery, VectorQuery, recall_records
+from picobot.store.retrieval.vectors import VECTOR_DTYPE
 
 VECTOR_USERS = 40
 EMBED_ITERS = 200

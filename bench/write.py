@@ -30,10 +30,10 @@ from bench.corpus import user_id
 from bench.raw import CURRENT, RawStore
 from bench.stats import Ticker, dist_ms, now_ns, ratio
 from picobot.runtime import open_database
+from picobot.store.conversation.messages import MessageRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
-from picobot.store.search import SearchIndex
-from picobot.store.terms import register_functions
+from picobot.store.retrieval.search import SearchIndex
+from picobot.store.retrieval.terms import register_functions
 
 CHECKPOINT_EVERY_SECS = 0.2
 

@@ -24,7 +24,7 @@ from picobot.commands.summary import SummaryCommands
 from picobot.config.learning import LearningState, learning_state
 from picobot.config.settings import Settings
 from picobot.kernel.kernel import Kernel
-from picobot.kernel.memory_prompt import MemoryRetriever
+from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.llm.base import LLMProvider
 from picobot.llm.embedding import Embedder, build_embedder
 from picobot.llm.factory import build_background_provider, build_provider
@@ -41,17 +41,17 @@ from picobot.services.pins import PinService
 from picobot.services.purges import PurgeService
 from picobot.services.search import SearchService
 from picobot.services.sessions import SessionService
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.conversation.memory_cache import MemoryCache
+from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.db import Database
-from picobot.store.fact_paraphrase import FactParaphrases
-from picobot.store.fact_rules import lifecycle_rules
-from picobot.store.fact_writes import FactStore
-from picobot.store.legacy_import import import_sessions_json
-from picobot.store.memories import MemoryRepo
-from picobot.store.memory_cache import MemoryCache
+from picobot.store.erasure.legacy_import import import_sessions_json
+from picobot.store.learned.fact_paraphrase import FactParaphrases
+from picobot.store.learned.fact_rules import lifecycle_rules
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.pins import PinStore
 from picobot.store.migrations import require_current_schema
-from picobot.store.pins import PinStore
-from picobot.store.search import SearchIndex
-from picobot.store.summaries import SummaryRepo
+from picobot.store.retrieval.search import SearchIndex
 from picobot.tasks.learning import LearningTask, extraction_input_tokens
 from picobot.tasks.reply_learning import ReplyLearner
 from picobot.tasks.retention import RetentionTask

@@ -52,7 +52,7 @@ keys, its failed-login budget, its export stream)."""
 SQL_FLOORS_FROM = next(i for i, floor in enumerate(FLOORS) if "store" in floor)
 """The store's floor: SQL is allowed there and below, never above."""
 KNOWN_SQL: dict[str, str] = {
-    "kernel/memory_prompt.py": "imports sqlite3 to annotate the connection of a db.read "
+    "kernel/prompt/retriever.py": "imports sqlite3 to annotate the connection of a db.read "
     "callback (it runs no SQL of its own)",
 }
 """Modules above the store allowed one finding, and why."""
@@ -134,7 +134,7 @@ def test_the_scan_finds_sql(source: str) -> None:
         '"""``DELETE /api/v1/users/{user_id}/memories/{key}``: 204."""',
         "msg = 'select the session to update from the list'",
         "async def f(r):\n    await r.content.read(10)\n    await r.write(b'')",
-        "from picobot.store.sessions import SessionRepo",
+        "from picobot.store.conversation.sessions import SessionRepo",
     ],
 )
 def test_the_scan_passes_plain_code(source: str) -> None:
@@ -216,7 +216,7 @@ def test_every_package_has_a_floor() -> None:
     [
         ("store", "from picobot.privacy.redaction import redact_json"),
         ("kernel", "from picobot.services.notes import NoteService"),
-        ("tools", "import picobot.kernel.keywords"),
+        ("tools", "import picobot.kernel.kernel"),
         ("memory", "from picobot.tasks.learning import LearningTask"),
         ("admin", "from picobot.channels.gate import Gate"),
         ("config", "from picobot import runtime"),
@@ -230,7 +230,7 @@ def test_the_check_finds_an_upward_import(unit: str, source: str) -> None:
 @pytest.mark.parametrize(
     ("unit", "source"),
     [
-        ("services", "from picobot.store.facts import Fact"),
+        ("services", "from picobot.store.learned.facts import Fact"),
         ("dashboard", "from picobot.admin.api import AdminAPI"),
         ("kernel", "from picobot.kernel.commands import CommandRouter"),
         ("cli", "from picobot.channels.tui import run"),

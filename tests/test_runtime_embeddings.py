@@ -9,7 +9,7 @@ from picobot.config.settings import Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound
 from picobot.runtime import INDEX_INTERVAL_SECS, Runtime, open_runtime
-from picobot.store.vectors import vector_count
+from picobot.store.retrieval.vectors import vector_count
 
 ALICE = Identity("tui", "tui:alice", "local")
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from picobot.store.terms import has_content
+from picobot.store.retrieval.terms import has_content
 
 PROVIDER_ENV = "PICOBOT_EMBEDDINGS__PROVIDER"
 ON = {PROVIDER_ENV: "local"}

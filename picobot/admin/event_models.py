@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from picobot.admin.models import Query, Response, Timestamp, UserId
-from picobot.store.events import EVENT_TYPES, EventFilter
+from picobot.store.conversation.events import EVENT_TYPES, EventFilter
 
 MAX_EVENTS_PAGE = 500
 """Most events one page of ``GET /api/v1/events`` returns."""

@@ -2,7 +2,7 @@
 
 The criteria of a listing (``GET /api/v1/facts``) and of a bulk delete (the ``facts``
 scope of ``POST /api/v1/purge``) are one model, :class:`FactCriteria`, and both become
-the store's filter through :func:`picobot.store.facts.operator_filter`, as the CLI's do.
+the store's filter through :func:`picobot.store.learned.facts.operator_filter`, as the CLI's do.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pydantic_core import PydanticCustomError
 from picobot.admin.models import MAX_PAGE, Query, Request, Response, Timestamp, UserId
 from picobot.admin.operation import TOO_LARGE, Operation, Reply, error_reply
 from picobot.shapes import STORABLE, Text
-from picobot.store.fact_rules import CATEGORIES, MAX_FACT_WORDS, MAX_SUBJECT_CHARS
-from picobot.store.facts import FactFilter, operator_filter
+from picobot.store.learned.fact_rules import CATEGORIES, MAX_FACT_WORDS, MAX_SUBJECT_CHARS
+from picobot.store.learned.facts import FactFilter, operator_filter
 
 _ALLOWED = "one of " + ", ".join(repr(c) for c in CATEGORIES)
 

@@ -24,10 +24,10 @@ from picobot.admin.models import NoQuery
 from picobot.errors import StoreUnavailable
 from picobot.metrics import METRICS, PicobotMetrics, render, server_registry
 from picobot.privacy.scopes import Actor
+from picobot.store.channels.webhooks import WebhookStore
 from picobot.store.db import Database
-from picobot.store.search import SearchIndex
+from picobot.store.retrieval.search import SearchIndex
 from picobot.store.task_runs import TASK_NAME, last_run
-from picobot.store.webhooks import WebhookStore
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)

@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from picobot.shapes import STORABLE, Text
-from picobot.store.search import MAX_LIMIT as SEARCH_MAX_LIMIT
+from picobot.store.retrieval.search import MAX_LIMIT as SEARCH_MAX_LIMIT
 
 MAX_PAGE = 200
 """Most sessions or messages one page returns."""

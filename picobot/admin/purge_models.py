@@ -12,7 +12,7 @@ from picobot.admin.models import Request, Response, Timestamp, UserId
 from picobot.privacy.fact_scope import MAX_CHOSEN_FACTS
 from picobot.privacy.scopes import MAX_PURGE_DAYS
 from picobot.shapes import Text
-from picobot.store.purge import PurgeCounts
+from picobot.store.erasure.purge import PurgeCounts
 
 # --- retention and purge -----------------------------------------------------------------
 

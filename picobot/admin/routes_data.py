@@ -26,7 +26,7 @@ from picobot.logsafe import loggable
 from picobot.privacy.scopes import Actor
 from picobot.services.bundle import Services
 from picobot.services.export import ExportService
-from picobot.store.memories import Memory
+from picobot.store.conversation.memories import Memory
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ from picobot.admin.http import ApiError, StreamAborted, json_response, read_quer
 from picobot.numbers import parse_digits
 from picobot.privacy.scopes import Actor
 from picobot.services.events import EventService
-from picobot.store.events import Event
+from picobot.store.conversation.events import Event
 
 log = logging.getLogger(__name__)
 

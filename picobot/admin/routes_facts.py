@@ -21,7 +21,7 @@ from picobot.logsafe import loggable
 from picobot.numbers import parse_digits
 from picobot.privacy.scopes import Actor
 from picobot.services.facts import FactService
-from picobot.store.facts import FactFilter
+from picobot.store.learned.facts import FactFilter
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from picobot.cli.common import record_json
 
 if TYPE_CHECKING:
-    from picobot.store.channel_state import ConnectionRecord
+    from picobot.store.channels.channel_state import ConnectionRecord
 
 _TIMES = ("since", "last_update_at", "updated_at")
 

@@ -31,7 +31,7 @@ from picobot.config.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from picobot.privacy.export import ExportFormat
-    from picobot.store.export import ExportStats
+    from picobot.store.erasure.export import ExportStats
 
 
 class ProgressBar:

@@ -24,7 +24,7 @@ from picobot.cli.common import (
 from picobot.config.settings import Settings
 
 if TYPE_CHECKING:
-    from picobot.store.sessions import SessionInfo
+    from picobot.store.conversation.sessions import SessionInfo
 
 
 def add_database_commands(
@@ -93,7 +93,7 @@ def session_json(info: SessionInfo) -> dict[str, Any]:
 
 async def _list_sessions(settings: Settings, user_id: str | None, limit: int) -> list[SessionInfo]:
     from picobot.runtime import open_database
-    from picobot.store.sessions import SessionRepo
+    from picobot.store.conversation.sessions import SessionRepo
 
     # A listing must not upgrade the schema as a side effect: refused until `migrate`.
     async with open_database(settings, schema="current") as db:

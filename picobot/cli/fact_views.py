@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from picobot.cli.common import EXIT_OK, iso, print_json, record_json
 from picobot.commands.facts import fact_text
-from picobot.store.facts import Fact, FactChange, FactSource
+from picobot.store.learned.facts import Fact, FactChange, FactSource
 
 
 def print_listing(found: Sequence[Fact], *, as_json: bool) -> int:

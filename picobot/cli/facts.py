@@ -33,7 +33,7 @@ from picobot.cli.operator import command_logging, operator_id
 from picobot.config.settings import Settings
 
 if TYPE_CHECKING:
-    from picobot.store.facts import Fact, FactFilter
+    from picobot.store.learned.facts import Fact, FactFilter
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def add_facts_command(
 
 
 def _where(args: argparse.Namespace) -> FactFilter:
-    from picobot.store.facts import operator_filter
+    from picobot.store.learned.facts import operator_filter
 
     # The same checks as the admin API's (an unknown category is an error, not "none").
     return operator_filter(
@@ -165,7 +165,7 @@ def run_facts(args: argparse.Namespace, settings: Settings) -> int:
 async def _read(args: argparse.Namespace, settings: Settings) -> int:
     from picobot.cli.fact_views import print_fact, print_listing
     from picobot.runtime import open_database
-    from picobot.store.facts import fact_history, fact_sources, find_facts, get_fact
+    from picobot.store.learned.facts import fact_history, fact_sources, find_facts, get_fact
 
     async with open_database(settings, schema="current") as db:
         if args.facts_action == "list":
@@ -234,7 +234,7 @@ async def _extract(args: argparse.Namespace, settings: Settings, db: Any) -> int
     from picobot.config.learning import learning_state
     from picobot.llm.factory import build_provider
     from picobot.runtime import learning_task
-    from picobot.store.sessions import SessionRepo
+    from picobot.store.conversation.sessions import SessionRepo
 
     # Extraction is background work: the [llm.background] model when one is named.
     provider = build_provider(settings.llm.for_background() or settings.llm)

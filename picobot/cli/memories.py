@@ -27,7 +27,7 @@ from picobot.cli.operator import command_logging, operator_id
 from picobot.config.settings import Settings, load_settings
 
 if TYPE_CHECKING:
-    from picobot.store.memories import Memory
+    from picobot.store.conversation.memories import Memory
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ async def _list(args: argparse.Namespace, settings: Settings) -> int:
 
 async def _change(args: argparse.Namespace, settings: Settings) -> int:
     from picobot.runtime import build_services, open_database
-    from picobot.store.memories import validate_key
+    from picobot.store.conversation.memories import validate_key
 
     async with open_database(settings, schema="migrate") as db:
         notes = build_services(settings, db).notes

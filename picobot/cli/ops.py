@@ -29,7 +29,7 @@ from picobot.cli.status import run_status
 from picobot.config.settings import Settings
 
 if TYPE_CHECKING:
-    from picobot.store.purge import PurgeCounts
+    from picobot.store.erasure.purge import PurgeCounts
     from picobot.tasks.retention import RetentionReport
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,7 @@ def format_report(report: RetentionReport, max_age_days: float) -> list[str]:
 
 def counts_json(counts: PurgeCounts | None) -> dict[str, int]:
     """Rows by kind (every PurgeCounts field) and their total; zeros for None."""
-    from picobot.store.purge import PurgeCounts
+    from picobot.store.erasure.purge import PurgeCounts
 
     counts = counts or PurgeCounts()
     return record_json(counts) | {"total": counts.total}

@@ -192,8 +192,8 @@ def _webhook_core(rt: Runtime, platforms: list[Platform], info: ServeInfo) -> _W
     from picobot.channels.webhook.connections.base import OutboundConnections
     from picobot.channels.webhook.connections.registry import outbound_connections, routed
     from picobot.channels.webhook.server import WebhookServer
-    from picobot.store.channel_state import ChannelState
-    from picobot.store.webhooks import WebhookStore
+    from picobot.store.channels.channel_state import ChannelState
+    from picobot.store.channels.webhooks import WebhookStore
 
     if not platforms:
         return None

@@ -23,7 +23,7 @@ from picobot.config.learning import LearningState, learning_state
 from picobot.config.settings import Settings
 
 if TYPE_CHECKING:
-    from picobot.store.channel_state import ConnectionRecord
+    from picobot.store.channels.channel_state import ConnectionRecord
     from picobot.store.migrations import SchemaState
     from picobot.store.task_runs import ErasureState, TaskRun
 
@@ -95,7 +95,7 @@ async def read_status(settings: Settings) -> StoreStatus | SchemaState:
     the tables that are counted.
     """
     from picobot.runtime import open_database
-    from picobot.store.channel_state import ChannelState
+    from picobot.store.channels.channel_state import ChannelState
     from picobot.store.migrations import schema_state
     from picobot.store.overview import status_counts
     from picobot.store.task_runs import TASK_NAME, erasure_state, last_run

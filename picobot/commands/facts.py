@@ -16,7 +16,7 @@ from picobot.kernel.commands import CommandCall, CommandRouter, Handler
 from picobot.messages import Outbound, notice
 from picobot.numbers import parse_digits
 from picobot.services.facts import FactService
-from picobot.store.facts import Fact, FactFilter
+from picobot.store.learned.facts import Fact, FactFilter
 
 MAX_LISTED = 50
 """Most facts one /facts or /pins answer lists."""

@@ -19,7 +19,7 @@ from picobot.messages import Outbound, notice
 from picobot.numbers import parse_digits
 from picobot.services.facts import FactService
 from picobot.services.pins import PinService
-from picobot.store.pins import PinnedMessage
+from picobot.store.learned.pins import PinnedMessage
 from picobot.text.untrusted import one_line
 
 MAX_LISTED = 50

@@ -6,7 +6,7 @@ import time
 
 from picobot.kernel.commands import CommandCall, CommandRouter
 from picobot.messages import Outbound, notice
-from picobot.store.summaries import SummaryRepo
+from picobot.store.conversation.summaries import SummaryRepo
 
 
 class SummaryCommands:

@@ -28,8 +28,8 @@ from picobot.dashboard.session import Login
 from picobot.errors import UserError
 from picobot.logsafe import loggable
 from picobot.numbers import parse_digits
-from picobot.store.facts import Fact, FactFilter
-from picobot.store.memories import Memory
+from picobot.store.conversation.memories import Memory
+from picobot.store.learned.facts import Fact, FactFilter
 
 log = logging.getLogger(__name__)
 

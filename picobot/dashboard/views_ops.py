@@ -28,8 +28,8 @@ from picobot.privacy.scopes import (
     SessionScope,
     UserScope,
 )
+from picobot.store.erasure.purge import PurgeCounts
 from picobot.store.overview import store_counts
-from picobot.store.purge import PurgeCounts
 from picobot.store.task_runs import TASK_NAME, erasure_state, last_run
 
 log = logging.getLogger(__name__)

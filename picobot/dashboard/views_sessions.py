@@ -14,7 +14,7 @@ from picobot.dashboard.context import Context
 from picobot.dashboard.guard import Guard
 from picobot.dashboard.session import Login
 from picobot.numbers import parse_digits
-from picobot.store.timeline import Timeline, TimelineItem
+from picobot.store.conversation.timeline import Timeline, TimelineItem
 
 PAGE_SIZE = 50
 SEARCH_LIMIT = 50

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from picobot.errors import UserError
 from picobot.messages import Identity, Outbound, OutboundKind, notice
-from picobot.store.sessions import SessionRepo
+from picobot.store.conversation.sessions import SessionRepo
 
 
 @dataclass(frozen=True, slots=True)

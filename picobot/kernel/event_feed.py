@@ -11,9 +11,9 @@ from __future__ import annotations
 import functools
 
 from picobot.messages import Identity
+from picobot.store.conversation.events import Event, EventFilter, latest_event_id, list_events
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.events import Event, EventFilter, latest_event_id, list_events
-from picobot.store.sessions import SessionRepo
 
 FEED_BATCH = 100
 """Most events one read returns (a follower reads again at once when it got that many)."""

@@ -30,14 +30,19 @@ from picobot.kernel.failures import (
     safely,
 )
 from picobot.kernel.prompt import ContextRetriever, PromptRequest
-from picobot.kernel.tool_budget import ToolBudget
+from picobot.kernel.prompt.tool_budget import ToolBudget
 from picobot.llm.base import LLMProvider, TextDelta, ToolCall, ToolCalls
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
+from picobot.store.conversation.messages import (
+    MessageRepo,
+    NotCurrentSession,
+    SessionGone,
+    StoredMessage,
+)
+from picobot.store.conversation.sessions import ChatKey, SessionRepo
+from picobot.store.conversation.tool_records import ToolRecordRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo, NotCurrentSession, SessionGone, StoredMessage
-from picobot.store.sessions import ChatKey, SessionRepo
-from picobot.store.tool_records import ToolRecordRepo
 from picobot.tasks.reply_learning import ReplyLearner
 from picobot.text.tokens import TokenEstimator
 from picobot.tools.base import ToolRegistry

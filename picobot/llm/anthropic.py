@@ -161,7 +161,7 @@ class AnthropicProvider:
             "stream": stream,
         }
         # Prompt caching: breakpoints after the system prompt and after the last message.
-        # The next turn's prompt extends this one (see kernel/memory_prompt.py), so it
+        # The next turn's prompt extends this one (see kernel/prompt/retriever.py), so it
         # reads everything up to here from Anthropic's cache.
         if system:
             body["system"] = [{"type": "text", "text": system, "cache_control": _EPHEMERAL}]

@@ -16,14 +16,14 @@ from collections.abc import Callable, Sequence
 
 from picobot.llm.base import ChatMessage
 from picobot.memory.echo import invented
-from picobot.store.fact_rules import (
+from picobot.store.conversation.messages import StoredMessage
+from picobot.store.learned.fact_rules import (
     CATEGORIES,
     MAX_FACT_WORDS,
     MAX_SUBJECT_CHARS,
     Observation,
     observation,
 )
-from picobot.store.messages import StoredMessage
 from picobot.text.tokens import TokenEstimator, truncate_to_tokens
 from picobot.text.untrusted import escape_data
 

@@ -1,7 +1,7 @@
 """The body of the prompt's ``<data source="learned_facts">`` block (pure rendering).
 
 The prompt builder fetches the facts in its read snapshot with
-:func:`picobot.store.facts.active_facts` and passes them here with its budget. The
+:func:`picobot.store.learned.facts.active_facts` and passes them here with its budget. The
 output depends only on the facts given (their order, text, subject, category and
 confidence) and the budget, so consecutive turns whose facts did not change render the
 same bytes and a model server's prefix cache keeps working.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from picobot.store.facts import Fact
+from picobot.store.learned.facts import Fact
 from picobot.text.tokens import TokenEstimator
 from picobot.text.untrusted import escape_data, one_line
 

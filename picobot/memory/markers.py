@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import re
 
-from picobot.store.fact_rules import Observation, observation
+from picobot.store.learned.fact_rules import Observation, observation
 
 log = logging.getLogger(__name__)
 

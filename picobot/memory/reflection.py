@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from picobot.llm.base import ChatMessage
 from picobot.memory.echo import invented
 from picobot.memory.extraction import quote_line
-from picobot.store.messages import StoredMessage
+from picobot.store.conversation.messages import StoredMessage
 from picobot.text.tokens import TokenEstimator, truncate_to_tokens
 from picobot.text.untrusted import escape_data
 

@@ -31,12 +31,12 @@ from picobot.privacy.scopes import (
     ScopeDeps,
     rules_for,
 )
+from picobot.store.conversation.event_prune import finish_purge, record_purge_step
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.erase import erase_residue
-from picobot.store.event_prune import finish_purge, record_purge_step
-from picobot.store.fact_purge import FactPurge
-from picobot.store.purge import PurgeCounts, PurgeStore
-from picobot.store.sessions import SessionRepo
+from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.purge import PurgeCounts, PurgeStore
+from picobot.store.learned.fact_purge import FactPurge
 from picobot.store.task_runs import (
     PURGE_ERASE_TASK_NAME,
     RESIDUE_ERASED,

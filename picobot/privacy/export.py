@@ -1,7 +1,7 @@
 """Export everything stored about one user, as JSON Lines or Markdown.
 
 Both formats are renderings of one record stream, the store's
-(:func:`~picobot.store.export.iter_user_records`): :func:`iter_user_jsonl` (used by the
+(:func:`~picobot.store.erasure.export.iter_user_records`): :func:`iter_user_jsonl` (used by the
 admin HTTP API for streamed downloads) serializes each record as a line, and
 :func:`export_user` writes either that or the Markdown view to a text stream.
 """
@@ -14,8 +14,8 @@ from typing import IO, Literal
 
 from picobot.privacy.export_markdown import MarkdownRenderer
 from picobot.store.db import Database
-from picobot.store.export import ExportStats, count_user_data, iter_user_records
-from picobot.store.export_pages import Record
+from picobot.store.erasure.export import ExportStats, count_user_data, iter_user_records
+from picobot.store.erasure.export_pages import Record
 
 ExportFormat = Literal["jsonl", "markdown"]
 

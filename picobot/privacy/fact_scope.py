@@ -16,8 +16,8 @@ from typing import ClassVar
 from picobot.errors import UserError
 from picobot.privacy.scopes import PURGE_SCOPES, Actor, Counted, PurgeScope, ScopeDeps
 from picobot.store.db import Database
-from picobot.store.facts import FactFilter, find_facts
-from picobot.store.purge import PurgeCounts
+from picobot.store.erasure.purge import PurgeCounts
+from picobot.store.learned.facts import FactFilter, find_facts
 
 MAX_CHOSEN_FACTS = 100_000
 """Most facts one plan may hold: a larger choice is a mistake or a user purge."""

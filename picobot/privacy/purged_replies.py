@@ -3,10 +3,10 @@
 A user who confirms ``/purge user`` on a messaging platform is answered ("Deleted all
 data of user ..."), and that answer is queued after the purge, as is any reply of a turn
 whose message a purge deleted meanwhile. Such a reply is queued without its user id
-(:data:`picobot.store.webhooks.PURGED_USER`) and keeps only what sending it needs: the
+(:data:`picobot.store.channels.webhooks.PURGED_USER`) and keeps only what sending it needs: the
 chat, the platform's reply target and the text. Once the platform took it, or the
 delivery worker gave up on it, :func:`forget_reply` deletes the row and erases what the
-delete leaves on disk, as the purge itself did (:func:`picobot.store.erase.
+delete leaves on disk, as the purge itself did (:func:`picobot.store.erasure.erase.
 erase_residue`).
 
 The erasure is recorded like a purge's (``task_runs`` row ``purge-erase``, started
@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from picobot.store.erase import erase_residue
+from picobot.store.channels.webhooks import WebhookStore
+from picobot.store.erasure.erase import erase_residue
 from picobot.store.task_runs import (
     PURGE_ERASE_TASK_NAME,
     RESIDUE_ERASED,
@@ -27,7 +28,6 @@ from picobot.store.task_runs import (
     record_run,
     record_start,
 )
-from picobot.store.webhooks import WebhookStore
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from typing import ClassVar, Protocol
 
 from picobot.errors import AccessDenied, UserError
 from picobot.registry import Registry
-from picobot.store.fact_purge import FactPurge
-from picobot.store.purge import PurgeCounts, PurgeStore
-from picobot.store.sessions import SessionRepo
+from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.erasure.purge import PurgeCounts, PurgeStore
+from picobot.store.learned.fact_purge import FactPurge
 
 DAY = 86400.0
 MAX_PURGE_DAYS = 36_500

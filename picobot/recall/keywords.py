@@ -2,14 +2,14 @@
 
 :func:`extract_terms` is deliberately simple (no stemming: the index's Porter
 tokenizer folds "pizzas" and "pizza" on both sides). :func:`fts_query` lives with the
-index in :mod:`picobot.store.search`, because the store must not import the kernel
+index in :mod:`picobot.store.retrieval.search`, because the store must not import the kernel
 and the column names are the store's; it is re-exported here for the kernel's use.
 """
 
 from __future__ import annotations
 
-from picobot.store.search import fts_query
-from picobot.store.terms import STOP_WORDS, UNSPACED_CHAR, words
+from picobot.store.retrieval.search import fts_query
+from picobot.store.retrieval.terms import STOP_WORDS, UNSPACED_CHAR, words
 
 __all__ = ["STOP_WORDS", "extract_terms", "fts_query"]
 

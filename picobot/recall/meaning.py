@@ -1,9 +1,9 @@
 """Recall by meaning: the current message's vector, for the prompt and for searches.
 
-The retriever (:mod:`picobot.kernel.memory_prompt`) calls :meth:`VectorRecall.start`
+The retriever (:mod:`picobot.kernel.prompt.retriever`) calls :meth:`VectorRecall.start`
 before its keyword read, so the message is embedded (in the embedder's thread or on
 its server) while the read runs, then fuses the two in a second short read
-(:func:`picobot.store.recall.fuse_vectors`). ``memory_search`` and ``/search`` call
+(:func:`picobot.store.retrieval.recall.fuse_vectors`). ``memory_search`` and ``/search`` call
 :meth:`VectorRecall.query` and rank with the same function. A message whose vector is
 not ready within ``[embeddings] query_timeout_ms``, an embedder that is busy or
 failing: that recall is keyword-only, never an error for the user.
@@ -18,8 +18,8 @@ import time
 from picobot.config.embeddings import EmbeddingSettings
 from picobot.errors import LLMError
 from picobot.llm.embedding import MAX_TEXT_CHARS, Embedder, EmbedderBusy
-from picobot.store.recall import VectorQuery
-from picobot.store.vectors import RecentVectors
+from picobot.store.retrieval.recall import VectorQuery
+from picobot.store.retrieval.vectors import RecentVectors
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import builtins
 import functools
 
+from picobot.store.conversation.events import Event, EventFilter, latest_event_id, list_events
 from picobot.store.db import Database
-from picobot.store.events import Event, EventFilter, latest_event_id, list_events
 from picobot.store.overview import recent_events
 
 

@@ -12,7 +12,7 @@ from typing import IO
 from picobot.privacy.export import ExportFormat, export_user
 from picobot.privacy.export import iter_user_jsonl as _jsonl
 from picobot.store.db import Database
-from picobot.store.export import ExportStats, count_user_data
+from picobot.store.erasure.export import ExportStats, count_user_data
 
 
 class ExportService:

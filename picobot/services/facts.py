@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from picobot.errors import UserError
 from picobot.privacy.fact_scope import FactsScope, choose_facts
 from picobot.store.db import Database
-from picobot.store.fact_rules import normalize_text, observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import (
+from picobot.store.learned.fact_rules import normalize_text, observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import (
     Fact,
     FactChange,
     FactFilter,

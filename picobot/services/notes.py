@@ -14,7 +14,7 @@ import builtins
 
 from picobot.access.context import Action, Scope, ToolContext
 from picobot.errors import AccessDenied, UserError
-from picobot.store.memories import (
+from picobot.store.conversation.memories import (
     GLOBAL_USER,
     Memory,
     MemoryRepo,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from picobot.store.pins import PinnedMessage, PinStore
+from picobot.store.learned.pins import PinnedMessage, PinStore
 
 
 class PinService:

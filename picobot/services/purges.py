@@ -13,8 +13,8 @@ from __future__ import annotations
 from picobot.errors import UserError
 from picobot.privacy.controller import PendingPurge, PrivacyController, PurgeResult
 from picobot.privacy.scopes import Actor, PurgeScope, SessionScope
-from picobot.store.purge import PurgeCounts, PurgeStore
-from picobot.store.sessions import SessionRepo
+from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.erasure.purge import PurgeCounts, PurgeStore
 
 
 class NoSuchSession(UserError):

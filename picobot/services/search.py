@@ -7,9 +7,9 @@ searches their own records only.
 
 from __future__ import annotations
 
-from picobot.kernel.keywords import extract_terms
+from picobot.recall.keywords import extract_terms
 from picobot.recall.meaning import VectorRecall
-from picobot.store.search import SearchHit, SearchIndex
+from picobot.store.retrieval.search import SearchHit, SearchIndex
 from picobot.tools.memory_search import format_hits, ranked
 
 

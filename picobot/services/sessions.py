@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from picobot.store.conversation.messages import MessagePage, MessageRepo
+from picobot.store.conversation.sessions import SessionInfo, SessionPage, SessionRepo
+from picobot.store.conversation.timeline import Timeline, session_timeline
 from picobot.store.db import Database
-from picobot.store.messages import MessagePage, MessageRepo
 from picobot.store.overview import SessionPreview, session_family, session_previews
-from picobot.store.sessions import SessionInfo, SessionPage, SessionRepo
-from picobot.store.timeline import Timeline, session_timeline
 
 
 class SessionService:

@@ -8,7 +8,7 @@ from typing import Any
 
 from picobot.errors import StoreUnavailable
 from picobot.store.connection import AsyncConnection
-from picobot.store.terms import INDEX_TEXT_FUNCTION, index_text
+from picobot.store.retrieval.terms import INDEX_TEXT_FUNCTION, index_text
 
 
 def explain(exc: sqlite3.Error, path: Path) -> str:
@@ -56,7 +56,7 @@ async def connect(path: Path, busy_timeout_ms: int, *, writer: bool = False) -> 
         await pragma(conn, f"busy_timeout={int(busy_timeout_ms)}")
         await pragma(conn, "foreign_keys=ON")
         # Purged text must not survive in free space: zero every deleted cell and freed
-        # page instead of only unlinking it (see picobot.store.erase.erase_residue).
+        # page instead of only unlinking it (see picobot.store.erasure.erase.erase_residue).
         await pragma(conn, "secure_delete=ON")
         # NORMAL is durable against process crashes in WAL mode; only an OS crash or
         # power loss can undo the last commits.

@@ -10,8 +10,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from picobot.store.events import Event, EventFilter, list_events
-from picobot.store.sessions import SESSION_SELECT, SessionInfo, session_info
+from picobot.store.conversation.events import Event, EventFilter, list_events
+from picobot.store.conversation.sessions import SESSION_SELECT, SessionInfo, session_info
 
 PREVIEW_CHARS = 120
 """How much of a session's first user message its listing row shows."""

@@ -37,12 +37,12 @@ from picobot.memory.extraction import (
     chunk_messages,
     parse_reply,
 )
+from picobot.store.conversation.messages import StoredMessage, conversation_after
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.fact_rules import lifecycle_rules
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import idle_unlearned
-from picobot.store.messages import StoredMessage, conversation_after
-from picobot.store.sessions import SessionRepo
+from picobot.store.learned.fact_rules import lifecycle_rules
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import idle_unlearned
 from picobot.tasks.reflection import ReflectionTask
 from picobot.tasks.session_runs import SessionRuns
 from picobot.text.tokens import TokenEstimator

@@ -30,8 +30,9 @@ from picobot.config.learning import LearningSettings
 from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.memory.extraction import MAX_INPUT_TOKENS
 from picobot.memory.reflection import checked_answer, digest_prompt, reflection_prompt
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.digests import (
+from picobot.store.learned.digests import (
     Digest,
     DigestStore,
     Provenance,
@@ -41,7 +42,6 @@ from picobot.store.digests import (
     unfolded,
     unreflected,
 )
-from picobot.store.sessions import SessionRepo
 from picobot.tasks.session_runs import SessionRuns
 from picobot.text.tokens import TokenEstimator
 

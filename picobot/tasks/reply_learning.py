@@ -13,9 +13,9 @@ from collections.abc import Callable, Sequence
 from picobot.access.context import ToolContext
 from picobot.errors import StoreUnavailable
 from picobot.memory.markers import MarkerFilter
-from picobot.store.fact_rules import Observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.messages import SessionGone
+from picobot.store.conversation.messages import SessionGone
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
 
 log = logging.getLogger(__name__)
 

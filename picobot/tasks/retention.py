@@ -3,10 +3,10 @@
 :class:`RetentionTask` is what the supervisor runs every ``cleanup_interval_secs``
 (``tasks.every("retention", interval, task.run, run_at_start=True)``) and what
 ``picobot retention run`` runs once. A run deletes expired messages, tool records,
-summaries and empty sessions in small transactions (:mod:`picobot.store.purge`), then
-makes the deleted text unrecoverable (:func:`~picobot.store.erase.erase_residue`).
+summaries and empty sessions in small transactions (:mod:`picobot.store.erasure.purge`), then
+makes the deleted text unrecoverable (:func:`~picobot.store.erasure.erase.erase_residue`).
 Explicit user memories are never touched. A run also prunes the webhook replay guard's
-content-free records older than :data:`~picobot.store.webhook_seen.SEEN_KEEP_SECS`
+content-free records older than :data:`~picobot.store.channels.webhook_seen.SEEN_KEEP_SECS`
 (on their own clock: no platform can deliver their messages any more).
 
 The erasure rewrites the whole index and file and stalls every writer meanwhile
@@ -33,10 +33,11 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 from picobot.metrics import observe_retention
+from picobot.store.channels.webhook_seen import SEEN_KEEP_SECS, SeenRecords
+from picobot.store.conversation.event_prune import record_alone
 from picobot.store.db import Database
-from picobot.store.erase import erase_residue
-from picobot.store.event_prune import record_alone
-from picobot.store.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeStore
+from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeStore
 from picobot.store.task_runs import (
     ERASE_TASK_NAME,
     PURGE_ERASE_TASK_NAME,
@@ -51,7 +52,6 @@ from picobot.store.task_runs import (
     record_run,
     record_start,
 )
-from picobot.store.webhook_seen import SEEN_KEEP_SECS, SeenRecords
 
 log = logging.getLogger(__name__)
 

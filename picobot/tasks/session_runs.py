@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from picobot.backoff import FailureBackoff
-from picobot.store.messages import SessionGone
+from picobot.store.conversation.messages import SessionGone
 
 log = logging.getLogger(__name__)
 

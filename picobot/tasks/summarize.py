@@ -27,9 +27,9 @@ from picobot.backoff import FailureBackoff
 from picobot.config.settings import LLMSettings, MemorySettings
 from picobot.errors import PicobotError
 from picobot.llm.base import ChatMessage, LLMProvider
+from picobot.store.conversation.messages import StoredMessage
+from picobot.store.conversation.summaries import Summary, SummaryRepo
 from picobot.store.db import Database
-from picobot.store.messages import StoredMessage
-from picobot.store.summaries import Summary, SummaryRepo
 from picobot.tasks.supervisor import TaskSupervisor
 from picobot.text.tokens import TokenEstimator, truncate_to_tokens
 from picobot.text.untrusted import escape_data

@@ -3,7 +3,7 @@
 Every ``INDEX_INTERVAL_SECS`` the runtime runs :meth:`VectorIndexer.run`: it reads the
 messages that have content and no vector of the configured model yet, embeds them in
 batches of ``[embeddings] batch_size`` and stores the vectors
-(:mod:`picobot.store.vectors`). A turn never waits for it: the turn embeds only its own
+(:mod:`picobot.store.retrieval.vectors`). A turn never waits for it: the turn embeds only its own
 message. The scan starts at the oldest message when the process starts (so a model
 turned on later, or changed, covers the whole history) and then follows new messages.
 A failing endpoint pauses the indexer with a growing delay (up to a minute) and is
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from picobot.errors import LLMError
 from picobot.llm.embedding import MAX_TEXT_CHARS, Embedder, EmbedderBusy
+from picobot.store.conversation.messages import existing_ids
 from picobot.store.db import Database
-from picobot.store.messages import existing_ids
-from picobot.store.vectors import RecentVectors, pack, store_vectors, unembedded
+from picobot.store.retrieval.vectors import RecentVectors, pack, store_vectors, unembedded
 
 if TYPE_CHECKING:
     import numpy as np

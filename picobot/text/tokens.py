@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from picobot.llm.base import ChatMessage, LLMProvider
-from picobot.store.terms import STOP_WORDS
+from picobot.store.retrieval.terms import STOP_WORDS
 
 # Role markers and separators that chat templates add around each message.
 MESSAGE_OVERHEAD_TOKENS = 4

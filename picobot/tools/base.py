@@ -18,7 +18,7 @@ from picobot.access.context import ToolContext
 from picobot.errors import UNREADABLE_JSON, UserError
 from picobot.llm.base import ToolSpec
 from picobot.shapes import DocumentSchema, Problem, optional_as_absent, problem
-from picobot.store.messages import SessionGone
+from picobot.store.conversation.messages import SessionGone
 from picobot.text.untrusted import escape_data
 
 log = logging.getLogger(__name__)

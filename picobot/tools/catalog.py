@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from picobot.config.settings import Settings
 from picobot.recall.meaning import VectorRecall
 from picobot.registry import Registry
-from picobot.store.search import SearchIndex
+from picobot.store.retrieval.search import SearchIndex
 from picobot.tools.base import Tool, ToolRegistry
 from picobot.tools.memory import MemoryTool, Notes
 from picobot.tools.memory_search import MemorySearchTool

@@ -16,7 +16,7 @@ from pydantic import Field
 from picobot.access.context import Scope, ToolContext
 from picobot.errors import UserError
 from picobot.llm.base import ToolSpec
-from picobot.store.memories import KEY_PATTERN, MAX_KEY_CHARS, Memory
+from picobot.store.conversation.memories import KEY_PATTERN, MAX_KEY_CHARS, Memory
 from picobot.tools.base import Arguments, argument_schema, parse_arguments
 
 

@@ -17,8 +17,8 @@ from picobot.access.context import Action, Scope, ToolContext
 from picobot.errors import UserError
 from picobot.llm.base import ToolSpec
 from picobot.recall.meaning import VectorRecall
-from picobot.store.recall import RecallQuery, recall_records
-from picobot.store.search import MAX_LIMIT, SearchHit, SearchIndex
+from picobot.store.retrieval.recall import RecallQuery, recall_records
+from picobot.store.retrieval.search import MAX_LIMIT, SearchHit, SearchIndex
 from picobot.tools.base import Arguments, argument_schema, parse_arguments
 
 SNIPPET_CHARS = 300
@@ -96,7 +96,7 @@ async def ranked(
     context: bool = True,
 ) -> list[SearchHit]:
     """The best ``limit`` records for ``terms``, ranked as the prompt's recall ranks them:
-    matches with the messages around them (:mod:`picobot.store.recall`), memories too,
+    matches with the messages around them (:mod:`picobot.store.retrieval.recall`), memories too,
     fused with the messages nearest in meaning to ``text`` when ``meaning`` is given.
 
     ``context=False`` leaves the neighbours out: only records that match the terms, for

@@ -20,8 +20,8 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.errors import ConfigError
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import open_runtime
-from picobot.store.export import count_user_data
-from picobot.store.memories import MemoryRepo
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.erasure.export import count_user_data
 from tests.admin.helpers import (
     ALICE,
     BOB,

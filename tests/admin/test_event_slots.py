@@ -22,7 +22,7 @@ from picobot.config.channels import ServerSettings
 from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import Runtime, open_runtime
-from picobot.store.events import record_event
+from picobot.store.conversation.events import record_event
 from tests.admin.helpers import ALICE, KEY_A, KEY_B
 
 STREAM = "/api/v1/events/stream"

@@ -15,8 +15,8 @@ import pytest
 
 from picobot.config.channels import ServerSettings
 from picobot.config.settings import DataSettings, Settings
+from picobot.store.conversation.events import record_event
 from picobot.store.db import Database
-from picobot.store.events import record_event
 from tests.admin.helpers import ALICE, BOB, KEY_A, Api, FakeClock, start
 
 STREAM = "/api/v1/events/stream"

@@ -11,7 +11,7 @@ from urllib.parse import quote
 import pytest
 
 from picobot.privacy.export import iter_user_jsonl
-from picobot.store.fact_rules import Observation
+from picobot.store.learned.fact_rules import Observation
 from tests.admin.helpers import ALICE, BOB, KEY_A, KEY_B, Api
 
 OPERATOR_A = f"api:{KEY_A[:8]}"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from picobot.config.settings import DataSettings, MemorySettings, SessionSettings, Settings
-from picobot.store.memories import MemoryRepo
+from picobot.store.conversation.memories import MemoryRepo
 from tests.admin.helpers import (
     ALICE,
     BOB,

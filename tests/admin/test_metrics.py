@@ -27,9 +27,9 @@ from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound
 from picobot.metrics import METRICS, PicobotMetrics
 from picobot.runtime import Runtime, open_runtime
-from picobot.store.search import SearchIndex
+from picobot.store.channels.webhooks import WebhookStore
+from picobot.store.retrieval.search import SearchIndex
 from picobot.store.task_runs import record_run
-from picobot.store.webhooks import WebhookStore
 from picobot.tasks.retention import RetentionTask
 from tests.channels.webhook.generic_client import signed_headers
 from tests.scrape import Samples, parse_exposition, sample, scrape

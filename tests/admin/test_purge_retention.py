@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 
-from picobot.store.export import count_user_data
+from picobot.store.erasure.export import count_user_data
 from picobot.store.task_runs import (
     ERASE_TASK_NAME,
     PURGE_ERASE_TASK_NAME,

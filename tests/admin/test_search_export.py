@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from picobot.store.export import count_user_data
+from picobot.store.erasure.export import count_user_data
 from tests.admin.helpers import (
     ALICE,
     KEY_A,

@@ -10,16 +10,16 @@ from pathlib import Path
 import pytest
 
 from picobot.cli.main import main
-from picobot.store.fact_rules import Observation
+from picobot.store.learned.fact_rules import Observation
 
 T0 = 1_700_000_000.0
 DB = Path("data/conversations.db")
 
 
 async def _seed() -> dict[str, int]:
+    from picobot.store.conversation.sessions import SessionRepo
     from picobot.store.db import Database
-    from picobot.store.fact_writes import FactStore
-    from picobot.store.sessions import SessionRepo
+    from picobot.store.learned.fact_writes import FactStore
 
     db = await Database.open(DB)
     try:
@@ -177,9 +177,9 @@ def test_extract_reads_a_users_sessions_once_with_the_configured_model(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async def seed() -> None:
+        from picobot.store.conversation.messages import MessageRepo
+        from picobot.store.conversation.sessions import SessionRepo
         from picobot.store.db import Database
-        from picobot.store.messages import MessageRepo
-        from picobot.store.sessions import SessionRepo
 
         db = await Database.open(DB)
         sid = await SessionRepo(db).current_or_create("tui", "c", "tui:alice")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
-from picobot.store.sessions import SessionRepo
 from tests.cli.test_main import run_picobot
 
 USER = "telegram:1001"

@@ -15,9 +15,9 @@ T0 = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
 
 async def _seed(db_path: Path) -> dict[str, str]:
     """Three sessions: alice has two (2 and 1 messages), bob one (no messages)."""
+    from picobot.store.conversation.messages import MessageRepo
+    from picobot.store.conversation.sessions import SessionRepo
     from picobot.store.db import Database
-    from picobot.store.messages import MessageRepo
-    from picobot.store.sessions import SessionRepo
 
     db = await Database.open(db_path)
     try:

@@ -28,9 +28,9 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.dashboard.app import Dashboard
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import Runtime, open_database, open_runtime
-from picobot.store.fact_rules import observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import Fact
+from picobot.store.learned.fact_rules import observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import Fact
 from tests.cli.test_serve import free_port, start_subprocess, stop_subprocess, wait_healthy
 
 ADMIN_KEY = "dash-admin-key-0123456789"

@@ -10,7 +10,7 @@ import re
 from typing import Any
 
 from picobot.runtime import open_database
-from picobot.store.facts import FactFilter, find_facts
+from picobot.store.learned.facts import FactFilter, find_facts
 from tests.dashboard.conftest import ADMIN_KEY, Served
 
 LIVE_WAIT_MS = 20_000

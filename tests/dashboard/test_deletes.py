@@ -14,8 +14,8 @@ import pytest
 
 from picobot.dashboard.views_facts import MAX_SELECTED
 from picobot.runtime import open_database
-from picobot.store.events import Event, EventFilter, list_events
-from picobot.store.facts import FactFilter, find_facts
+from picobot.store.conversation.events import Event, EventFilter, list_events
+from picobot.store.learned.facts import FactFilter, find_facts
 from tests.dashboard.conftest import ADMIN_KEY, Served, http_session, log_in
 from tests.privacy.test_erasure import new_marker, scan
 

@@ -14,9 +14,9 @@ import pytest
 
 from picobot.dashboard.render import hidden, ident, ident_text
 from picobot.messages import Identity, Inbound
-from picobot.store.fact_rules import observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.memories import MemoryRepo
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.learned.fact_rules import observation
+from picobot.store.learned.fact_writes import FactStore
 from tests.dashboard.conftest import Local, http_session, log_in
 
 SPOOF = "generic:\u202enimda"

@@ -13,11 +13,11 @@ import time
 from aiohttp import web
 
 from picobot.messages import Identity, Inbound
-from picobot.store.events import EventFilter, list_events
-from picobot.store.fact_rules import observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import get_fact
-from picobot.store.memories import MemoryRepo
+from picobot.store.conversation.events import EventFilter, list_events
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.learned.fact_rules import observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import get_fact
 from tests.dashboard.conftest import Local, http_session, log_in
 
 ALICE = "telegram:42"

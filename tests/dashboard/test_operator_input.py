@@ -12,9 +12,9 @@ import pytest
 
 from picobot.dashboard.render import see_other
 from picobot.dashboard.views_facts import local_listing
-from picobot.store.fact_rules import observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import get_fact
+from picobot.store.learned.fact_rules import observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import get_fact
 from tests.dashboard.conftest import Local, http_session, log_in
 
 FORGED = "\r\n2026-11-28 INFO picobot.privacy.controller: purge executed: FORGED"

@@ -11,8 +11,8 @@ from pathlib import Path
 import aiohttp
 
 from picobot.runtime import open_database
-from picobot.store.facts import get_fact
-from picobot.store.memories import MemoryRepo
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.learned.facts import get_fact
 from tests.cli.test_serve import free_port, start_subprocess, stop_subprocess, wait_healthy
 from tests.dashboard.conftest import ADMIN_KEY, Served, http_session, log_in
 

@@ -12,8 +12,8 @@ from picobot.kernel.prompt import WindowRetriever
 from picobot.llm.base import LLMProvider
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
+from picobot.store.conversation.messages import MessageRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
 from picobot.text.tokens import CharTokenEstimator
 from picobot.tools.base import Tool, ToolRegistry
 

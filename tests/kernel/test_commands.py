@@ -6,8 +6,8 @@ import asyncio
 import time
 
 from picobot.messages import Identity, OutboundKind
+from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.db import Database
-from picobot.store.summaries import SummaryRepo
 from tests.kernel.conftest import ALICE, BOB, KernelFactory, run
 
 

@@ -15,7 +15,7 @@ from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound
 from picobot.runtime import Runtime, open_runtime
-from picobot.store.events import Event, EventFilter, list_events
+from picobot.store.conversation.events import Event, EventFilter, list_events
 
 ALICE = Identity("tui", "tui:alice", "local")
 SAVE = '{"action": "save", "key": "city", "content": "Lisbon"}'

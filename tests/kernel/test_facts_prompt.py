@@ -7,11 +7,11 @@ import time
 import pytest
 
 from picobot.config.learning import LearningSettings
-from picobot.kernel.memory_prompt import MemoryRetriever
+from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.store.db import Database
-from picobot.store.fact_rules import Observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import active_facts
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import active_facts
 from tests.kernel.test_memory_prompt import EST, World, context_text, cost, db
 
 __all__ = ["db"]  # the fixture
@@ -96,7 +96,7 @@ async def test_facts_give_way_after_recall_and_before_memories(db: Database) -> 
 async def test_the_block_is_rendered_again_only_when_a_fact_changes(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import picobot.kernel.memory_prompt as memory_prompt
+    import picobot.kernel.prompt.retriever as memory_prompt
 
     calls: list[int] = []
     render = memory_prompt.render_facts_block

@@ -8,17 +8,17 @@ import pytest
 
 from picobot.access.context import Action, Grant, Scope, ToolContext, own_data_grants
 from picobot.config.settings import MemorySettings
-from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.kernel.prompt import PromptRequest
-from picobot.kernel.prompt_parts import DATA_PREAMBLE, RECALL_PREAMBLE
+from picobot.kernel.prompt.parts import DATA_PREAMBLE, RECALL_PREAMBLE
+from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.llm.base import ChatMessage
+from picobot.store.conversation.memories import GLOBAL_USER, MemoryRepo
+from picobot.store.conversation.messages import MessageRepo, StoredMessage
+from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.db import Database
-from picobot.store.memories import GLOBAL_USER, MemoryRepo
-from picobot.store.messages import MessageRepo, StoredMessage
-from picobot.store.purge import PurgeStore
-from picobot.store.search import SearchIndex
-from picobot.store.sessions import SessionRepo
-from picobot.store.summaries import SummaryRepo
+from picobot.store.erasure.purge import PurgeStore
+from picobot.store.retrieval.search import SearchIndex
 from picobot.text.tokens import CharTokenEstimator, message_cost
 from tests.store.test_memory_cache import other_process
 

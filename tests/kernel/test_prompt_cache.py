@@ -5,10 +5,10 @@ from __future__ import annotations
 import itertools
 import random
 
-from picobot.kernel.prompt_parts import RECALL_PREAMBLE
+from picobot.kernel.prompt.parts import RECALL_PREAMBLE
 from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
-from picobot.store.search import SearchIndex
+from picobot.store.retrieval.search import SearchIndex
 from tests.kernel.test_memory_prompt import World, cost, db, history_of, recalled_block
 
 __all__ = ["db"]  # the fixture

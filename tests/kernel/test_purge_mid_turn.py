@@ -13,12 +13,12 @@ from picobot.messages import OutboundKind
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.scopes import Actor, SessionScope, UserScope
 from picobot.services.notes import NoteService
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.conversation.messages import SessionGone
+from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.conversation.tool_records import ToolRecordRepo
 from picobot.store.db import Database
-from picobot.store.memories import MemoryRepo
-from picobot.store.messages import SessionGone
-from picobot.store.purge import PurgeCounts, PurgeStore
-from picobot.store.sessions import SessionRepo
-from picobot.store.tool_records import ToolRecordRepo
+from picobot.store.erasure.purge import PurgeCounts, PurgeStore
 from picobot.tools.memory import MemoryTool
 from tests.channels.gated import GatedProvider
 from tests.kernel.conftest import ALICE, KernelFactory, run

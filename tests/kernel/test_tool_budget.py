@@ -9,7 +9,7 @@ from typing import Any
 
 from picobot.access.context import ToolContext
 from picobot.config.settings import Settings
-from picobot.kernel.tool_budget import MAX_CALLS_PER_ROUND, MIN_OUTPUT_TOKENS, ToolBudget
+from picobot.kernel.prompt.tool_budget import MAX_CALLS_PER_ROUND, MIN_OUTPUT_TOKENS, ToolBudget
 from picobot.llm.base import ToolCall, ToolSpec
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import OutboundKind

@@ -7,10 +7,12 @@ import sqlite3
 import pytest
 
 from picobot.privacy.redaction import Redactor
+from picobot.store.conversation.messages import SessionGone
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.fact_rules import DAY_SECS, LifecycleRules, Observation, decay_steps_due
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import (
+from picobot.store.learned.fact_rules import DAY_SECS, LifecycleRules, Observation, decay_steps_due
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import (
     FactFilter,
     active_facts,
     fact_history,
@@ -18,8 +20,6 @@ from picobot.store.facts import (
     find_facts,
     get_fact,
 )
-from picobot.store.messages import SessionGone
-from picobot.store.sessions import SessionRepo
 
 T0 = 1_700_000_000.0
 ALICE = "tui:alice"

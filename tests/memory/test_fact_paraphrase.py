@@ -8,10 +8,10 @@ import pytest
 
 from picobot.llm.embed_local import LocalEmbedder
 from picobot.store.db import Database
-from picobot.store.fact_paraphrase import FactParaphrases
-from picobot.store.fact_rules import Observation, is_paraphrase
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import active_facts, fact_sources
+from picobot.store.learned.fact_paraphrase import FactParaphrases
+from picobot.store.learned.fact_rules import Observation, is_paraphrase
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import active_facts, fact_sources
 from tests.vector_helpers import WordsEmbedder, shared_minilm
 
 USER = "tui:alice"

@@ -9,9 +9,9 @@ import pytest
 from picobot.memory.extraction import MAX_ITEMS, build_prompt, chunk_messages, parse_reply
 from picobot.memory.facts_block import render_facts_block
 from picobot.memory.markers import MarkerFilter, parse_marker
-from picobot.store.fact_rules import Observation
-from picobot.store.facts import Fact
-from picobot.store.messages import StoredMessage
+from picobot.store.conversation.messages import StoredMessage
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.facts import Fact
 from picobot.text.tokens import CharTokenEstimator
 
 EST = CharTokenEstimator()

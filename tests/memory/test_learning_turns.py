@@ -9,7 +9,7 @@ from picobot.config.settings import Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.runtime import Runtime, open_runtime
-from picobot.store.facts import FactFilter, fact_sources, find_facts
+from picobot.store.learned.facts import FactFilter, fact_sources, find_facts
 
 ALICE = Identity("tui", "tui:alice", "local")
 BOB = Identity("tui", "tui:bob", "local")

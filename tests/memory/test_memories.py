@@ -7,13 +7,13 @@ import asyncio
 import pytest
 
 from picobot.errors import UserError
-from picobot.store.db import Database
-from picobot.store.memories import (
+from picobot.store.conversation.memories import (
     GLOBAL_USER,
     MemoryRepo,
     validate_content,
     validate_key,
 )
+from picobot.store.db import Database
 
 ALICE = "tui:alice"
 BOB = "tui:bob"

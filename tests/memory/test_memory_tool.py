@@ -23,9 +23,9 @@ from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.services.notes import NoteService
+from picobot.store.conversation.memories import GLOBAL_USER, MemoryRepo
+from picobot.store.conversation.messages import MessageRepo
 from picobot.store.db import Database
-from picobot.store.memories import GLOBAL_USER, MemoryRepo
-from picobot.store.messages import MessageRepo
 from picobot.text.tokens import CharTokenEstimator
 from picobot.tools.base import ToolRegistry
 from picobot.tools.memory import MemoryTool

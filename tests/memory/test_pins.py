@@ -9,11 +9,11 @@ from pathlib import Path
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Outbound
 from picobot.runtime import Runtime, open_runtime
-from picobot.store.erase import erase_residue
-from picobot.store.events import EventFilter, list_events
-from picobot.store.fact_rules import Observation
-from picobot.store.purge import PurgeStore
-from picobot.store.search import SearchIndex
+from picobot.store.conversation.events import EventFilter, list_events
+from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.purge import PurgeStore
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.retrieval.search import SearchIndex
 from picobot.tasks.retention import RetentionTask
 from tests.memory.test_learning_turns import ALICE, BOB, say, settings
 from tests.privacy.test_erasure import scan
@@ -129,7 +129,7 @@ async def test_pin_fact_still_pins_a_fact_and_pins_lists_both(tmp_path: Path) ->
         events = await rt.db.read(lambda c: list_events(c, EventFilter(types=("pin.added",)), 10))
     assert "Pinned messages:" in listed and "I like green tea" in listed
     assert "Pinned facts:" in listed and "likes green tea" in listed
-    # A fact's pin events come from its history (picobot.store.fact_rows).
+    # A fact's pin events come from its history (picobot.store.learned.fact_rows).
     messages = [e for e in events if e.payload.get("kind") == "message"]
     assert len(messages) == 2 and all(e.user_id == ALICE.user_id for e in messages)
 

@@ -11,7 +11,7 @@ import pytest
 from picobot.commands.purge import PurgeCommands
 from picobot.config.settings import Settings
 from picobot.errors import AccessDenied, UserError
-from picobot.kernel.memory_prompt import MemoryRetriever
+from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.privacy.controller import PrivacyController
@@ -26,7 +26,7 @@ from picobot.privacy.scopes import (
 )
 from picobot.runtime import Runtime, open_runtime
 from picobot.services.purges import PurgeService
-from picobot.store.memories import MemoryRepo
+from picobot.store.conversation.memories import MemoryRepo
 
 ALICE = Identity("whatsapp", "whatsapp:111@s.whatsapp.net", "111")
 BOB = Identity("whatsapp", "whatsapp:222@s.whatsapp.net", "222")

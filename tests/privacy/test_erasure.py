@@ -40,21 +40,21 @@ from picobot.privacy.controller import PrivacyController
 from picobot.privacy.fact_scope import choose_facts
 from picobot.privacy.scopes import Actor, SessionScope, UserScope
 from picobot.runtime import open_runtime
+from picobot.store.conversation.events import Event, EventFilter, list_events
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.summaries import SummaryRepo
+from picobot.store.conversation.tool_records import ToolRecordRepo
 from picobot.store.db import Database
-from picobot.store.digests import DigestStore, Provenance, user_digests
-from picobot.store.erase import erase_residue
-from picobot.store.events import Event, EventFilter, list_events
-from picobot.store.fact_rules import Observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import operator_filter
-from picobot.store.memories import MemoryRepo
-from picobot.store.messages import MessageRepo
-from picobot.store.pins import PinStore
-from picobot.store.purge import PurgeStore
-from picobot.store.search import SearchIndex, user_token
-from picobot.store.summaries import SummaryRepo
-from picobot.store.tool_records import ToolRecordRepo
-from picobot.store.vectors import store_vectors
+from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.purge import PurgeStore
+from picobot.store.learned.digests import DigestStore, Provenance, user_digests
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import operator_filter
+from picobot.store.learned.pins import PinStore
+from picobot.store.retrieval.search import SearchIndex, user_token
+from picobot.store.retrieval.vectors import store_vectors
 from tests.channels.webhook.conftest import Webhooks, message, post_generic, rows
 from tests.channels.webhook.generic_client import SECRET, signed_headers
 from tests.privacy.test_purge_store import (

@@ -15,9 +15,9 @@ from picobot.config.channels import TelegramSettings
 from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import open_runtime
-from picobot.store.channel_state import ChannelState
-from picobot.store.erase import erase_residue
-from picobot.store.purge import PurgeStore
+from picobot.store.channels.channel_state import ChannelState
+from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.purge import PurgeStore
 from tests.channels.webhook.conftest import Webhooks, rows
 from tests.channels.webhook.telegram_api import telegram_api
 from tests.privacy.test_erasure import new_marker, scan

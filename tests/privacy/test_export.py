@@ -15,15 +15,15 @@ import pytest
 from picobot.cli import data as cli_data
 from picobot.config.settings import DataSettings, Settings
 from picobot.privacy.export import export_user, iter_user_jsonl
-from picobot.store import export, export_pages
+from picobot.store.erasure import export, export_pages
+from picobot.store.channels.webhooks import WebhookStore
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.conversation.summaries import SummaryRepo
+from picobot.store.conversation.tool_records import ToolRecordRepo
 from picobot.store.db import Database
-from picobot.store.export import count_user_data
-from picobot.store.memories import MemoryRepo
-from picobot.store.messages import MessageRepo
-from picobot.store.sessions import SessionRepo
-from picobot.store.summaries import SummaryRepo
-from picobot.store.tool_records import ToolRecordRepo
-from picobot.store.webhooks import WebhookStore
+from picobot.store.erasure.export import count_user_data
 
 ALICE = "telegram:1001"
 BOB = "telegram:2002"

@@ -6,12 +6,12 @@ import io
 import json
 
 from picobot.privacy.export import export_user
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.digests import DigestStore, Provenance, user_digests
-from picobot.store.export import count_user_data
-from picobot.store.messages import MessageRepo
-from picobot.store.pins import PinStore
-from picobot.store.sessions import SessionRepo
+from picobot.store.erasure.export import count_user_data
+from picobot.store.learned.digests import DigestStore, Provenance, user_digests
+from picobot.store.learned.pins import PinStore
 
 T0 = 1_700_000_000.0
 ALICE, BOB = "tui:alice", "tui:bob"

@@ -6,14 +6,14 @@ import io
 import json
 
 from picobot.privacy.export import export_user
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.export import count_user_data
-from picobot.store.fact_rules import Observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import FactFilter, fact_history, fact_sources, find_facts
-from picobot.store.purge import PurgeStore
-from picobot.store.search import SearchIndex, SearchQuery, search_records
-from picobot.store.sessions import SessionRepo
+from picobot.store.erasure.export import count_user_data
+from picobot.store.erasure.purge import PurgeStore
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import FactFilter, fact_history, fact_sources, find_facts
+from picobot.store.retrieval.search import SearchIndex, SearchQuery, search_records
 
 T0 = 1_700_000_000.0
 ALICE, BOB = "tui:alice", "tui:bob"

@@ -15,10 +15,10 @@ from picobot.config.settings import Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.privacy.export import export_user
 from picobot.runtime import open_runtime
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.legacy_import import import_sessions_json
-from picobot.store.search import SearchIndex, fts_query
-from picobot.store.sessions import SessionRepo
+from picobot.store.erasure.legacy_import import import_sessions_json
+from picobot.store.retrieval.search import SearchIndex, fts_query
 
 USER = "whatsapp:351900000000@s.whatsapp.net"
 SECRET = "TOPSECRET-content"
@@ -105,7 +105,7 @@ async def test_import_writes_sessions_messages_and_index(
     db: Database, data_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     path = write(data_dir, snapshot())
-    caplog.set_level(logging.INFO, logger="picobot.store.legacy_import")
+    caplog.set_level(logging.INFO, logger="picobot.store.erasure.legacy_import")
     result = await import_sessions_json(db, data_dir)
 
     assert result is not None and result.ok

@@ -16,11 +16,11 @@ from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound
 from picobot.runtime import open_database, open_runtime
-from picobot.store.fact_rules import Observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.messages import MessageRepo
-from picobot.store.sessions import SessionRepo
-from picobot.store.summaries import SummaryRepo
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.conversation.summaries import SummaryRepo
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
 from picobot.tasks.summarize import Summarizer
 from picobot.tasks.supervisor import TaskSupervisor
 from picobot.text.tokens import CharTokenEstimator

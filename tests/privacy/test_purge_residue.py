@@ -18,8 +18,8 @@ from picobot.errors import StoreUnavailable
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.scopes import Actor, UserScope
 from picobot.store.db import Database
-from picobot.store.purge import PurgeStore
-from picobot.store.search import SearchIndex
+from picobot.store.erasure.purge import PurgeStore
+from picobot.store.retrieval.search import SearchIndex
 from picobot.store.task_runs import (
     PURGE_ERASE_TASK_NAME,
     ErasureState,

@@ -11,14 +11,14 @@ from typing import TypeVar
 import pytest
 
 from picobot.store.connection import AsyncConnection
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.summaries import SummaryRepo
+from picobot.store.conversation.tool_records import ToolRecordRepo
 from picobot.store.db import Database
-from picobot.store.erase import erase_residue
-from picobot.store.memories import MemoryRepo
-from picobot.store.messages import MessageRepo
-from picobot.store.purge import PurgeCounts, PurgeStore
-from picobot.store.search import SearchIndex, user_token
-from picobot.store.summaries import SummaryRepo
-from picobot.store.tool_records import ToolRecordRepo
+from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.purge import PurgeCounts, PurgeStore
+from picobot.store.retrieval.search import SearchIndex, user_token
 
 T = TypeVar("T")
 

@@ -15,14 +15,14 @@ import pytest
 from picobot.cli.ops import add_ops_commands
 from picobot.cli.status import format_status, human_bytes, human_duration
 from picobot.store.connection import AsyncConnection
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.db import Database
-from picobot.store.erase import erase_residue
-from picobot.store.memories import MemoryRepo
-from picobot.store.messages import MessageRepo
+from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.purge import PurgeCounts, PurgeStore
 from picobot.store.migrations import MIGRATIONS
-from picobot.store.purge import PurgeCounts, PurgeStore
-from picobot.store.search import SearchIndex
-from picobot.store.summaries import SummaryRepo
+from picobot.store.retrieval.search import SearchIndex
 from picobot.store.task_runs import (
     ERASE_TASK_NAME,
     TASK_NAME,

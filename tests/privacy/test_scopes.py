@@ -18,9 +18,9 @@ from picobot.privacy.scopes import (
     SessionScope,
     rules_for,
 )
+from picobot.store.conversation.events import EventFilter, list_events
 from picobot.store.db import Database
-from picobot.store.events import EventFilter, list_events
-from picobot.store.purge import PurgeCounts
+from picobot.store.erasure.purge import PurgeCounts
 
 OPERATOR = Actor("cli:op", operator=True)
 

@@ -18,16 +18,21 @@ import pytest
 from picobot.access.context import ToolContext
 from picobot.config.embeddings import EmbeddingSettings
 from picobot.config.settings import MemorySettings
-from picobot.kernel.memory_prompt import MemoryRetriever
 from picobot.kernel.prompt import PromptRequest
+from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.llm.base import ChatMessage
 from picobot.llm.embed_local import LocalEmbedder
 from picobot.recall.meaning import VectorRecall
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
-from picobot.store.recall import RecallQuery, fuse_vectors, keyword_matches, recall_records
-from picobot.store.search import SearchIndex
-from picobot.store.sessions import SessionRepo
+from picobot.store.retrieval.recall import (
+    RecallQuery,
+    fuse_vectors,
+    keyword_matches,
+    recall_records,
+)
+from picobot.store.retrieval.search import SearchIndex
 from picobot.tasks.vector_index import VectorIndexer
 from picobot.text.tokens import CharTokenEstimator
 from picobot.tools.memory_search import ranked

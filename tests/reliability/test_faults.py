@@ -36,7 +36,7 @@ from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.runtime import Runtime, open_runtime
 from picobot.store import connect as connect_module
 from picobot.store import db as db_module
-from picobot.store.webhooks import WebhookStore
+from picobot.store.channels.webhooks import WebhookStore
 from tests.channels.webhook.generic_client import signed_headers
 
 from .conftest import SAFETY, Tmpfs, integrity, mounted_tmpfs, user_texts

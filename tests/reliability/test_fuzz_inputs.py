@@ -43,7 +43,7 @@ from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.privacy.redaction import _BUILTIN, RedactingFilter, Redactor, _may_match
 from picobot.runtime import open_runtime
-from picobot.store.memories import MAX_KEY_CHARS, RESERVED_PREFIXES, validate_key
+from picobot.store.conversation.memories import MAX_KEY_CHARS, RESERVED_PREFIXES, validate_key
 
 from .strategies import FUZZ, SURROGATES_FIXED, chars, jsonish, texts, weighted
 

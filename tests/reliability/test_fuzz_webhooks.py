@@ -37,7 +37,7 @@ from picobot.config.channels import (
 from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import open_runtime
-from picobot.store.webhooks import WebhookStore
+from picobot.store.channels.webhooks import WebhookStore
 from tests.channels.webhook.generic_client import signed_headers
 
 from .strategies import FUZZ, FUZZ_SHARED_FIXTURE, SURROGATES_FIXED, bodies, weighted

@@ -15,7 +15,7 @@ from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.privacy.redaction import Redactor
 from picobot.privacy.scopes import UserScope
 from picobot.runtime import open_runtime
-from picobot.store.export import count_user_data
+from picobot.store.erasure.export import count_user_data
 from tests.admin.helpers import ALICE, BOB, KEY_A, KEY_B, WS_KEY, Api, FakeClock, start
 
 AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from picobot.errors import StoreUnavailable
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, applied_versions, apply_migrations
-from picobot.store.sessions import SessionRepo
 
 
 async def test_open_creates_file_in_wal_mode_with_foreign_keys(db: Database) -> None:

@@ -9,16 +9,16 @@ import pytest
 
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.scopes import Actor, SessionScope
+from picobot.store.conversation.events import Event, EventFilter, list_events
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.conversation.messages import MessageRepo, SessionGone
+from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.conversation.summaries import SummaryRepo
+from picobot.store.conversation.tool_records import ToolRecordRepo
 from picobot.store.db import Database
-from picobot.store.events import Event, EventFilter, list_events
-from picobot.store.fact_rules import Observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.facts import FactFilter
-from picobot.store.memories import MemoryRepo
-from picobot.store.messages import MessageRepo, SessionGone
-from picobot.store.sessions import SessionRepo
-from picobot.store.summaries import SummaryRepo
-from picobot.store.tool_records import ToolRecordRepo
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import FactFilter
 from picobot.tasks.retention import RetentionTask
 
 ALICE = "tui:alice"

@@ -7,10 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from picobot.store.conversation.events import (
+    EventFilter,
+    latest_event_id,
+    list_events,
+    record_event,
+)
 from picobot.store.db import Database
-from picobot.store.events import EventFilter, latest_event_id, list_events, record_event
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.migrations_events import m017_events_autoincrement
+from picobot.store.migrations.events import m017_events_autoincrement
 
 
 async def test_events_are_read_back_in_order_and_filtered(db: Database) -> None:

@@ -16,9 +16,9 @@ import pytest
 
 import picobot.store.db as dbmod
 from picobot.errors import StoreUnavailable
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
-from picobot.store.sessions import SessionRepo
 
 
 @pytest.fixture

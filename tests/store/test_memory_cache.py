@@ -7,11 +7,11 @@ from pathlib import Path
 
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.scopes import Actor, UserScope
+from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.conversation.memory_cache import MemoryCache
 from picobot.store.db import Database
-from picobot.store.memories import MemoryRepo
-from picobot.store.memory_cache import MemoryCache
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.terms import register_functions
+from picobot.store.retrieval.terms import register_functions
 
 ALICE, BOB = "tui:alice", "tui:bob"
 

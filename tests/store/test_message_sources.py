@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.sessions import SessionRepo
 from tests.store.search.test_search import old_message, old_session
 
 

@@ -4,22 +4,22 @@ from __future__ import annotations
 
 import sqlite3
 
+from picobot.store.conversation.events import record_event
+from picobot.store.conversation.memories import MemoryRepo, all_memories
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.conversation.summaries import SummaryRepo
+from picobot.store.conversation.timeline import session_timeline
+from picobot.store.conversation.tool_records import ToolRecordRepo
 from picobot.store.db import Database
-from picobot.store.events import record_event
-from picobot.store.fact_rules import Observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.memories import MemoryRepo, all_memories
-from picobot.store.messages import MessageRepo
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
 from picobot.store.overview import (
     recent_events,
     session_family,
     session_previews,
     store_counts,
 )
-from picobot.store.sessions import SessionRepo
-from picobot.store.summaries import SummaryRepo
-from picobot.store.timeline import session_timeline
-from picobot.store.tool_records import ToolRecordRepo
 
 
 async def test_a_timeline_merges_every_kind_in_time_order(db: Database) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
-from picobot.store.sessions import SessionRepo
 
 
 async def test_session_pages_cover_every_session_once_even_on_equal_activity(

@@ -11,8 +11,8 @@ import numpy as np
 from picobot.llm.embed_local import LocalEmbedder
 from picobot.privacy.export import export_user
 from picobot.store.db import Database
-from picobot.store.purge import PurgeStore
-from picobot.store.vectors import (
+from picobot.store.erasure.purge import PurgeStore
+from picobot.store.retrieval.vectors import (
     nearest_messages,
     store_vectors,
     unembedded,

@@ -9,10 +9,10 @@ from picobot.llm.base import ChatMessage, Completion
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.memory.extraction import ANSWER_SCHEMA
 from picobot.privacy.redaction import Redactor
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.facts import FactFilter, find_facts
-from picobot.store.messages import MessageRepo
-from picobot.store.sessions import SessionRepo
+from picobot.store.learned.facts import FactFilter, find_facts
 from picobot.tasks.learning import LearningTask
 from picobot.text.tokens import CharTokenEstimator
 

@@ -14,14 +14,14 @@ from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity
 from picobot.privacy.redaction import Redactor
 from picobot.runtime import open_runtime
+from picobot.store.conversation.events import EventFilter, list_events
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.digests import Digest, user_digests
-from picobot.store.events import EventFilter, list_events
-from picobot.store.messages import MessageRepo
-from picobot.store.purge import PurgeStore
-from picobot.store.recall import RecallQuery, recall_records
-from picobot.store.search import SearchIndex
-from picobot.store.sessions import SessionRepo
+from picobot.store.erasure.purge import PurgeStore
+from picobot.store.learned.digests import Digest, user_digests
+from picobot.store.retrieval.recall import RecallQuery, recall_records
+from picobot.store.retrieval.search import SearchIndex
 from picobot.tasks.reflection import ReflectionTask
 from picobot.text.tokens import CharTokenEstimator
 from tests.memory.test_learning_turns import say

@@ -19,13 +19,13 @@ from picobot.llm.base import ChatMessage, Completion, ToolSpec
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.scopes import Actor, SessionScope
-from picobot.store import digest_purge, fact_purge
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.fact_rules import Observation
-from picobot.store.fact_writes import FactStore
-from picobot.store.purge import PurgeStore
-from picobot.store.recall import RecallQuery, recall_records
-from picobot.store.sessions import SessionRepo
+from picobot.store.erasure.purge import PurgeStore
+from picobot.store.learned import digest_purge, fact_purge
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.retrieval.recall import RecallQuery, recall_records
 from tests.tasks.test_learning import T0
 from tests.tasks.test_reflection import ALICE, chat, layers, reflection, task
 

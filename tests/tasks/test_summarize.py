@@ -18,10 +18,10 @@ from picobot.kernel.prompt import WindowRetriever
 from picobot.llm.base import ChatMessage, Completion, ToolSpec
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound, OutboundKind
+from picobot.store.conversation.messages import MessageRepo, StoredMessage
+from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo, StoredMessage
-from picobot.store.sessions import SessionRepo
-from picobot.store.summaries import SummaryRepo
 from picobot.tasks.summarize import PROMPT_OVERHEAD_TOKENS, Summarizer
 from picobot.tasks.supervisor import TaskSupervisor
 from picobot.text.tokens import CharTokenEstimator, prompt_cost

@@ -11,12 +11,12 @@ import pytest
 from picobot.access.context import ToolContext
 from picobot.config.settings import Settings
 from picobot.errors import ConfigError
-from picobot.kernel.keywords import extract_terms
 from picobot.llm.base import ToolSpec
+from picobot.recall.keywords import extract_terms
 from picobot.services.notes import NoteService
+from picobot.store.conversation.memories import MemoryRepo
 from picobot.store.db import Database
-from picobot.store.memories import MemoryRepo
-from picobot.store.search import SearchIndex
+from picobot.store.retrieval.search import SearchIndex
 from picobot.tools.base import Tool
 from picobot.tools.catalog import TOOLS, ToolDeps, build_tools
 

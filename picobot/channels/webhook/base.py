@@ -14,7 +14,7 @@ outbound queue with retries. A platform module only knows its own wire format:
   form (never from a field the sender can choose freely), and the time the platform
   vouches the message was sent, where it does (the core drops stale ones);
 - :meth:`Platform.seen_key` gives a message's replay-guard key, keyed with the
-  platform's secret (see :mod:`picobot.store.webhook_seen`);
+  platform's secret (see :mod:`picobot.store.channels.webhook_seen`);
 - :meth:`Platform.send` delivers one reply through the platform's API and raises
   :class:`DeliveryError` (``retry`` True for 429/5xx/network errors); a reply longer
   than :attr:`Platform.max_text_chars` is cut into several before it is queued.

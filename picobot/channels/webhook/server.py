@@ -3,7 +3,7 @@
 A request is checked and acknowledged fast: size limit, raw body, the platform's
 handshake, signature and parse, the allow-list, the message's age, then each message is
 committed to the inbox (a message id seen before is skipped, also after a purge: see
-:mod:`picobot.store.webhook_seen`) and the platform gets 200 before any model runs, so
+:mod:`picobot.store.channels.webhook_seen`) and the platform gets 200 before any model runs, so
 it never times out and redelivers. A message older than ``max_message_age_secs`` by
 the time the platform signed or vouched for is acknowledged but dropped: it is a
 replay, or a redelivery so late that its answer would only confuse. The workers of
@@ -44,7 +44,7 @@ from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
 from picobot.logsafe import loggable
 from picobot.messages import storable
-from picobot.store.webhooks import WebhookStore
+from picobot.store.channels.webhooks import WebhookStore
 from picobot.tasks.supervisor import TaskSupervisor
 
 __all__ = ["WebhookServer", "WebhookStats"]

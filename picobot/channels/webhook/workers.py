@@ -35,7 +35,7 @@ from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.privacy.purged_replies import forget_reply
-from picobot.store.webhooks import InboxItem, OutboundItem, WebhookStore
+from picobot.store.channels.webhooks import InboxItem, OutboundItem, WebhookStore
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from picobot.kernel.event_feed import FEED_BATCH, SessionEventFeed
 from picobot.kernel.kernel import COMMAND_FAILED, Kernel
 from picobot.messages import Identity, Inbound, Outbound
 from picobot.ratelimit import TokenBucket
-from picobot.store.events import Event
+from picobot.store.conversation.events import Event
 
 # The channel's logger, not this module's: operators filter the channel by one name.
 log = logging.getLogger("picobot.channels.websocket.server")

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from picobot.access.context import ToolContext
 from picobot.llm.base import ChatMessage, Role
-from picobot.store.messages import MessageRepo, StoredMessage
+from picobot.store.conversation.messages import MessageRepo, StoredMessage
 from picobot.text.tokens import TokenEstimator, message_cost, truncate_to_tokens
 
 

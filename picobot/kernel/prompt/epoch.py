@@ -1,7 +1,7 @@
 """What the memory retriever keeps of a session between turns, and what one turn reads.
 
 An :class:`Epoch` is the part of a session's prompt that stays in place across turns
-(see :mod:`picobot.kernel.memory_prompt`); :class:`Fetched` is one turn's read of the
+(see :mod:`picobot.kernel.prompt.retriever`); :class:`Fetched` is one turn's read of the
 store, taken in one snapshot.
 """
 
@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from picobot.kernel.prompt_parts import Item
-from picobot.kernel.recall_block import RecallLine
-from picobot.store.digests import LAYER_KINDS
-from picobot.store.facts import Fact
-from picobot.store.memory_cache import CachedMemories
-from picobot.store.messages import StoredMessage
-from picobot.store.search import SearchHit
-from picobot.store.summaries import Summary
+from picobot.kernel.prompt.parts import Item
+from picobot.kernel.prompt.recall_block import RecallLine
+from picobot.store.conversation.memory_cache import CachedMemories
+from picobot.store.conversation.messages import StoredMessage
+from picobot.store.conversation.summaries import Summary
+from picobot.store.learned.digests import LAYER_KINDS
+from picobot.store.learned.facts import Fact
+from picobot.store.retrieval.search import SearchHit
 
 
 @dataclass(slots=True)

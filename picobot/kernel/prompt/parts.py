@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from picobot.kernel import recall_block
-from picobot.kernel.recall_block import RecallLine
+from picobot.kernel.prompt import recall_block
+from picobot.kernel.prompt.recall_block import RecallLine
 from picobot.llm.base import ContextText
-from picobot.store.messages import StoredMessage
+from picobot.store.conversation.messages import StoredMessage
 from picobot.text.tokens import TokenEstimator, message_cost
 from picobot.text.untrusted import escape_data
 

@@ -1,6 +1,6 @@
 """The recalled-records block of a prompt: packing ranked records into a budget, rendering.
 
-Records come ranked from :func:`picobot.store.recall.recall_records`. They are packed
+Records come ranked from :func:`picobot.store.retrieval.recall.recall_records`. They are packed
 best first into the tokens the rest of the prompt leaves (at least
 ``recall_budget_tokens``), then rendered grouped by session, oldest session first,
 each group headed by the day it happened, so the model can answer "when" questions
@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from picobot.store.search import SearchHit
+from picobot.store.retrieval.search import SearchHit
 from picobot.text.tokens import TokenEstimator, truncate_to_tokens
 from picobot.text.untrusted import escape_data, one_line
 

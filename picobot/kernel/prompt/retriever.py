@@ -20,7 +20,7 @@ window_drop_messages`` messages, so the window drops messages in blocks rather t
 one per turn.
 
 An epoch's first prompt is built by the documented trim order
-(:mod:`picobot.kernel.prompt_parts`): recall fills what the other parts leave, less
+(:mod:`picobot.kernel.prompt.parts`): recall fills what the other parts leave, less
 room for the window to grow by a block (none in a session without history), and never
 gets less than ``recall_budget_tokens`` while anything less valuable can give way. The
 system prompt and the current message are never dropped; a single item larger than
@@ -41,11 +41,9 @@ from dataclasses import replace
 from picobot.access.context import Action, Scope
 from picobot.config.learning import LearningSettings
 from picobot.config.settings import MemorySettings
-from picobot.kernel import recall_block
-from picobot.kernel.keywords import extract_terms
-from picobot.kernel.prompt import PromptRequest, as_chat
-from picobot.kernel.prompt_epoch import Epoch, Fetched
-from picobot.kernel.prompt_parts import (
+from picobot.kernel.prompt import PromptRequest, as_chat, recall_block
+from picobot.kernel.prompt.epoch import Epoch, Fetched
+from picobot.kernel.prompt.parts import (
     PROTECTED_MESSAGES,
     Budget,
     Item,
@@ -53,20 +51,21 @@ from picobot.kernel.prompt_parts import (
     render_context,
     render_recall,
 )
-from picobot.kernel.recall_block import RecallLine
+from picobot.kernel.prompt.recall_block import RecallLine
 from picobot.llm.base import ChatMessage
 from picobot.memory.facts_block import render_facts_block
+from picobot.recall.keywords import extract_terms
 from picobot.recall.meaning import VectorRecall
+from picobot.store.conversation.memories import GLOBAL_USER, Memory
+from picobot.store.conversation.memory_cache import CachedMemories, MemoryCache
+from picobot.store.conversation.messages import StoredMessage, existing_ids, last_messages
+from picobot.store.conversation.sessions import existing_sessions
+from picobot.store.conversation.summaries import Summary, get_summary
 from picobot.store.db import Database
-from picobot.store.digests import layers_intact
-from picobot.store.facts import Fact, active_facts
-from picobot.store.memories import GLOBAL_USER, Memory
-from picobot.store.memory_cache import CachedMemories, MemoryCache
-from picobot.store.messages import StoredMessage, existing_ids, last_messages
-from picobot.store.recall import RecallQuery, VectorQuery, fuse_vectors, recall_records
-from picobot.store.search import SearchHit
-from picobot.store.sessions import existing_sessions
-from picobot.store.summaries import Summary, get_summary
+from picobot.store.learned.digests import layers_intact
+from picobot.store.learned.facts import Fact, active_facts
+from picobot.store.retrieval.recall import RecallQuery, VectorQuery, fuse_vectors, recall_records
+from picobot.store.retrieval.search import SearchHit
 from picobot.text.tokens import (
     MESSAGE_OVERHEAD_TOKENS,
     TokenEstimator,

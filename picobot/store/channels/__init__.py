@@ -1,1 +1,1 @@
-"""Channel state: the webhook inbox and outbound queue, the replay guard, transports' saved state."""
+"""Channel state: the webhook inbox, the outbound queue, the replay guard, transports' state."""

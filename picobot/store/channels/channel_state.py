@@ -3,7 +3,7 @@
 A channel that pulls its messages instead of receiving webhooks (Telegram long
 polling) keeps its offset here: the id of the next update to ask for. It is written
 by :func:`save_offset` inside the write transaction that stores the inbox rows of the
-updates it covers (:meth:`picobot.store.webhooks.WebhookStore.accept_many`), so after
+updates it covers (:meth:`picobot.store.channels.webhooks.WebhookStore.accept_many`), so after
 a crash the offset and the inbox agree: an update is either stored and confirmed, or
 neither, and is then fetched again.
 

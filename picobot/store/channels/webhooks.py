@@ -30,9 +30,8 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
-from picobot.store.channel_state import save_offset
-from picobot.store.db import Database
-from picobot.store.webhook_rows import (
+from picobot.store.channels.channel_state import save_offset
+from picobot.store.channels.webhook_rows import (
     PURGED_USER,
     InboundMessage,
     InboxItem,
@@ -40,7 +39,8 @@ from picobot.store.webhook_rows import (
     inbox_item,
     outbound_item,
 )
-from picobot.store.webhook_seen import mark_seen, plain_key
+from picobot.store.channels.webhook_seen import mark_seen, plain_key
+from picobot.store.db import Database
 
 __all__ = ["PURGED_USER", "InboundMessage", "InboxItem", "OutboundItem", "WebhookStore"]
 
@@ -110,7 +110,7 @@ class WebhookStore:
     ) -> int | None:
         """Record an inbound message; its inbox id, or None if it was seen before.
 
-        ``seen_key`` is the message's replay-guard key (:mod:`picobot.store.webhook_seen`;
+        ``seen_key`` is the message's replay-guard key (:mod:`picobot.store.channels.webhook_seen`;
         unkeyed when not given): a message whose key was ever recorded is a duplicate,
         also after its inbox row was purged. The text is redacted before it is stored.
         """
@@ -127,7 +127,7 @@ class WebhookStore:
         """Record messages (each with its replay-guard key) as :meth:`accept` does, in one
         transaction; the inbox id of each, or None for one seen before.
 
-        With ``next_offset``, the platform's offset (:mod:`picobot.store.channel_state`)
+        With ``next_offset``, the platform's offset (:mod:`picobot.store.channels.channel_state`)
         is saved in the same transaction: the offset moves past these messages exactly
         when they are stored.
         """

@@ -1,1 +1,1 @@
-"""The conversation's tables: sessions, messages, summaries, tool records, user memories, events, the timeline."""
+"""The conversation's tables: sessions, messages, summaries, tool records, notes, events."""

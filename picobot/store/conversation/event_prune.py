@@ -1,6 +1,6 @@
 """Deleting events with the data they describe, and the one record a purge leaves.
 
-Events of a deleted session go with it (:mod:`picobot.store.purge` deletes them in the
+Events of a deleted session go with it (:mod:`picobot.store.erasure.purge` deletes them in the
 session's own transaction). What else a purge or retention takes is here: a user's
 events (a user purge), a session's (a session purge: anything written after its rows
 went), events older than the retention cutoff, and the learned facts' events when the
@@ -15,8 +15,8 @@ import asyncio
 import sqlite3
 from typing import Any
 
+from picobot.store.conversation.events import record_event
 from picobot.store.db import Database
-from picobot.store.events import record_event
 
 FACT_EVENT_TYPES = (
     "fact.created",

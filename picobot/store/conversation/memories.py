@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from picobot.errors import UserError
 from picobot.messages import storable
+from picobot.store.conversation.events import record_event_in
+from picobot.store.conversation.messages import SessionGone
 from picobot.store.db import Database, Row
-from picobot.store.events import record_event_in
-from picobot.store.messages import SessionGone
 
 GLOBAL_USER = "global:shared"
 """Owner id of the shared memories (MemoryRead/MemoryWrite{Global})."""

@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from picobot.store.memories import Memory, list_memories
+from picobot.store.conversation.memories import Memory, list_memories
 
 MAX_CACHED_USERS = 10_000
 """Users whose memories one cache holds (the oldest read is dropped first)."""

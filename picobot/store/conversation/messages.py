@@ -8,9 +8,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from picobot.store.conversation.events import record_event
+from picobot.store.conversation.sessions import CURRENT_SQL, ChatKey
 from picobot.store.db import Database
-from picobot.store.events import record_event
-from picobot.store.sessions import CURRENT_SQL, ChatKey
 
 
 @dataclass(frozen=True, slots=True)

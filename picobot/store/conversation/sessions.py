@@ -10,8 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from picobot.store.connection import AsyncConnection
+from picobot.store.conversation.events import record_event_in
 from picobot.store.db import Database, Row
-from picobot.store.events import record_event_in
 
 
 @dataclass(frozen=True, slots=True)

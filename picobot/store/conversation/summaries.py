@@ -10,9 +10,9 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass
 
+from picobot.store.conversation.events import record_event_in
+from picobot.store.conversation.messages import StoredMessage
 from picobot.store.db import Database, Row
-from picobot.store.events import record_event_in
-from picobot.store.messages import StoredMessage
 
 
 @dataclass(frozen=True, slots=True)

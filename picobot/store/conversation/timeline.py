@@ -10,8 +10,8 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from picobot.store.events import EventFilter, list_events
-from picobot.store.summaries import get_summary
+from picobot.store.conversation.events import EventFilter, list_events
+from picobot.store.conversation.summaries import get_summary
 
 MAX_ITEMS = 2000
 """Most rows of each kind one timeline reads (a longer session shows its start and

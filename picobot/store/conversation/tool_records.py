@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from picobot.store.conversation.events import record_event_in
+from picobot.store.conversation.messages import SessionGone
 from picobot.store.db import Database
-from picobot.store.events import record_event_in
 from picobot.store.json_redaction import redact_json
-from picobot.store.messages import SessionGone
 
 
 class ToolRecordRepo:

@@ -1,6 +1,6 @@
 """Making deleted text unrecoverable from the database file, its WAL and the index.
 
-A purge or retention sweep (:mod:`picobot.store.purge`) deletes rows; this erases what
+A purge or retention sweep (:mod:`picobot.store.erasure.purge`) deletes rows; this erases what
 deleting leaves behind.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from picobot.store.db import Database
-from picobot.store.search import SearchIndex
+from picobot.store.retrieval.search import SearchIndex
 
 
 async def erase_residue(

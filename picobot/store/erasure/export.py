@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobot.store.db import Database, Row
-from picobot.store.export_layers import layer_records
-from picobot.store.export_pages import Record, iso
-from picobot.store.export_pages import pages as _pages
+from picobot.store.erasure.export_layers import layer_records
+from picobot.store.erasure.export_pages import Record, iso
+from picobot.store.erasure.export_pages import pages as _pages
 
 FORMAT_VERSION = 1
 """Version of the JSONL record layout; bumped on any incompatible change."""

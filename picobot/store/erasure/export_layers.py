@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from picobot.store.db import Database
-from picobot.store.export_pages import Record, iso, pages
+from picobot.store.erasure.export_pages import Record, iso, pages
 
 
 async def layer_records(db: Database, user_id: str) -> AsyncIterator[Record]:

@@ -9,7 +9,7 @@ a large sweep never holds the writer lock for long and chat turns keep flowing.
 Search index entries go with their source rows (the m002 triggers delete them in the
 same transaction), and dependent rows are deleted explicitly before their session
 rather than left to ``ON DELETE CASCADE``, so every removed row is counted. Deleting
-rows only unlinks most of their bytes; call :func:`picobot.store.erase.erase_residue`
+rows only unlinks most of their bytes; call :func:`picobot.store.erasure.erase.erase_residue`
 afterwards to make the text unrecoverable from the database file, its WAL and the
 FTS5 index.
 """
@@ -22,13 +22,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from picobot.store.channels.webhooks import WebhookStore
 from picobot.store.connection import AsyncConnection
+from picobot.store.conversation.event_prune import prune_events_before, prune_user_events
 from picobot.store.db import Database
-from picobot.store.digest_purge import DigestPurge, delete_session_layers
-from picobot.store.event_prune import prune_events_before, prune_user_events
-from picobot.store.fact_purge import FactPurge, delete_session_facts
-from picobot.store.purge_counts import PurgeCounts as PurgeCounts  # re-exported
-from picobot.store.webhooks import WebhookStore
+from picobot.store.erasure.purge_counts import PurgeCounts as PurgeCounts  # re-exported
+from picobot.store.learned.digest_purge import DigestPurge, delete_session_layers
+from picobot.store.learned.fact_purge import FactPurge, delete_session_facts
 
 DEFAULT_BATCH_SIZE = 500
 """Rows per delete transaction when the caller does not say (config: retention_batch_size)."""

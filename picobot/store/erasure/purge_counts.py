@@ -32,9 +32,9 @@ class PurgeCounts:
     webhook_rows: int = 0
     """Inbox and outbound-queue rows of the messaging channels (they hold text too)."""
     facts: int = 0
-    """Learned facts (with their sources and history); see picobot.store.fact_purge."""
+    """Learned facts (with their sources and history); see picobot.store.learned.fact_purge."""
     digests: int = 0
-    """Session reflections and digests; see picobot.store.digest_purge."""
+    """Session reflections and digests; see picobot.store.learned.digest_purge."""
 
     @property
     def total(self) -> int:

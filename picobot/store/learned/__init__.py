@@ -1,1 +1,1 @@
-"""Learned memory's tables: facts (rules, rows, writes, purges, paraphrases), digests and reflections, message pins."""
+"""Learned memory's tables: facts (rules, rows, writes, purges), digests, reflections, pins."""

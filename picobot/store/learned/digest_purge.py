@@ -3,10 +3,10 @@
 A session purge deletes the session's reflections (their provenance lies only in it)
 and marks every digest that folded one of them, and the digests above it, stale: their
 text is emptied in the same transaction, the one that deletes the session row (see
-:meth:`picobot.store.purge.PurgeStore.delete_session`), so nothing derived from the
+:meth:`picobot.store.erasure.purge.PurgeStore.delete_session`), so nothing derived from the
 purged session survives in the file or the recall index, and rebuilt later from what
 remains (see :class:`picobot.tasks.reflection.ReflectionTask`; a rebuild or fold that
-read a purged row stores nothing, :class:`picobot.store.digests.DigestStore` checks its
+read a purged row stores nothing, :class:`picobot.store.learned.digests.DigestStore` checks its
 sources in its write). A user purge deletes all of the
 user's reflections and digests. Retention leaves them alone: they are derived data
 meant to outlast the 90 days of conversation they came from.
@@ -18,7 +18,7 @@ import sqlite3
 
 from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
-from picobot.store.migrations_layers import DIGEST_ROWID_BASE, REFLECTION_ROWID_BASE
+from picobot.store.migrations.layers import DIGEST_ROWID_BASE, REFLECTION_ROWID_BASE
 
 _OF_SESSION = "SELECT id FROM digests WHERE level = 0 AND session_id = ?1"
 _OF_USER = "SELECT id FROM digests WHERE user_id = ?1"

@@ -3,7 +3,7 @@
 One table, ``digests`` (migration m015): level 0 is the reflection of one session's
 message range, level L >= 1 a digest folding ``fanout`` rows of level L-1, which then
 point at it (``parent_id``). A digest marked ``stale`` lost a source to a purge: its
-text was emptied at once (see :mod:`picobot.store.digest_purge`) and is rebuilt from
+text was emptied at once (see :mod:`picobot.store.learned.digest_purge`) and is rebuilt from
 the sources that remain. A fold or rebuild writes only if the rows it read are still
 there unchanged (a model answers slowly; a purge may run meanwhile). Every write
 records its event (``reflection.stored``, ``digest.updated``) in the same transaction;
@@ -18,13 +18,13 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from picobot.store.conversation.events import record_event
+from picobot.store.conversation.messages import SessionGone, StoredMessage, conversation_after
+from picobot.store.conversation.summaries import get_summary
 from picobot.store.db import Database
-from picobot.store.events import record_event
-from picobot.store.messages import SessionGone, StoredMessage, conversation_after
-from picobot.store.summaries import get_summary
 
 LAYER_KINDS = frozenset({"reflection", "digest"})
-"""The recall-hit kinds of this table's rows (see picobot.store.search_kinds)."""
+"""The recall-hit kinds of this table's rows (see picobot.store.retrieval.search_kinds)."""
 
 _COLUMNS = (
     "id, user_id, level, session_id, first_message_id, last_message_id, first_seq,"

@@ -4,7 +4,7 @@ Reinforcement counts observations, not wordings. Before :meth:`FactStore.observe
 writes, :meth:`FactParaphrases.match` embeds the new observations together with the
 user's active facts of the same categories (the most confident first, at most
 ``MAX_KNOWN``) and maps each observation that says an active fact again in other
-words (:func:`picobot.store.fact_rules.is_paraphrase`) to that fact. Nothing is stored: the
+words (:func:`picobot.store.learned.fact_rules.is_paraphrase`) to that fact. Nothing is stored: the
 vectors live for the call only. Without an embedding model, or when it fails, facts
 match by text as before.
 """
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from picobot.errors import LLMError
 from picobot.store.db import Database
-from picobot.store.fact_rules import Observation, is_paraphrase, same_text
-from picobot.store.facts import Fact, active_facts
+from picobot.store.learned.fact_rules import Observation, is_paraphrase, same_text
+from picobot.store.learned.facts import Fact, active_facts
 
 if TYPE_CHECKING:
     import numpy as np

@@ -14,9 +14,9 @@ from __future__ import annotations
 import sqlite3
 
 from picobot.store.connection import AsyncConnection
+from picobot.store.conversation.event_prune import delete_fact_events
 from picobot.store.db import Database
-from picobot.store.event_prune import delete_fact_events
-from picobot.store.migrations_facts import FACT_ROWID_BASE
+from picobot.store.migrations.facts import FACT_ROWID_BASE
 
 _ONLY_IN_SESSION = (
     "SELECT f.id FROM facts f WHERE EXISTS (SELECT 1 FROM fact_sources s"

@@ -1,6 +1,6 @@
 """Row-level steps of fact writes: one update, one history row, one source, one insert.
 
-Shared by :mod:`picobot.store.fact_writes`; each runs on the writer's plain ``sqlite3``
+Shared by :mod:`picobot.store.learned.fact_writes`; each runs on the writer's plain ``sqlite3``
 connection inside the caller's transaction.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 
-from picobot.store.events import record_event
-from picobot.store.fact_rules import LifecycleRules, clamp, is_active
-from picobot.store.facts import Fact, get_fact
+from picobot.store.conversation.events import record_event
+from picobot.store.learned.fact_rules import LifecycleRules, clamp, is_active
+from picobot.store.learned.facts import Fact, get_fact
 
 _EVENT_OF_REASON = {
     "extracted": "fact.created",

@@ -1,4 +1,4 @@
-"""Writing learned facts by the lifecycle rules of :mod:`picobot.store.fact_rules`.
+"""Writing learned facts by the lifecycle rules of :mod:`picobot.store.learned.fact_rules`.
 
 Every change is one write (group-committed, see :meth:`Database.write`) that updates
 the fact and appends a ``fact_history`` row saying what changed, from what and why,
@@ -13,11 +13,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from picobot.store.conversation.events import record_event
+from picobot.store.conversation.messages import SessionGone
 from picobot.store.db import Database
-from picobot.store.events import record_event
-from picobot.store.fact_paraphrase import FactParaphrases
-from picobot.store.fact_rows import add_source, insert_fact, record_change, set_fact
-from picobot.store.fact_rules import (
+from picobot.store.learned.fact_paraphrase import FactParaphrases
+from picobot.store.learned.fact_rows import add_source, insert_fact, record_change, set_fact
+from picobot.store.learned.fact_rules import (
     LifecycleRules,
     Observation,
     clamp,
@@ -25,8 +26,7 @@ from picobot.store.fact_rules import (
     is_active,
     same_text,
 )
-from picobot.store.facts import _COLUMNS, Fact, FactFilter, fact_from_row, get_fact
-from picobot.store.messages import SessionGone
+from picobot.store.learned.facts import _COLUMNS, Fact, FactFilter, fact_from_row, get_fact
 
 DAY_SECS = 86_400.0
 

@@ -2,7 +2,8 @@
 
 Reads take a plain ``sqlite3`` connection so they run inside one read snapshot
 (:meth:`Database.read`), e.g. the turn's prompt read. Writes that follow the lifecycle
-rules live in :mod:`picobot.store.fact_writes`; purges in :mod:`picobot.store.fact_purge`.
+rules live in :mod:`picobot.store.learned.fact_writes`; purges in
+:mod:`picobot.store.learned.fact_purge`.
 Every per-user read takes the owner's id explicitly and touches only that owner's rows.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from picobot.errors import UserError
 from picobot.store.db import Row
-from picobot.store.fact_rules import normalize_subject, validate_category
+from picobot.store.learned.fact_rules import normalize_subject, validate_category
 
 _COLUMNS = (
     "id, user_id, subject, category, text, confidence, active, pinned, created_at, updated_at"

@@ -3,10 +3,10 @@
 A pin is one row of ``message_pins`` (migration m015) naming a message of one of the
 pinning user's own sessions; another user's message is treated as missing. Retention
 leaves a pinned message, and the session row it belongs to, in place (see
-:func:`picobot.store.purge._older_scope`); session and user purges delete them like
+:func:`picobot.store.erasure.purge._older_scope`); session and user purges delete them like
 everything else (the pin goes with its message). Every change records a ``pin.added``
 or ``pin.removed`` event in its transaction. Pinned facts are a flag of ``facts``
-(:meth:`picobot.store.fact_writes.FactStore.set_pinned`).
+(:meth:`picobot.store.learned.fact_writes.FactStore.set_pinned`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from picobot.store.conversation.events import record_event
 from picobot.store.db import Database
-from picobot.store.events import record_event
 
 _OWNED = (
     "SELECT m.id, m.session_id FROM messages m JOIN sessions s ON s.id = m.session_id"

@@ -16,20 +16,20 @@ from typing import TYPE_CHECKING
 
 from picobot.errors import StoreUnavailable, UserError
 from picobot.store.connection import AsyncConnection
-from picobot.store.migration_script import run_script
-from picobot.store.migrations_channels import m016_channel_offsets
-from picobot.store.migrations_events import m014_events, m017_events_autoincrement
-from picobot.store.migrations_facts import m012_learned_facts
-from picobot.store.migrations_layers import m015_memory_layers
-from picobot.store.migrations_search import (
+from picobot.store.migrations.channels import m016_channel_offsets
+from picobot.store.migrations.events import m014_events, m017_events_autoincrement
+from picobot.store.migrations.facts import m012_learned_facts
+from picobot.store.migrations.layers import m015_memory_layers
+from picobot.store.migrations.script import run_script
+from picobot.store.migrations.search import (
     m002_search_index,
     m005_user_terms,
     m006_deferred_message_index,
     m009_search_tidy_steps,
     m011_split_unspaced_scripts,
 )
-from picobot.store.migrations_vectors import m018_message_vectors
-from picobot.store.migrations_webhooks import m004_webhook_queues, m013_webhook_replay_guard
+from picobot.store.migrations.vectors import m018_message_vectors
+from picobot.store.migrations.webhooks import m004_webhook_queues, m013_webhook_replay_guard
 
 if TYPE_CHECKING:
     from picobot.store.db import Database
@@ -141,7 +141,7 @@ async def m007_message_sources(conn: AsyncConnection) -> None:
     for the others, and unique in its session. A webhook turn that a crash cut short
     runs again on restart; it finds its message (and a reply already stored) instead
     of storing them a second time. See
-    :meth:`picobot.store.messages.MessageRepo.append`.
+    :meth:`picobot.store.conversation.messages.MessageRepo.append`.
     """
     await run_script(
         conn,
@@ -161,7 +161,7 @@ async def m008_memory_revisions(conn: AsyncConnection) -> None:
     grows), in the transaction of the change, whichever process or client makes it.
     A user without memories has no row: their last delete removes it, so a purged
     user's id does not stay behind. Values are never reused, so an unchanged
-    revision means unchanged memories. See picobot.store.memory_cache.
+    revision means unchanged memories. See picobot.store.conversation.memory_cache.
     """
     await run_script(
         conn,

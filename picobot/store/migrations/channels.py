@@ -7,7 +7,7 @@ the rules (never edit a released migration).
 from __future__ import annotations
 
 from picobot.store.connection import AsyncConnection
-from picobot.store.migration_script import run_script
+from picobot.store.migrations.script import run_script
 
 
 async def m016_channel_offsets(conn: AsyncConnection) -> None:
@@ -19,7 +19,7 @@ async def m016_channel_offsets(conn: AsyncConnection) -> None:
     update. ``channel_connections`` holds each outbound connection's last known state
     (connected, retrying, stopped), when it last received something and its error
     count, for ``picobot status``. Neither holds message content or user ids; see
-    picobot.store.channel_state.
+    picobot.store.channels.channel_state.
     """
     await run_script(
         conn,

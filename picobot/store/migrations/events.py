@@ -7,7 +7,7 @@ the rules (never edit a released migration).
 from __future__ import annotations
 
 from picobot.store.connection import AsyncConnection
-from picobot.store.migration_script import run_script
+from picobot.store.migrations.script import run_script
 
 
 async def m014_events(conn: AsyncConnection) -> None:
@@ -17,7 +17,7 @@ async def m014_events(conn: AsyncConnection) -> None:
     did it when that was not the user (an operator, the supervisor). Rows are written
     in the transaction of what they record, pruned by retention with the data they
     describe and deleted by purges with the user's or session's data (see
-    picobot.store.events).
+    picobot.store.conversation.events).
     """
     await run_script(
         conn,

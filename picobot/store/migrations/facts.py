@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from picobot.store.connection import AsyncConnection
-from picobot.store.migration_script import run_script
+from picobot.store.migrations.script import run_script
 
 FACT_ROWID_BASE = 1 << 40
 """A fact's recall-index rowid is ``-(FACT_ROWID_BASE + facts.id)``: below every

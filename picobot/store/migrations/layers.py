@@ -7,8 +7,8 @@ the rules (never edit a released migration).
 from __future__ import annotations
 
 from picobot.store.connection import AsyncConnection
-from picobot.store.migration_script import run_script
-from picobot.store.migrations_facts import FACT_ROWID_BASE
+from picobot.store.migrations.facts import FACT_ROWID_BASE
+from picobot.store.migrations.script import run_script
 
 REFLECTION_ROWID_BASE = 2 * FACT_ROWID_BASE
 """A reflection's recall-index rowid is ``-(REFLECTION_ROWID_BASE + digests.id)``."""

@@ -1,10 +1,10 @@
-"""The migrations of the recall index (``search_index``); see picobot.store.search."""
+"""The migrations of the recall index (``search_index``); see picobot.store.retrieval.search."""
 
 from __future__ import annotations
 
 from picobot.store.connection import AsyncConnection
-from picobot.store.migration_script import run_script
-from picobot.store.terms import UNSPACED_GLOB
+from picobot.store.migrations.script import run_script
+from picobot.store.retrieval.terms import UNSPACED_GLOB
 
 
 async def m002_search_index(conn: AsyncConnection) -> None:
@@ -17,7 +17,7 @@ async def m002_search_index(conn: AsyncConnection) -> None:
     'u' || lower(hex(user_id)) || 'x' so the triggers work on any connection (a
     registered sha256 function would make writes from other connections fail). No
     Porter suffix ends in 'x', so the stemmer never alters a token, and hex is
-    injective, so two users never share one. See picobot.store.search.
+    injective, so two users never share one. See picobot.store.retrieval.search.
     """
     await run_script(
         conn,
@@ -90,7 +90,7 @@ async def m002_search_index(conn: AsyncConnection) -> None:
 
 
 async def m005_user_terms(conn: AsyncConnection) -> None:
-    """Rebuild the recall index with per-user terms (see picobot.store.search).
+    """Rebuild the recall index with per-user terms (see picobot.store.retrieval.search).
 
     Same columns and rowids as m002, but ``body`` holds :func:`index_text` of the text:
     each word prefixed by its owner's hash, so a query reads one user's doclists instead
@@ -187,7 +187,7 @@ async def m006_deferred_message_index(conn: AsyncConnection) -> None:
     Each transaction that writes the index adds an FTS5 segment and pays its merge
     work, and every recall query reads each query term in every segment: one index
     write per batch instead of one per commit keeps about half as many segments.
-    :func:`picobot.store.search_writes.index_pending` indexes the queue in one
+    :func:`picobot.store.retrieval.search_writes.index_pending` indexes the queue in one
     transaction (the runtime runs it every ``INDEX_INTERVAL_SECS``; explicit searches
     run it first). Deletes and memories stay immediate.
     """
@@ -222,7 +222,7 @@ async def m009_search_tidy_steps(conn: AsyncConnection) -> None:
 
     Automerge does merge work inside every transaction that adds an index segment, so
     under load the indexer's write holds the writer, and every turn's write behind it,
-    for tens of milliseconds. :meth:`picobot.store.search.SearchIndex.tidy` does that
+    for tens of milliseconds. :meth:`picobot.store.retrieval.search.SearchIndex.tidy` does that
     work after each indexing run, in steps of a few milliseconds, each its own write.
     Other processes' index writes (a CLI import) merge nothing meanwhile; FTS5's crisis
     merge still caps a level at 16 segments, and the server's next run tidies.
@@ -234,7 +234,7 @@ async def m011_split_unspaced_scripts(conn: AsyncConnection) -> None:
     """Index text in unspaced scripts (Chinese, Japanese, Korean, Thai) per character.
 
     A run of such characters was one indexed word, so no part of it could be found
-    (see :func:`picobot.store.terms.words`). The messages and memories that hold one
+    (see :func:`picobot.store.retrieval.terms.words`). The messages and memories that hold one
     are indexed again: messages through the queue, memories at once.
     """
     await conn.execute(

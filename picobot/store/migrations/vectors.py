@@ -1,9 +1,9 @@
-"""The migration of the message vectors (recall by meaning); see picobot.store.vectors."""
+"""The migration of the message vectors (recall by meaning); see picobot.store.retrieval.vectors."""
 
 from __future__ import annotations
 
 from picobot.store.connection import AsyncConnection
-from picobot.store.migration_script import run_script
+from picobot.store.migrations.script import run_script
 
 
 async def m018_message_vectors(conn: AsyncConnection) -> None:

@@ -7,7 +7,7 @@ for the rules (never edit a released migration).
 from __future__ import annotations
 
 from picobot.store.connection import AsyncConnection
-from picobot.store.migration_script import run_script
+from picobot.store.migrations.script import run_script
 
 
 async def m004_webhook_queues(conn: AsyncConnection) -> None:
@@ -19,7 +19,7 @@ async def m004_webhook_queues(conn: AsyncConnection) -> None:
     took them, with attempts and the time of the next try; ``seq`` orders the replies
     of one inbox message. Both carry ``user_id`` so a user purge can delete them; their
     text is blanked once it is no longer needed (processed, sent). See
-    picobot.store.webhooks.
+    picobot.store.channels.webhooks.
     """
     await run_script(
         conn,
@@ -78,7 +78,7 @@ async def m013_webhook_replay_guard(conn: AsyncConnection) -> None:
     platform and message id and the time it was seen: no text, no user id. Purges
     leave it alone (a replayed message must stay a duplicate after its user was
     purged); retention prunes it once no platform can deliver the message again. See
-    picobot.store.webhook_seen.
+    picobot.store.channels.webhook_seen.
 
     ``outbound_queue.session_id`` and ``webhook_inbox.session_id`` are the session a
     reply was produced in and a message was processed in, so a session purge deletes

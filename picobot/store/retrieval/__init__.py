@@ -1,1 +1,1 @@
-"""Recall's tables and ranking: the per-user term index, its writes, message vectors, ranked recall."""
+"""Recall's tables and ranking: the per-user term index, message vectors, ranked recall."""

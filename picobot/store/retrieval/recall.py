@@ -5,7 +5,7 @@ the turn's read snapshot, so the prompt builder, the ``memory_search`` tool and
 ``/search`` rank alike:
 
 1. **Candidates**: the best ``candidates`` keyword matches among the user's messages
-   (FTS5 bm25, :func:`picobot.store.search.search_records`), minus what the prompt
+   (FTS5 bm25, :func:`picobot.store.retrieval.search.search_records`), minus what the prompt
    holds already (``exclude_ids``: the history window and the current message).
 2. **Context**: each of the best ``context_hits`` matches brings the nearest
    ``neighbours`` messages *with content* before and after it in its session, scored
@@ -18,7 +18,7 @@ the turn's read snapshot, so the prompt builder, the ``memory_search`` tool and
 
 With a query vector (:class:`VectorQuery`, when an embedding model is configured), the
 ranking of steps 1-3 is fused with the user's messages nearest in meaning
-(:func:`picobot.store.vectors.nearest_messages`) by reciprocal rank: each record
+(:func:`picobot.store.retrieval.vectors.nearest_messages`) by reciprocal rank: each record
 scores ``weight / (rrf_k + rank)`` in each list it is in (the keyword list weighs 1),
 so a record found both ways comes first, and one phrased differently from the
 question still comes.
@@ -27,7 +27,7 @@ while its keyword read runs and fuses in a second, short read; :func:`recall_rec
 does both in one read. Both rank alike.
 
 The caller packs the records into its budget in that order and renders them grouped
-by session (see :mod:`picobot.kernel.recall_block`).
+by session (see :mod:`picobot.kernel.prompt.recall_block`).
 """
 
 from __future__ import annotations
@@ -38,10 +38,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from picobot.store.digests import LAYER_KINDS
-from picobot.store.search import SearchHit, SearchQuery, search_records
-from picobot.store.terms import has_content
-from picobot.store.vectors import nearest_messages
+from picobot.store.learned.digests import LAYER_KINDS
+from picobot.store.retrieval.search import SearchHit, SearchQuery, search_records
+from picobot.store.retrieval.terms import has_content
+from picobot.store.retrieval.vectors import nearest_messages
 
 if TYPE_CHECKING:
     import numpy as np

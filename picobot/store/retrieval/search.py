@@ -1,11 +1,11 @@
 """Keyword recall over a user's own messages and memories (SQLite FTS5).
 
 The index is the ``search_index`` FTS5 table (migrations in
-:mod:`picobot.store.migrations_search`), a regular FTS5 table that keeps its own copy
+:mod:`picobot.store.migrations.search`), a regular FTS5 table that keeps its own copy
 of each text. Triggers keep it in sync inside the transaction of the source row, so a
 committed delete leaves no hit and a memory is indexed as it is saved. A new or edited
 *message* is only queued (``search_pending``) and indexed in batches by
-:func:`picobot.store.search_writes.index_pending`: the runtime runs it every
+:func:`picobot.store.retrieval.search_writes.index_pending`: the runtime runs it every
 ``INDEX_INTERVAL_SECS``, and :meth:`SearchIndex.read_fresh` runs it before an explicit
 search. Why: every index write adds an FTS5 segment, and a query reads each of its
 terms in every segment. The merge work that keeps the segment count down runs in small
@@ -16,11 +16,11 @@ Layout (migration ``m005_user_terms``):
 - ``rowid`` is ``messages.id`` for a message, ``-user_memories.id`` for a memory and
   ``-(2**40 + facts.id)`` for an active learned fact (``m012_learned_facts``): the
   kind and source row follow from the sign and size (reflections and digests lie below,
-  see :mod:`picobot.store.search_kinds`), and a trigger deletes an entry with
+  see :mod:`picobot.store.retrieval.search_kinds`), and a trigger deletes an entry with
   one rowid lookup (no text needed, unlike an external-content table whose 'delete'
   command must be fed the exact old values or it silently keeps the old tokens).
 - ``owner`` holds the user token (:func:`user_token`).
-- ``body`` holds the text as *user terms* (:func:`picobot.store.terms.index_text`):
+- ``body`` holds the text as *user terms* (:func:`picobot.store.retrieval.terms.index_text`):
   every word carries a six-digit prefix derived from the owner (``"pizza"`` of one
   user is indexed as ``"304172pizza"``), so each term's doclist holds one user's rows
   and a query's work follows the asking user's history, not the whole database. The
@@ -36,7 +36,7 @@ rather than compared (``owner = ?``), and the window is left out by rowid
 each match's stored row.
 
 The triggers compute ``body`` with the SQL function ``picobot_index_text`` that
-:func:`picobot.store.terms.register_functions` installs on every PicoBot connection.
+:func:`picobot.store.retrieval.terms.register_functions` installs on every PicoBot connection.
 Deletes need no function (one rowid lookup), so a purge works from any SQLite client;
 a client without the function that writes a memory gets the error "no such function",
 never an unindexed row.
@@ -48,7 +48,7 @@ repeats the deleted row's tokens, and the old segments still hold them. After a 
 call :meth:`SearchIndex.optimize`: it merges all segments into one (FTS5 'merge' steps,
 each its own write) and drops deleted entries. Freed pages still hold old bytes until
 overwritten, so the purge must also run with ``PRAGMA secure_delete=ON`` (or VACUUM)
-and checkpoint the WAL (:func:`picobot.store.erase.erase_residue` does all of it).
+and checkpoint the WAL (:func:`picobot.store.erasure.erase.erase_residue` does all of it).
 
 Rows written with ``INSERT OR REPLACE`` bypass the delete triggers (SQLite fires them on
 REPLACE only with ``recursive_triggers`` on); the repositories use UPSERT and DELETE.
@@ -65,9 +65,9 @@ from typing import Any, TypeVar
 
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
-from picobot.store.migrations_facts import FACT_ROWID_BASE
-from picobot.store.search_kinds import joins, kind_of, rowid_filter
-from picobot.store.search_writes import (
+from picobot.store.migrations.facts import FACT_ROWID_BASE
+from picobot.store.retrieval.search_kinds import joins, kind_of, rowid_filter
+from picobot.store.retrieval.search_writes import (
     INDEX_BATCH,
     MERGE_STEP_PAGES,
     TIDY_MAX_STEPS,
@@ -78,7 +78,7 @@ from picobot.store.search_writes import (
     optimize_at_once,
     tidy_step,
 )
-from picobot.store.terms import WORD, term_prefix, words
+from picobot.store.retrieval.terms import WORD, term_prefix, words
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

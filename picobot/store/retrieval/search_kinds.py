@@ -1,6 +1,6 @@
 """The kinds of records in the recall index, told apart by their rowid alone.
 
-``search_index`` rowids (see :mod:`picobot.store.search`): a message's id (> 0); a
+``search_index`` rowids (see :mod:`picobot.store.retrieval.search`): a message's id (> 0); a
 memory's ``-id``; a learned fact's ``-(2**40 + id)`` (m012); a session reflection's
 ``-(2**41 + id)`` and a digest's ``-(3 * 2**40 + id)`` (m015). A query keeps the kinds
 it asks for with rowid ranges, which the index answers without reading a stored row.
@@ -8,8 +8,8 @@ it asks for with rowid ranges, which the index answers without reading a stored 
 
 from __future__ import annotations
 
-from picobot.store.migrations_facts import FACT_ROWID_BASE
-from picobot.store.migrations_layers import DIGEST_ROWID_BASE, REFLECTION_ROWID_BASE
+from picobot.store.migrations.facts import FACT_ROWID_BASE
+from picobot.store.migrations.layers import DIGEST_ROWID_BASE, REFLECTION_ROWID_BASE
 
 _RANGES = {
     "message": "rowid > 0",

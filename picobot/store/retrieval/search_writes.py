@@ -1,8 +1,8 @@
 """What the recall index's writes run in the writer thread: indexing and merging.
 
 Plain functions of a ``sqlite3`` connection, run inside a group commit by
-:class:`picobot.store.search.SearchIndex` (see there and migrations ``m006`` and
-``m009`` in :mod:`picobot.store.migrations_search`).
+:class:`picobot.store.retrieval.search.SearchIndex` (see there and migrations ``m006`` and
+``m009`` in :mod:`picobot.store.migrations.search`).
 """
 
 from __future__ import annotations

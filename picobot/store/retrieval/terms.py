@@ -1,4 +1,4 @@
-"""Per-user index terms: how the recall index stores a text (see picobot.store.search).
+"""Per-user index terms: how the recall index stores a text (see picobot.store.retrieval.search).
 
 Every word of a user's text is indexed with a short prefix derived from the user, so
 each FTS5 term (and its doclist) belongs to one user. Kept apart from the search module

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from picobot.store.terms import has_content
+from picobot.store.retrieval.terms import has_content
 
 if TYPE_CHECKING:
     import numpy as np

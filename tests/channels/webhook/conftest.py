@@ -37,7 +37,7 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.errors import StoreUnavailable
 from picobot.llm.scripted import ScriptedProvider
 from picobot.runtime import Runtime, open_runtime
-from picobot.store.webhooks import WebhookStore
+from picobot.store.channels.webhooks import WebhookStore
 from tests.channels.webhook.generic_client import SECRET, SIGNATURE_HEADER, signed_headers
 from tests.channels.webhook.stand_in import serving
 

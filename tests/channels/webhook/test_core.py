@@ -21,7 +21,7 @@ from picobot.kernel.kernel import MODEL_FAILED
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.runtime import Runtime, open_runtime
-from picobot.store.webhooks import WebhookStore
+from picobot.store.channels.webhooks import WebhookStore
 from tests.channels.gated import GatedProvider
 from tests.channels.webhook.conftest import (
     SECRET,

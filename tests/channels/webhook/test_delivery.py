@@ -12,7 +12,7 @@ from picobot.channels.webhook.base import PlatformMessage
 from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.workers import BATCH
 from picobot.runtime import Runtime
-from picobot.store.webhooks import WebhookStore
+from picobot.store.channels.webhooks import WebhookStore
 from tests.channels.gated import GatedProvider
 from tests.channels.webhook.conftest import PlatformAPI, Running, Webhooks, message, post_generic
 

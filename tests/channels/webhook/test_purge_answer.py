@@ -40,7 +40,7 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
 from picobot.privacy.export import count_user_data
 from picobot.runtime import Runtime, open_runtime
-from picobot.store.channel_state import ChannelState
+from picobot.store.channels.channel_state import ChannelState
 from picobot.store.task_runs import PURGE_ERASE_TASK_NAME, last_run
 from tests.channels.webhook import test_slack as slack
 from tests.channels.webhook import test_slack_socket as socket_mode

@@ -19,14 +19,14 @@ from picobot.channels.webhook.base import Platform
 from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.channels.webhook.signing import seen_key
 from picobot.config.channels import GenericWebhookSettings, WebhookSettings
-from picobot.store.export import count_user_data
-from picobot.store.purge import PurgeStore
-from picobot.store.webhook_seen import (
+from picobot.store.channels.webhook_seen import (
     MAX_MESSAGE_AGE_SECS,
     SEEN_KEEP_SECS,
     SeenRecords,
     plain_key,
 )
+from picobot.store.erasure.export import count_user_data
+from picobot.store.erasure.purge import PurgeStore
 from picobot.tasks.retention import RetentionTask
 from tests.channels.webhook import test_slack as slack
 from tests.channels.webhook import test_telegram as telegram

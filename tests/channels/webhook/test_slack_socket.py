@@ -18,7 +18,7 @@ from picobot.channels.webhook.platforms.slack import SlackPlatform
 from picobot.config.channels import SlackSettings
 from picobot.errors import ConfigError
 from picobot.runtime import Runtime
-from picobot.store.channel_state import ChannelState
+from picobot.store.channels.channel_state import ChannelState
 from tests.channels.webhook.conftest import FailsOnce, Webhooks, rows
 from tests.channels.webhook.slack_socket_api import SlackSocketAPI, slack_socket_api
 

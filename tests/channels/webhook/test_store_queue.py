@@ -18,11 +18,11 @@ from picobot.channels.webhook.base import PlatformMessage
 from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.errors import StoreUnavailable
 from picobot.runtime import Runtime
+from picobot.store.channels.webhooks import InboundMessage, WebhookStore
 from picobot.store.db import Database
+from picobot.store.erasure.purge import PurgeStore
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.migrations_webhooks import m013_webhook_replay_guard
-from picobot.store.purge import PurgeStore
-from picobot.store.webhooks import InboundMessage, WebhookStore
+from picobot.store.migrations.webhooks import m013_webhook_replay_guard
 from tests.channels.webhook.conftest import (
     FakeClock,
     PlatformAPI,

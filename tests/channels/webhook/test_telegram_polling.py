@@ -28,7 +28,7 @@ from picobot.config.channels import TelegramSettings, WebhookSettings
 from picobot.config.settings import Settings
 from picobot.errors import ConfigError
 from picobot.runtime import Runtime
-from picobot.store.channel_state import ChannelState
+from picobot.store.channels.channel_state import ChannelState
 from tests.channels.webhook.conftest import FailsOnce, FakeClock, Running, Webhooks, rows
 from tests.channels.webhook.telegram_api import TelegramAPI, telegram_api
 

@@ -13,13 +13,13 @@ from picobot.access.context import ToolContext
 from picobot.commands.search import SearchCommands
 from picobot.errors import AccessDenied, UserError
 from picobot.kernel.commands import CommandRouter
-from picobot.kernel.keywords import extract_terms
 from picobot.messages import Identity, OutboundKind
+from picobot.recall.keywords import extract_terms
 from picobot.services.search import SearchService
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
-from picobot.store.search import SearchHit, SearchIndex
-from picobot.store.sessions import SessionRepo
+from picobot.store.retrieval.search import SearchHit, SearchIndex
 from picobot.tools.base import ToolRegistry
 from picobot.tools.memory_search import SNIPPET_CHARS, MemorySearchTool, format_hits, snippet
 

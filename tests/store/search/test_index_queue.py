@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from picobot.errors import StoreUnavailable
+from picobot.store.conversation.messages import MessageRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.search import SearchIndex, SearchQuery, search_records
+from picobot.store.retrieval.search import SearchIndex, SearchQuery, search_records
 from tests.store.search.test_search import (
     ALICE,
     BOB,

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from picobot.kernel.keywords import STOP_WORDS, extract_terms, fts_query
-from picobot.store.search import user_token
-from picobot.store.terms import UNSPACED_CHAR, WORD, index_text, term_prefix, words
+from picobot.recall.keywords import STOP_WORDS, extract_terms, fts_query
+from picobot.store.retrieval.search import user_token
+from picobot.store.retrieval.terms import UNSPACED_CHAR, WORD, index_text, term_prefix, words
 
 
 def test_stop_words_and_chat_filler_are_dropped() -> None:

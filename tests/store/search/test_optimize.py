@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-import picobot.store.search as search_module
+import picobot.store.retrieval.search as search_module
+from picobot.store.conversation.messages import MessageRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.search import SearchIndex
-from picobot.store.search_writes import tidy_step
+from picobot.store.retrieval.search import SearchIndex
+from picobot.store.retrieval.search_writes import tidy_step
 from tests.store.search.test_search import ALICE, BOB, integrity_check, new_session
 
 SECRET = b"qxzanzibarq"

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
-from picobot.store.recall import RecallQuery, recall_records
-from picobot.store.search import SearchHit, SearchIndex
-from picobot.store.sessions import SessionRepo
+from picobot.store.retrieval.recall import RecallQuery, recall_records
+from picobot.store.retrieval.search import SearchHit, SearchIndex
 from tests.store.search.test_search import ALICE, BOB, add_memory, new_session
 
 

@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from picobot.store import search
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
-from picobot.store.search import SearchIndex, SearchQuery, search_records
-from picobot.store.sessions import SessionRepo
+from picobot.store.retrieval import search
+from picobot.store.retrieval.search import SearchIndex, SearchQuery, search_records
 
 ALICE = "telegram:1001"
 BOB = "slack:T1:U2"

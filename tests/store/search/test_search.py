@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from picobot.kernel.keywords import extract_terms
+from picobot.recall.keywords import extract_terms
+from picobot.store.conversation.messages import MessageRepo
+from picobot.store.conversation.sessions import SessionRepo, new_session_id
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.search import (
+from picobot.store.retrieval.search import (
     SearchIndex,
     SearchQuery,
     search_records,
     search_sql,
     user_token,
 )
-from picobot.store.sessions import SessionRepo, new_session_id
-from picobot.store.terms import term_prefix
+from picobot.store.retrieval.terms import term_prefix
 
 ALICE = "telegram:1001"
 BOB = "slack:T1:U2"

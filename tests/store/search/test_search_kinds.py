@@ -6,9 +6,9 @@ import sqlite3
 
 import pytest
 
-from picobot.store.migrations_facts import FACT_ROWID_BASE
-from picobot.store.migrations_layers import DIGEST_ROWID_BASE, REFLECTION_ROWID_BASE
-from picobot.store.search_kinds import kind_of, rowid_filter
+from picobot.store.migrations.facts import FACT_ROWID_BASE
+from picobot.store.migrations.layers import DIGEST_ROWID_BASE, REFLECTION_ROWID_BASE
+from picobot.store.retrieval.search_kinds import kind_of, rowid_filter
 
 
 @pytest.mark.parametrize(

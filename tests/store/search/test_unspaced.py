@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from picobot.kernel.keywords import extract_terms
+from picobot.recall.keywords import extract_terms
+from picobot.store.conversation.messages import MessageRepo
 from picobot.store.db import Database
-from picobot.store.messages import MessageRepo
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.search import SearchIndex
-from picobot.store.terms import has_content, term_prefix, words
+from picobot.store.retrieval.search import SearchIndex
+from picobot.store.retrieval.terms import has_content, term_prefix, words
 from tests.store.search.test_search import (
     ALICE,
     add_memory,

@@ -30,7 +30,7 @@ from picobot.backoff import Backoff
 from picobot.channels.webhook.base import DeliveryError, Platform, PlatformMessage
 from picobot.errors import StoreUnavailable
 from picobot.logsafe import LogSummary
-from picobot.store.channel_state import ChannelState, ConnectionRecord
+from picobot.store.channels.channel_state import ChannelState, ConnectionRecord
 from picobot.tasks.supervisor import TaskSupervisor
 
 log = logging.getLogger(__name__)

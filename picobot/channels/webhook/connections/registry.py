@@ -14,7 +14,7 @@ from picobot.channels.webhook.base import Platform
 from picobot.channels.webhook.connections.base import Connection, Sink
 from picobot.channels.webhook.connections.slack_socket import SlackSocket
 from picobot.channels.webhook.connections.telegram_polling import TelegramPoller
-from picobot.store.channel_state import ChannelState
+from picobot.store.channels.channel_state import ChannelState
 
 ConnectionFactory = Callable[[Any, Sink, ChannelState], Connection]
 """Builds a connection from its platform, the sink of its messages and the store."""

@@ -44,7 +44,7 @@ from picobot.channels.webhook.connections.base import (
 from picobot.channels.webhook.platforms.slack import SlackPlatform
 from picobot.errors import UNREADABLE_JSON
 from picobot.logsafe import loggable
-from picobot.store.channel_state import ChannelState
+from picobot.store.channels.channel_state import ChannelState
 
 log = logging.getLogger(__name__)
 

@@ -52,7 +52,7 @@ from picobot.channels.webhook.connections.base import (
 )
 from picobot.channels.webhook.platforms.telegram import TelegramPlatform, retry_after
 from picobot.logsafe import loggable
-from picobot.store.channel_state import ChannelState
+from picobot.store.channels.channel_state import ChannelState
 
 log = logging.getLogger(__name__)
 
