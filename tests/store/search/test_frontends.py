@@ -143,7 +143,7 @@ async def test_search_lists_only_records_that_contain_the_words(db: Database) ->
         await repo.append(sid, "user", f"note {n}: the tram in Lisbon was late again", 9)
         await repo.append(sid, "assistant", f"Sorry to hear that, note {n}.", 9)
     router = CommandRouter()
-    SearchCommands(SearchIndex(db), max_terms=8).register(router)
+    SearchCommands(SearchService(SearchIndex(db), max_terms=8)).register(router)
     [event] = await router.dispatch(Identity("telegram", ALICE, ALICE), sid, "/search Lisbon")
     header, *lines = event.text.splitlines()
     assert header == "Matches for: lisbon"
