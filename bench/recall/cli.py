@@ -38,6 +38,11 @@ from bench.recall.replay import MODES, Progress, Replayed, ReplayError, replay
 from bench.recall.standin import StandIn
 
 DEFAULT_FILE = ROOT.parent / "shared" / "eval" / "locomo-dev.json"
+SOURCE = (
+    "LoCoMo (Maharana et al., ACL 2024; https://github.com/snap-research/locomo),"
+    " CC BY-NC 4.0; never copied into this repository"
+)
+"""Where the conversations come from, said on every run and on a missing file."""
 DEFAULT_OUT = ROOT / "bench" / "results"
 DEFAULTS = {
     "recall_budget_tokens": 800,
@@ -264,7 +269,9 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         "--questions", type=int, metavar="N", help="at most N questions per conversation (sampled)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the question sample")
-    parser.add_argument("--modes", default=",".join(MODES), help="fresh,continue (default both)")
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help=f"some of {','.join(MODES)} (default all)"
+    )
     parser.add_argument(
         "--jobs", type=int, default=0, help="conversations replayed at once (default: CPUs)"
     )
@@ -382,12 +389,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             else ""
         )
         print(
-            f"python -m bench.recall: no LoCoMo file at {cfg.file}{hint}; pass --file PATH",
+            f"python -m bench.recall: no LoCoMo file at {cfg.file}{hint}; pass --file PATH."
+            f" The data: {SOURCE}.",
             file=sys.stderr,
         )
         return 2
+    progress = _progress()
+    progress(f"data: {cfg.file} ({SOURCE})")
     try:
-        doc = evaluate(cfg, _progress())
+        doc = evaluate(cfg, progress)
     except dataset.LocomoError as exc:
         print(f"python -m bench.recall: {exc}", file=sys.stderr)
         return 2
