@@ -8,17 +8,21 @@ current message (past messages and, while learning is on, session reflections an
 digests), in a message of their own; and the current message.
 
 Every message gets its own recall, as a fresh session would: the records ranked for
-*this* message fill what the rest of the prompt leaves, and never less than
-``recall_budget_tokens``. They sit after the window, as the most volatile part: the
-next turn replaces them with its own (the answer they served is in the window by
-then), so nothing recalled for an earlier message crowds out a later one.
+*this* message fill what the rest of the prompt leaves. They sit after the window, as
+the most volatile part: the next turn replaces them with its own (the answer they
+served is in the window by then), so nothing recalled for an earlier message crowds
+out a later one. An epoch's first message gets at least ``recall_budget_tokens``;
+a later one at least half of it, and beyond that what the window will not need to
+grow by a block (or to the end of the epoch), so a heavy window re-sends little
+recall each turn and a light one (short messages, the usual case) leaves recall
+nearly all of the budget.
 
 Consecutive turns still share a long prefix, so model servers reuse their cache
 (llama.cpp's KV cache, OpenAI's and Anthropic's prompt caching): system prompt,
 context message and window stay in place for an *epoch*, and each turn appends the
 last exchange. An epoch ends when the window would pass ``max_session_messages``,
-when what the prefix leaves falls below ``recall_budget_tokens`` (recall keeps its
-floor; the window gives way), when the prompt would pass the budget, when a record
+when what the prefix leaves falls below half ``recall_budget_tokens`` (recall keeps
+its share; the window gives way), when the prompt would pass the budget, when a record
 recalled for the turn was deleted (a tool round's rebuild), or when the process
 restarts; the next one starts from the last ``max_session_messages -
 window_drop_messages`` messages, so the window drops messages in blocks rather than
@@ -181,15 +185,17 @@ class MemoryRetriever:
         lines = epoch.recalled if epoch.message_id == request.current.id else None
         if lines is None:
             left = room - used - self._budget.recall_framing()
-            floor = self._cfg.recall_budget_tokens
+            floor = self._cfg.recall_budget_tokens // 2
             if fetched.hits and left < floor:
-                return None  # the window gives way, not this message's recall floor
-            # What the window will not need for the rest of the epoch, at least the floor.
+                return None  # the window gives way, not this message's recall share
+            # Beyond its share, what the window will not need to grow by a block (or to
+            # the end of the epoch, if more): a heavy window re-sends less each turn.
             slots = self._cfg.max_session_messages - len(history) - 2
+            grow = self._growth(history, max(slots, self._drop_block()))
             lines = recall_block.pack(
                 fetched.hits,
                 self._est,
-                budget=max(floor, left - self._growth(history, slots)),
+                budget=max(floor, left - grow),
                 item_cap=item_cap,
                 skip_texts=[m.content for m in history],
             )

@@ -138,3 +138,22 @@ async def test_the_index_can_lag_without_breaking_the_epoch(db: Database) -> Non
     await SearchIndex(db).index_pending(None)
     third = await w.build(sid, "alpha again")
     assert is_prefix(prompts[1], third)
+
+
+async def test_every_message_keeps_half_the_recall_budget_in_a_heavy_window(
+    db: Database,
+) -> None:
+    w = World(db, context_budget_tokens=2000, recall_budget_tokens=400)
+    old = await w.session()
+    for i in range(40):
+        await w.say(old, f"kayak trip number {i} " + "k" * 100, "ok")
+    sid = await w.sessions.create("tui", "tui:alice", "tui:alice")
+    texts = [f"the kayak trip again, part {i} " + "w" * 400 for i in range(16)]
+    prompts = await chat(w, sid, texts)
+    for prompt in prompts:
+        # Half the recall budget at least (a line may leave a few tokens unused).
+        assert EST.estimate(recalled_block(prompt)) >= 200 - 40
+        assert cost(prompt) <= 2000
+    # Most turns still continue their epoch: the window gives way only now and then.
+    kept = sum(is_prefix(a, b) for a, b in itertools.pairwise(prompts))
+    assert kept >= len(prompts) // 2
