@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -173,6 +173,11 @@ def _baselines(
 def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
     """Run the evaluation; the result document (written to ``cfg.out_dir`` if set)."""
     started = time.perf_counter()
+    if cfg.learn is not None and "session" in cfg.modes:
+        # Facts are extracted from the stored conversation after the questions: the
+        # questions asked into its last session would be learned from too.
+        cfg = replace(cfg, modes=tuple(m for m in cfg.modes if m != "session"))
+        progress("--learn: the session mode is left out (it writes into the conversation)")
     all_convs = dataset.load(cfg.file)
     convs = dataset.select(
         all_convs, max_conversations=cfg.conversations, max_questions=cfg.questions, seed=cfg.seed
@@ -323,6 +328,10 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         except ValueError as exc:
             parser.error(str(exc))
     learn_model = _learn_args(parser, args)
+    if learn_model is not None and args.modes != ",".join(MODES) and "session" in modes:
+        parser.error(
+            "--learn: the session mode writes into the conversation facts are learned from"
+        )
     return EvalConfig(
         file=args.file or (Path(args.file_arg) if args.file_arg else DEFAULT_FILE),
         out_dir=args.out,
