@@ -100,7 +100,9 @@ class MemorySettings(Section):
     summarization_keep_recent: int = Field(default=10, ge=0, le=MAX_ROWS)
     """Messages left out of the summary (the most recent ones)."""
     recall_budget_tokens: int = Field(default=800, ge=0, le=MAX_TOKENS_WINDOW)
-    """Token budget of records recalled by keyword search."""
+    """The least that records recalled by keyword search get of each prompt: all of it
+    for the first message of a prompt epoch, half of it for later ones (recall fills
+    whatever more the rest of the prompt leaves; see memory.md)."""
     enable_recall: bool = True
     """Recall records from the user's other sessions by keywords of each message."""
     recall_max_terms: int = Field(default=8, ge=1, le=32)
