@@ -7,6 +7,10 @@
   (``- [YYYY-MM-DD] text``, ``ceil(chars / 4) + 1``); the first that does not fit ends
   the fill, as in PicoBot. Reported at 800 tokens (PicoBot's
   ``recall_budget_tokens``) and 4000 (its whole ``context_budget_tokens``).
+- **BM25 + neighbours**: the same index, the question's words without stop words
+  (PicoBot's list), and each turn taken brings the turns just before and after it in
+  its session, hit first, while they fit: the strongest lexical baseline of the
+  issue that set the targets. Reported at 4000 tokens.
 - **window**: a bot that only sees its history window, in ``continue`` mode: the last
   ``max_session_messages`` messages of the last session, where every turn was
   followed by the model's reply, so the last ``max_session_messages // 2`` turns.
@@ -30,6 +34,7 @@ from collections.abc import Iterable
 from bench.recall.dataset import Conversation, Question
 from bench.recall.metric import MESSAGE_OVERHEAD, estimate
 from bench.recall.standin import CHAT_REPLY
+from picobot.store.retrieval.terms import STOP_WORDS
 
 RECALL_LINE_CHARS = len("- [2025-01-01] ")
 """What PicoBot's recalled line adds to a turn's text."""
@@ -55,14 +60,21 @@ class Bm25:
             [(t.dia_id, t.message()) for s in conv.sessions for t in s.turns],
         )
         self._cost = {t.dia_id: line_cost(t.message()) for s in conv.sessions for t in s.turns}
+        self._near: dict[str, list[str]] = {}
+        for session in conv.sessions:
+            ids = [t.dia_id for t in session.turns]
+            for i, dia_id in enumerate(ids):
+                self._near[dia_id] = [ids[j] for j in (i - 1, i + 1) if 0 <= j < len(ids)]
 
     def close(self) -> None:
         """Release the in-memory database."""
         self._db.close()
 
-    def ranked(self, question: str) -> list[str]:
-        """Turn ids matching any word of ``question``, best first."""
+    def ranked(self, question: str, *, stop_words: bool = False) -> list[str]:
+        """Turn ids matching any word of ``question`` (less stop words), best first."""
         words = dict.fromkeys(w.casefold() for w in _WORD.findall(question.replace("_", " ")))
+        if stop_words:
+            words = {w: None for w in words if w not in STOP_WORDS}
         if not words:
             return []
         query = " OR ".join(f'"{w}"' for w in words)
@@ -85,6 +97,22 @@ class Bm25:
                 break
             chosen.add(dia_id)
             used += cost
+        return chosen
+
+    def fill_neighbours(self, question: str, budget: int) -> set[str]:
+        """Best-ranked turns (stop words left out of the query), each followed by its
+        neighbours in its session, while they fit ``budget`` tokens."""
+        chosen: set[str] = set()
+        used = 0
+        for hit in self.ranked(question, stop_words=True):
+            for dia_id in (hit, *self._near[hit]):
+                if dia_id in chosen:
+                    continue
+                cost = self._cost[dia_id]
+                if used + cost > budget:
+                    return chosen
+                chosen.add(dia_id)
+                used += cost
         return chosen
 
 
@@ -134,6 +162,8 @@ def hits(
         for question in conv.questions:
             for budget in budgets:
                 put(f"bm25@{budget}", question, index.fill(question.text, budget))
+            chosen = index.fill_neighbours(question.text, context_budget)
+            put(f"bm25+neighbours@{context_budget}", question, chosen)
             put("window (continue)", question, window)
             both = set(window) | index.fill(question.text, recall_budget, window)
             put(f"window+bm25@{recall_budget} (continue)", question, both)

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,11 @@ from bench.recall.replay import MODES, Progress, Replayed, ReplayError, replay
 from bench.recall.standin import StandIn
 
 DEFAULT_FILE = ROOT.parent / "shared" / "eval" / "locomo-dev.json"
+SOURCE = (
+    "LoCoMo (Maharana et al., ACL 2024; https://github.com/snap-research/locomo),"
+    " CC BY-NC 4.0; never copied into this repository"
+)
+"""Where the conversations come from, said on every run and on a missing file."""
 DEFAULT_OUT = ROOT / "bench" / "results"
 DEFAULTS = {
     "recall_budget_tokens": 800,
@@ -170,6 +175,11 @@ def _baselines(
 def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
     """Run the evaluation; the result document (written to ``cfg.out_dir`` if set)."""
     started = time.perf_counter()
+    if cfg.learn is not None and "session" in cfg.modes:
+        # Facts are extracted from the stored conversation after the questions: the
+        # questions asked into its last session would be learned from too.
+        cfg = replace(cfg, modes=tuple(m for m in cfg.modes if m != "session"))
+        progress("--learn: the session mode is left out (it writes into the conversation)")
     all_convs = dataset.load(cfg.file)
     convs = dataset.select(
         all_convs, max_conversations=cfg.conversations, max_questions=cfg.questions, seed=cfg.seed
@@ -275,7 +285,9 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         "--questions", type=int, metavar="N", help="at most N questions per conversation (sampled)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the question sample")
-    parser.add_argument("--modes", default=",".join(MODES), help="fresh,continue (default both)")
+    parser.add_argument(
+        "--modes", default=",".join(MODES), help=f"some of {','.join(MODES)} (default all)"
+    )
     parser.add_argument(
         "--jobs", type=int, default=0, help="conversations replayed at once (default: CPUs)"
     )
@@ -332,6 +344,10 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         except ValueError as exc:
             parser.error(str(exc))
     learn_model = _learn_args(parser, args)
+    if learn_model is not None and args.modes != ",".join(MODES) and "session" in modes:
+        parser.error(
+            "--learn: the session mode writes into the conversation facts are learned from"
+        )
     return EvalConfig(
         file=args.file or (Path(args.file_arg) if args.file_arg else DEFAULT_FILE),
         out_dir=args.out,
@@ -400,15 +416,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         # Say where the data comes from, so a user without the shared folder can get it.
         print(
-            f"python -m bench.recall: no LoCoMo file at {cfg.file}{hint}; pass --file PATH, "
-            "or EVAL_ARGS='--file PATH' to make eval. The data is LoCoMo (Maharana et al. "
-            "2024, 'Evaluating Very Long-Term Conversational Memory of LLM Agents'), "
-            "data/locomo10.json of the snap-research/locomo repository on GitHub",
+            f"python -m bench.recall: no LoCoMo file at {cfg.file}{hint}; pass --file PATH."
+            f" The data: {SOURCE}.",
             file=sys.stderr,
         )
         return 2
+    progress = _progress()
+    progress(f"data: {cfg.file} ({SOURCE})")
     try:
-        doc = evaluate(cfg, _progress())
+        doc = evaluate(cfg, progress)
     except dataset.LocomoError as exc:
         print(f"python -m bench.recall: {exc}", file=sys.stderr)
         return 2

@@ -180,6 +180,25 @@ def residue(prompt: PromptView, earlier: Iterable[str]) -> list[str]:
     return [q for q in earlier if len(q) >= MIN_NEEDLE_CHARS and q in hay]
 
 
+def serialize(messages: Sequence[Message]) -> str:
+    """A prompt as the text a chat template feeds a model, message by message (as
+    ``bench.prompt_cache`` serializes it)."""
+    return "".join(f"<|{m.get('role', '')}|>\n{content(m)}\n" for m in messages)
+
+
+def prefix_share(previous: Sequence[Message], current: Sequence[Message]) -> float:
+    """Share of ``current`` (estimated tokens) repeating ``previous`` as a prefix: what
+    a model server's prompt cache can reuse."""
+    before, after = serialize(previous), serialize(current)
+    n = 0
+    for a, b in zip(before, after, strict=False):
+        if a != b:
+            break
+        n += 1
+    total = estimate(after)
+    return round(estimate(after[:n]) / total, 4) if total else 1.0
+
+
 def duplicate_items(prompt: PromptView) -> int:
     """Recalled records that repeat an earlier one of the same block."""
     items = prompt.recalled_items()

@@ -6,11 +6,18 @@ caption]"``), and the stand-in answers it. One WebSocket identity per conversati
 each on a server of its own. Before the questions, a ``/search`` makes PicoBot index
 every queued message (the background indexer runs every half second).
 
-Questions, one at a time, so none can see another:
+Questions, one at a time, in each mode (in this order):
 
-- ``fresh``: ``/new``, the question, then ``/purge session ID`` confirmed with ``y``;
+- ``fresh``: ``/new``, the question, then ``/purge session ID`` confirmed with ``y``,
+  so no question can see another;
 - ``continue``: ``/fork`` of the conversation's last session, the question in the
-  fork, then the fork is purged the same way. The last session itself never changes.
+  fork, then the fork is purged the same way. The last session itself never changes;
+- ``kept``: ``/new`` and the question, never purged: earlier questions stay in the
+  user's history, as they do for a user (their sessions are purged once the mode is
+  done, so later modes do not see them);
+- ``session``: every question one after another in the conversation's last session
+  itself, no fork, no purge: what a user asking on in one chat lives. It goes last,
+  since it changes the last session.
 
 After each question a ``/search`` indexes what is queued, so anything a question
 left behind would be searchable by the next one.
@@ -39,7 +46,9 @@ from bench.recall.learn import Learned, Learner, answer_words
 from bench.recall.standin import Call, StandIn
 from bench.recall.vectors import vectors_on, wait_for_vectors
 
-MODES = ("fresh", "continue")
+MODES = ("fresh", "continue", "kept", "session")
+PURGED = ("fresh", "continue")
+"""Modes whose questions are purged: only there may no earlier question show."""
 FLUSH_SEARCH = "/search picobotevalflush"
 """Any /search indexes the queued messages before it answers (the background indexer
 runs every half second)."""
@@ -67,12 +76,16 @@ class Asked:
     recalled_tokens: int
     recalled_items: int
     duplicate_items: int
-    residue: int
+    residue: int | None
+    """Earlier questions in the prompt (None where they are meant to stay)."""
     prompt: list[dict[str, Any]] | None = None
     facts: bool = False
     """Asked after facts were extracted (``--learn``)."""
     answer_in_prompt: bool | None = None
     """The gold answer's words are all in the prompt (None: the answer is not judged)."""
+    prefix_share: float | None = None
+    """Share of the prompt repeating the session's previous prompt as a prefix
+    (``session`` mode; None where the question starts a session)."""
 
     def row(self) -> dict[str, Any]:
         """The JSON form (without the prompt)."""
@@ -89,6 +102,7 @@ class Asked:
             "recalled_items": self.recalled_items,
             "duplicate_items": self.duplicate_items,
             "residue": self.residue,
+            "prefix_share": self.prefix_share,
         }
 
 
@@ -210,6 +224,8 @@ class Replay:
         self._earlier: list[str] = []
         self._last = ""
         self._facts = False
+        self._kept: list[str] = []
+        self._previous: list[dict[str, Any]] | None = None
 
     async def run(self, modes: Sequence[str], *, facts: bool = False) -> Replayed:
         """The whole replay; the server must be running. Failures name the server log.
@@ -240,10 +256,13 @@ class Replay:
             self.out.seconds["facts ingest" if self._facts else "ingest"] = round(
                 time.perf_counter() - started, 2
             )
-            for mode in modes:
+            for mode in sorted(modes, key=MODES.index):
                 started = time.perf_counter()
+                self._previous = None
                 for question in self.conv.questions:
                     await self._ask(client, question, mode, self._last)
+                while self._kept:  # later modes start from the conversation alone
+                    await self._purge(client, self._kept.pop())
                 label = f"{mode} + facts" if self._facts else mode
                 self.out.seconds[label] = round(time.perf_counter() - started, 2)
         self.out.background_calls += sum(c.background for c in self.standin.take(self.tag))
@@ -272,20 +291,33 @@ class Replay:
         return sid
 
     async def _ask(self, client: Client, question: Question, mode: str, last: str) -> None:
-        if mode == "fresh":
-            sid = await client.new_session()
-        else:
+        if mode == "session":
+            sid = last
+        elif mode == "continue":
             sid = await client.new_session("/fork", last)
+        else:
+            sid = await client.new_session()
         call = await self._send(client, f"q{question.index}:{mode}", question.text, sid)
-        if self.purge:
-            report = await client.purge(sid)
-            if "cancel" in report.casefold():
-                raise ReplayError(f"the purge of a question's session was refused: {report}")
+        if mode == "kept":
+            self._kept.append(sid)
+        elif mode in PURGED and self.purge:
+            await self._purge(client, sid)
         # Index whatever the question left, so that the next question could recall it:
         # residue, if the purge missed anything, then shows up deterministically.
         await client.chat(FLUSH_SEARCH)
-        self.out.asked.append(self._judge(question, mode, call))
-        self._earlier.append(metric.normalize(question.text))
+        asked = self._judge(question, mode, call)
+        if mode == "session":
+            if self._previous is not None:
+                asked.prefix_share = metric.prefix_share(self._previous, call.messages)
+            self._previous = call.messages
+        self.out.asked.append(asked)
+        if mode in PURGED:
+            self._earlier.append(metric.normalize(question.text))
+
+    async def _purge(self, client: Client, sid: str) -> None:
+        report = await client.purge(sid)
+        if "cancel" in report.casefold():
+            raise ReplayError(f"the purge of a question's session was refused: {report}")
 
     def _judge(self, question: Question, mode: str, call: Call) -> Asked:
         turns = self.conv.turns()
@@ -303,7 +335,7 @@ class Replay:
             prompt.recalled_tokens,
             len(prompt.recalled_items()),
             metric.duplicate_items(prompt),
-            len(metric.residue(prompt, self._earlier)),
+            len(metric.residue(prompt, self._earlier)) if mode in PURGED else None,
             call.messages if self.keep_prompts else None,
             self._facts,
             None if want is None else answers.covered(want, prompt.haystack),

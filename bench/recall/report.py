@@ -19,14 +19,31 @@ from bench.recall.replay import Asked, Replayed
 
 Key = tuple[str, int]
 """(sample_id, qa index)"""
+ANSWERABLE = (1, 2, 3, 4)
+"""The categories the targets are set on (5, adversarial, has no answer to find)."""
+
+
+def halves(convs: Sequence[Conversation]) -> tuple[list[str], list[str]]:
+    """The conversations tuned on (the first half, in file order) and those checked on
+    (the rest): a change that only fits the first half shows as a gap."""
+    ids = [c.sample_id for c in convs]
+    cut = (len(ids) + 1) // 2
+    return ids[:cut], ids[cut:]
 
 
 def breakdown(hits: Mapping[Key, bool], convs: Sequence[Conversation]) -> dict[str, Any]:
-    """Overall, per category and per conversation."""
+    """Overall, categories 1-4, per category, per half of the split, per conversation."""
     category = {(c.sample_id, q.index): q.category for c in convs for q in c.questions}
     cats = sorted({category[k] for k in hits})
+    tune, check = halves(convs)
+
+    def answerable(ids: Sequence[str]) -> dict[str, Any]:
+        return rate(v for k, v in hits.items() if category[k] in ANSWERABLE and k[0] in ids)
+
     return {
         "overall": rate(hits.values()),
+        "answerable": answerable([c.sample_id for c in convs]),
+        "split": {"tune": answerable(tune), "check": answerable(check)},
         "by_category": {
             category_name(cat): rate(v for k, v in hits.items() if category[k] == cat)
             for cat in cats
@@ -57,7 +74,12 @@ def mode_details(asked: Sequence[Asked]) -> dict[str, Any]:
         "answer_in_prompt": rate(judged),
         "duplicate_recalled_records": sum(a.duplicate_items for a in asked),
         "questions_with_duplicates": sum(a.duplicate_items > 0 for a in asked),
-        "purge_residue": sum(a.residue for a in asked),
+        "purge_residue": (
+            sum(a.residue for a in asked if a.residue is not None)
+            if any(a.residue is not None for a in asked)
+            else None
+        ),
+        "prefix_share": distribution([a.prefix_share for a in asked if a.prefix_share is not None]),
     }
 
 
@@ -80,8 +102,9 @@ def build(
         details[label] = mode_details(asked)
     for name, flags in baselines.items():
         systems[name] = breakdown(flags, convs)
+    tune, check = halves(convs)
     return {
-        "run": dict(run),
+        "run": {**run, "split": {"tune": tune, "check": check}},
         "systems": systems,
         "modes": details,
         **({"learning": learning(convs, replays, modes)} if learned else {}),
@@ -138,14 +161,28 @@ def markdown(doc: Mapping[str, Any]) -> str:
         "",
         "Evidence recall: share of questions whose evidence turns are all in the prompt.",
         "",
-        "| system | all | " + " | ".join(cats) + " |",
-        "| --- | --- | " + " | ".join("---" for _ in cats) + " |",
+        "| system | 1-4 | 1-4 tune | 1-4 check | all | " + " | ".join(cats) + " |",
+        "| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in cats) + " |",
     ]
     counts = [str(first["by_category"].get(c, {}).get("n", 0)) for c in cats]
-    lines.append(f"| questions | {first['overall']['n']} | " + " | ".join(counts) + " |")
+    split = first["split"]
+    lines.append(
+        f"| questions | {first['answerable']['n']} | {split['tune']['n']}"
+        f" | {split['check']['n']} | {first['overall']['n']} | " + " | ".join(counts) + " |"
+    )
     for name, entry in systems.items():
         row = [pct(entry["by_category"].get(c)) for c in cats]
-        lines.append(f"| {name} | {pct(entry['overall'])} | " + " | ".join(row) + " |")
+        split = entry["split"]
+        lines.append(
+            f"| {name} | {pct(entry['answerable'])} | {pct(split['tune'])}"
+            f" | {pct(split['check'])} | {pct(entry['overall'])} | " + " | ".join(row) + " |"
+        )
+    tune, check = halves_of(doc)
+    lines += [
+        "",
+        f"1-4: categories 1-4 (the answerable ones). Tune: {', '.join(tune) or '-'};"
+        f" check: {', '.join(check) or '-'}.",
+    ]
     lines += [
         "",
         "Prompt tokens (estimated, ceil(chars/4) + 4 per message) of the call answering each"
@@ -153,16 +190,20 @@ def markdown(doc: Mapping[str, Any]) -> str:
         "",
         "| mode | prompt median | prompt p95 | recalled block median | recalled block p95 "
         "| with a recalled block | evidence turns found: recalled / window / facts / elsewhere "
-        "| purge residue |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| prefix share median / mean | purge residue |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for mode, d in doc["modes"].items():
         p, r, ev = d["prompt_tokens"], d["recalled_block_tokens"], d["evidence_turns"]
+        share = d.get("prefix_share", {})
+        residue = d["purge_residue"]
         lines.append(
             f"| {mode} | {p.get('median', '-')} | {p.get('p95', '-')} | {r.get('median', '-')}"
             f" | {r.get('p95', '-')} | {pct(d['recalled_block_present'])}"
             f" | {ev['in_recalled_block']} / {ev['in_window']} / {ev['in_facts']}"
-            f" / {ev['elsewhere']} of {ev['n']} | {d['purge_residue']} |"
+            f" / {ev['elsewhere']} of {ev['n']}"
+            f" | {share.get('median', '-')} / {share.get('mean', '-')}"
+            f" | {'-' if residue is None else residue} |"
         )
     names = list(systems)
     lines += [
@@ -179,6 +220,13 @@ def markdown(doc: Mapping[str, Any]) -> str:
     if "learning" in doc:
         lines += learning_markdown(doc)
     return "\n".join(lines) + "\n"
+
+
+def halves_of(doc: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """The tune and check conversations of a result document."""
+    ids = [c["sample_id"] for c in doc["conversations"]]
+    cut = (len(ids) + 1) // 2
+    return ids[:cut], ids[cut:]
 
 
 def write(doc: Mapping[str, Any], out_dir: Path) -> tuple[Path, Path]:

@@ -102,7 +102,9 @@ class MemorySettings(Section):
     summarization_keep_recent: int = Field(default=10, ge=0, le=MAX_ROWS)
     """Messages left out of the summary (the most recent ones)."""
     recall_budget_tokens: int = Field(default=800, ge=0, le=MAX_TOKENS_WINDOW)
-    """Token budget of records recalled by keyword search (kept however tight the prompt).
+    """The least that records recalled by keyword search get of each prompt: all of it
+    for the first message of a prompt epoch, half of it for later ones (recall fills
+    whatever more the rest of the prompt leaves; see memory.md).
     The model's profile may lower it: [llm] recall_budget_tokens, 256 for the bundled model."""
     enable_recall: bool = True
     """Recall records from the user's other sessions by keywords of each message."""

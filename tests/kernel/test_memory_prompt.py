@@ -290,7 +290,10 @@ async def test_recall_fills_what_the_rest_of_the_prompt_leaves(db: Database) -> 
 
 
 async def test_recall_keeps_its_floor_when_history_fills_the_budget(db: Database) -> None:
-    w, sid = await kayak_world(db, recall_budget_tokens=200, context_budget_tokens=2000)
+    # A sliding window (no block to drop), so the history alone passes the budget.
+    w, sid = await kayak_world(
+        db, recall_budget_tokens=200, context_budget_tokens=2000, window_drop_messages=0
+    )
     await w.say(sid, *[f"turn {i} " + "t" * 500 for i in range(20)])
     prompt = await w.build(sid, "tell me about the kayak trip")
     recalled = recalled_block(prompt)

@@ -1,4 +1,5 @@
-"""Prompts that stay cached: consecutive turns share the previous prompt as a prefix."""
+"""Prompts that stay cached: consecutive turns share the previous prompt's context and
+window as a prefix; each turn's recalled records and message come after it."""
 
 from __future__ import annotations
 
@@ -9,7 +10,14 @@ from picobot.kernel.prompt.parts import RECALL_PREAMBLE
 from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
 from picobot.store.retrieval.search import SearchIndex
-from tests.kernel.test_memory_prompt import World, cost, db, history_of, recalled_block
+from tests.kernel.test_memory_prompt import (
+    EST,
+    World,
+    cost,
+    db,
+    history_of,
+    recalled_block,
+)
 
 __all__ = ["db"]  # the fixture
 
@@ -24,8 +32,18 @@ async def chat(w: World, sid: str, texts: list[str]) -> list[list[ChatMessage]]:
     return prompts
 
 
+def stable(prompt: list[ChatMessage]) -> list[ChatMessage]:
+    """What an epoch keeps of a prompt: all but the turn's recall and its message."""
+    body = prompt[:-1]
+    if body and body[-1].content.startswith(RECALL_PREAMBLE):
+        body = body[:-1]
+    return body
+
+
 def is_prefix(before: list[ChatMessage], after: list[ChatMessage]) -> bool:
-    return after[: len(before)] == before
+    """``before`` kept its context and window in place in ``after``."""
+    kept = stable(before)
+    return after[: len(kept)] == kept
 
 
 async def test_each_turn_extends_the_previous_prompt(db: Database) -> None:
@@ -37,9 +55,13 @@ async def test_each_turn_extends_the_previous_prompt(db: Database) -> None:
     prompts = await chat(w, sid, [f"turn {i} about the harbour" for i in range(5)])
     for before, after in itertools.pairwise(prompts):
         assert is_prefix(before, after)
-    # The records recalled for the first message stay in place before it.
-    assert prompts[0][-2].content.startswith(RECALL_PREAMBLE)
-    assert prompts[4][prompts[0].index(prompts[0][-2])] == prompts[0][-2]
+        # The previous message is in the window now, right after the kept prefix.
+        assert after[len(stable(before))] == before[-1]
+    # Every message has its records right before it, the most volatile part.
+    for prompt in prompts:
+        assert prompt[-2].content.startswith(RECALL_PREAMBLE)
+        assert "the harbour crane broke" in prompt[-2].content
+        assert sum(RECALL_PREAMBLE in m.content for m in prompt) == 1
 
 
 async def test_the_window_drops_a_block_at_a_time(db: Database) -> None:
@@ -67,14 +89,33 @@ async def test_a_deleted_recalled_record_never_comes_back(db: Database) -> None:
     assert "Friedrichshafen" not in str(second)
 
 
-async def test_a_record_already_in_the_prompt_is_not_recalled_again(db: Database) -> None:
+async def test_a_record_already_in_the_window_is_not_recalled_again(db: Database) -> None:
     w = World(db)
     old = await w.session()
     await w.say(old, "the kayak is red", "ok", "the kayak paddle is blue", "ok")
     sid = await w.sessions.create("tui", "tui:alice", "tui:alice")
+    await w.say(sid, "my kayak has a name: Rosalind", "nice")
     prompts = await chat(w, sid, ["tell me about the kayak", "the kayak again?"])
     assert is_prefix(prompts[0], prompts[1])
-    assert str(prompts[1]).count("the kayak is red") == 1
+    assert str(prompts[1]).count("Rosalind") == 1  # in the window, not recalled too
+    assert "the kayak is red" in recalled_block(prompts[1])
+
+
+async def test_each_message_gets_its_records_after_one_filled_the_budget(db: Database) -> None:
+    w = World(db, context_budget_tokens=1500, recall_budget_tokens=300)
+    old = await w.session()
+    for i in range(30):
+        await w.say(old, f"lighthouse log {i} " + "l" * 300, "ok")
+    await w.say(old, "my dentist is Doctor Quokkaberg", "noted")
+    sid = await w.sessions.create("tui", "tui:alice", "tui:alice")
+    prompts = await chat(w, sid, ["the lighthouse logs?", "and which dentist do I see?"])
+    # The first message's records filled what the prompt left; the second still gets
+    # its own, in place of the first one's.
+    assert EST.estimate(recalled_block(prompts[0])) > 1000
+    assert "Quokkaberg" in recalled_block(prompts[1])
+    assert "lighthouse log 7 " not in str(prompts[1])
+    assert is_prefix(prompts[0], prompts[1])
+    assert cost(prompts[1]) <= 1500
 
 
 async def test_every_turn_of_a_long_chat_fits_the_budget(db: Database) -> None:
@@ -97,3 +138,22 @@ async def test_the_index_can_lag_without_breaking_the_epoch(db: Database) -> Non
     await SearchIndex(db).index_pending(None)
     third = await w.build(sid, "alpha again")
     assert is_prefix(prompts[1], third)
+
+
+async def test_every_message_keeps_half_the_recall_budget_in_a_heavy_window(
+    db: Database,
+) -> None:
+    w = World(db, context_budget_tokens=2000, recall_budget_tokens=400)
+    old = await w.session()
+    for i in range(40):
+        await w.say(old, f"kayak trip number {i} " + "k" * 100, "ok")
+    sid = await w.sessions.create("tui", "tui:alice", "tui:alice")
+    texts = [f"the kayak trip again, part {i} " + "w" * 400 for i in range(16)]
+    prompts = await chat(w, sid, texts)
+    for prompt in prompts:
+        # Half the recall budget at least (a line may leave a few tokens unused).
+        assert EST.estimate(recalled_block(prompt)) >= 200 - 40
+        assert cost(prompt) <= 2000
+    # Most turns still continue their epoch: the window gives way only now and then.
+    kept = sum(is_prefix(a, b) for a, b in itertools.pairwise(prompts))
+    assert kept >= len(prompts) // 2

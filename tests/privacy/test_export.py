@@ -15,7 +15,6 @@ import pytest
 from picobot.cli import data as cli_data
 from picobot.config.settings import DataSettings, Settings
 from picobot.privacy.export import export_user, iter_user_jsonl
-from picobot.store.erasure import export, export_pages
 from picobot.store.channels.webhooks import WebhookStore
 from picobot.store.conversation.memories import MemoryRepo
 from picobot.store.conversation.messages import MessageRepo
@@ -23,6 +22,7 @@ from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.conversation.tool_records import ToolRecordRepo
 from picobot.store.db import Database
+from picobot.store.erasure import export, export_pages
 from picobot.store.erasure.export import count_user_data
 
 ALICE = "telegram:1001"

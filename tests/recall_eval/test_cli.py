@@ -26,7 +26,12 @@ def test_settings_become_picobot_env_vars_and_reach_the_baselines() -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--modes", "fresh,later"], ["--questions", "0"], ["--setting", "nokey"]],
+    [
+        ["--modes", "fresh,later"],
+        ["--questions", "0"],
+        ["--setting", "nokey"],
+        ["--learn", "--learn-local", "--modes", "fresh,session"],
+    ],
 )
 def test_bad_arguments_are_usage_errors(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as exited:
@@ -39,6 +44,7 @@ def test_defaults_and_a_positional_file() -> None:
     assert cfg.file == Path("some.json")
     assert cfg.modes == ("continue",) and not cfg.purge
     assert parse_args([]).file.name == "locomo-dev.json"
+    assert parse_args([]).modes == ("fresh", "continue", "kept", "session")
 
 
 def test_a_turn_picobot_refuses_fails_the_run_naming_the_turn_and_the_log(

@@ -48,14 +48,16 @@ def test_the_results_hold_every_figure(run: tuple[dict[str, Any], Path]) -> None
     on_disk = json.loads((out / "recall.json").read_text(encoding="utf-8"))
     assert on_disk["systems"] == doc["systems"]
     assert {"picobot (fresh)", "picobot (continue)", "bm25@800", "bm25@4000"} <= set(doc["systems"])
-    assert {"window (continue)", "recent@4000"} <= set(doc["systems"])
+    assert {"window (continue)", "recent@4000", "bm25+neighbours@4000"} <= set(doc["systems"])
+    assert {"picobot (kept)", "picobot (session)"} <= set(doc["systems"])
     for entry in doc["systems"].values():
-        assert set(entry) == {"overall", "by_category", "by_conversation"}
+        assert set(entry) == {"overall", "answerable", "split", "by_category", "by_conversation"}
         assert entry["overall"]["n"] == 6 * CONVERSATIONS
         assert set(entry["by_conversation"]) == {"syn-1", "syn-2"}
         assert "1 multi-hop" in entry["by_category"]
     assert doc["run"]["skipped"] == {"no_evidence": CONVERSATIONS, "unresolved_evidence": 2}
-    for mode in ("fresh", "continue"):
+    assert doc["run"]["split"] == {"tune": ["syn-1"], "check": ["syn-2"]}
+    for mode in ("fresh", "continue", "kept", "session"):
         details = doc["modes"][mode]
         assert details["prompt_tokens"]["median"] > 0
         assert details["recalled_block_tokens"]["p95"] > 0
@@ -70,7 +72,7 @@ def test_the_stand_in_answered_and_recorded_every_turn_and_question(
     doc, _ = run
     turns = sum(c["turns"] for c in doc["conversations"])
     asked = len(doc["questions"])
-    assert asked == 2 * 6 * CONVERSATIONS
+    assert asked == 4 * 6 * CONVERSATIONS
     assert doc["run"]["model_calls"]["chat"] == turns + asked
     assert doc["run"]["model_calls"]["rejected"] == 0
     assert all(r["prompt_tokens"] > 0 for r in doc["questions"])
@@ -98,6 +100,21 @@ def test_the_last_turn_is_in_the_window_of_a_continuation(
     for row in _rows(doc, "window", "continue"):
         assert row["hit"]
         assert set(row["found"].values()) == {"window"}
+
+
+def test_one_session_asks_on_in_the_last_session_without_purging(
+    run: tuple[dict[str, Any], Path],
+) -> None:
+    doc, _ = run
+    for row in _rows(doc, "window", "session"):
+        assert row["hit"] and row["residue"] is None
+    rows = [r for r in doc["questions"] if r["mode"] == "session"]
+    # Every question but each conversation's first continues the previous prompt.
+    assert sum(r["prefix_share"] is None for r in rows) == CONVERSATIONS
+    assert all(0 < r["prefix_share"] <= 1 for r in rows if r["prefix_share"] is not None)
+    assert doc["modes"]["session"]["prefix_share"]["n"] == len(rows) - CONVERSATIONS
+    assert doc["modes"]["session"]["purge_residue"] is None
+    assert doc["modes"]["kept"]["purge_residue"] is None
 
 
 def test_a_question_nothing_can_find_counts_as_a_miss(run: tuple[dict[str, Any], Path]) -> None:
@@ -133,7 +150,7 @@ def test_a_missing_or_broken_file_is_a_clear_error(
     err = capsys.readouterr().err
     assert "no LoCoMo file at" in err
     # It says where the data comes from, not only that it is missing.
-    assert "snap-research/locomo" in err and "Maharana et al. 2024" in err
+    assert "snap-research/locomo" in err and "Maharana et al." in err
     bad = tmp_path / "bad.json"
     bad.write_text('[{"conversation": {"speaker_a": "A", "speaker_b": "B"}, "qa": []}]')
     assert main(["--file", str(bad), "--out", str(tmp_path)]) == 2

@@ -68,7 +68,10 @@ def test_extraction_is_counted_per_conversation_and_overall(
     # Extraction went to the extraction route only; chat calls are turns and questions.
     turns = doc["conversations"][0]["turns"]
     assert doc["run"]["model_calls"]["chat"] == turns + len(doc["questions"])
-    assert len(doc["questions"]) == 2 * 2 * 6
+    # fresh, continue and kept, without and with facts (session would write into the
+    # conversation that facts are learned from: left out).
+    assert len(doc["questions"]) == 3 * 2 * 6
+    assert doc["run"]["modes"] == ["fresh", "continue", "kept"]
 
 
 def test_answers_in_the_facts_are_covered_and_the_others_are_not(

@@ -7,7 +7,6 @@ store, taken in one snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from picobot.kernel.prompt.parts import Item
@@ -22,33 +21,30 @@ from picobot.store.retrieval.search import SearchHit
 
 @dataclass(slots=True)
 class Epoch:
-    """What stays in place across a session's turns: where the window starts, and the
-    records recalled for each of its messages."""
+    """What stays in place across a session's turns (where the window starts, whether
+    the summary and facts are shown), and the records recalled for the latest message,
+    which a tool round's rebuild of that turn's prompt reuses."""
 
     start_seq: int
     with_summary: bool
     with_facts: bool
-    inserts: dict[int, list[RecallLine]] = field(default_factory=dict)
+    message_id: int
+    """The message the records below were recalled for."""
+    recalled: list[RecallLine] = field(default_factory=list)
     facts: tuple[tuple[Fact, ...], Item | None] | None = None
     """The facts last rendered and their block, reused while they are unchanged."""
 
     def shown_ids(self) -> set[int]:
         """The messages recalled (other kinds' row ids are another number space)."""
-        return {h.row_id for h in self._hits() if h.kind == "message"}
+        return {line.hit.row_id for line in self.recalled if line.hit.kind == "message"}
 
     def shown_layers(self) -> dict[int, float]:
         """The reflections and digests recalled, with the version shown."""
-        return {h.row_id: h.created_at for h in self._hits() if h.kind in LAYER_KINDS}
-
-    def unshown(self, hits: Iterable[SearchHit], messages: set[int]) -> list[SearchHit]:
-        """``hits`` the prompt does not hold yet: neither recalled in this epoch nor
-        among ``messages`` (the history's ids)."""
-        shown = self.shown_ids() | messages
-        layers = self.shown_layers()
-        return [h for h in hits if h.row_id not in (layers if h.kind in LAYER_KINDS else shown)]
-
-    def _hits(self) -> list[SearchHit]:
-        return [line.hit for lines in self.inserts.values() for line in lines]
+        return {
+            line.hit.row_id: line.hit.created_at
+            for line in self.recalled
+            if line.hit.kind in LAYER_KINDS
+        }
 
 
 @dataclass(frozen=True, slots=True)

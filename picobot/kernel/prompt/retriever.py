@@ -3,29 +3,38 @@
 A prompt is, from the most stable part to the least: the system prompt; one context
 message holding user memories, learned facts (while learning is on) and the session
 summary (only when history older than the window exists), each a delimited ``<data>``
-block the model is told not to obey;
-the history window; the records recalled for the current message (past messages and,
-while learning is on, session reflections and digests), in a message of their own; and
-the current message.
+block the model is told not to obey; the history window; the records recalled for the
+current message (past messages and, while learning is on, session reflections and
+digests), in a message of their own; and the current message.
 
-Consecutive turns share a long prefix, so model servers reuse their cache (llama.cpp's
-KV cache, OpenAI's and Anthropic's prompt caching): the window and what was recalled
-for each of its messages stay in place for an *epoch*. Each turn of an epoch appends
-the last answer, the records recalled for the new message that the prompt does not
-hold yet (up to ``recall_budget_tokens``, as far as the budget allows), and the new
-message. An epoch ends when the window would pass ``max_session_messages``, when the
-prompt would pass the budget, when a recalled record was deleted, or when the process
+Every message gets its own recall, as a fresh session would: the records ranked for
+*this* message fill what the rest of the prompt leaves. They sit after the window, as
+the most volatile part: the next turn replaces them with its own (the answer they
+served is in the window by then), so nothing recalled for an earlier message crowds
+out a later one. An epoch's first message gets at least ``recall_budget_tokens``;
+a later one at least half of it, and beyond that what the window will not need to
+grow by a block (or to the end of the epoch), so a heavy window re-sends little
+recall each turn and a light one (short messages, the usual case) leaves recall
+nearly all of the budget.
+
+Consecutive turns still share a long prefix, so model servers reuse their cache
+(llama.cpp's KV cache, OpenAI's and Anthropic's prompt caching): system prompt,
+context message and window stay in place for an *epoch*, and each turn appends the
+last exchange. An epoch ends when the window would pass ``max_session_messages``,
+when what the prefix leaves falls below half ``recall_budget_tokens`` (recall keeps
+its share; the window gives way), when the prompt would pass the budget, when a record
+recalled for the turn was deleted (a tool round's rebuild), or when the process
 restarts; the next one starts from the last ``max_session_messages -
 window_drop_messages`` messages, so the window drops messages in blocks rather than
-one per turn.
+one per turn. What a turn re-sends is its recall and its message: the price of
+recall that answers every message (docs/memory.md has the figures).
 
 An epoch's first prompt is built by the documented trim order
-(:mod:`picobot.kernel.prompt.parts`): recall fills what the other parts leave, less
-room for the window to grow by a block (none in a session without history), and never
-gets less than ``recall_budget_tokens`` while anything less valuable can give way. The
-system prompt and the current message are never dropped; a single item larger than
-its share (a quarter of the budget; the current message: whatever is left after the
-system prompt) is cut with a visible ``[... truncated]`` marker.
+(:mod:`picobot.kernel.prompt.parts`): recall fills what the other parts leave and
+never gets less than ``recall_budget_tokens`` while anything less valuable can give
+way. The system prompt and the current message are never dropped; a single item
+larger than its share (a quarter of the budget; the current message: whatever is
+left after the system prompt) is cut with a visible ``[... truncated]`` marker.
 ``PromptRequest.reserve_tokens`` (tool rounds) comes off the budget.
 """
 
@@ -51,7 +60,6 @@ from picobot.kernel.prompt.parts import (
     render_context,
     render_recall,
 )
-from picobot.kernel.prompt.recall_block import RecallLine
 from picobot.llm.base import ChatMessage
 from picobot.memory.facts_block import render_facts_block
 from picobot.recall.keywords import extract_terms
@@ -180,35 +188,37 @@ class MemoryRetriever:
         item_cap: int,
         room: int,
     ) -> list[ChatMessage] | None:
-        """The epoch's prompt with this turn appended, or None when it no longer holds."""
+        """The epoch's prefix with this turn's recall and message after it, or None
+        when it no longer holds."""
         history = [m for m in window if m.seq_order >= epoch.start_seq]
         complete = not window or window[0].seq_order <= epoch.start_seq
         if not complete or len(history) > self._cfg.max_session_messages:
             return None
         summary = self._summary_item(fetched.summary, item_cap) if epoch.with_summary else None
-        body = self._body(*context, summary, history, epoch.inserts)
+        body = self._body(*context, summary, history)
         used = sum(self._budget.cost(m.content) for m in body)
-        if used > room:
-            return None
-        # A tool round builds the turn's prompt again: the same records, in place.
-        lines = epoch.inserts.get(request.current.id)
+        # A tool round builds the turn's prompt again: the same records.
+        lines = epoch.recalled if epoch.message_id == request.current.id else None
         if lines is None:
-            # What is left once the window's remaining growth is set aside; at most
-            # half the recall floor, so each turn adds little to the cached prefix.
+            left = room - used - self._budget.recall_framing()
+            floor = self._cfg.recall_budget_tokens // 2
+            if fetched.hits and left < floor:
+                return None  # the window gives way, not this message's recall share
+            # Beyond its share, what the window will not need to grow by a block (or to
+            # the end of the epoch, if more): a heavy window re-sends less each turn.
             slots = self._cfg.max_session_messages - len(history) - 2
-            left = room - used - self._budget.recall_framing() - self._growth(history, slots)
-            fresh = epoch.unshown(fetched.hits, {m.id for m in history})
+            grow = self._growth(history, max(slots, self._drop_block()))
             lines = recall_block.pack(
-                fresh,
+                fetched.hits,
                 self._est,
-                budget=min(self._cfg.recall_budget_tokens // 2, left),
+                budget=max(floor, left - grow),
                 item_cap=item_cap,
                 skip_texts=[m.content for m in history],
             )
         tail = [ChatMessage("user", render_recall(lines))] if lines else []
         if used + sum(self._budget.cost(m.content) for m in tail) > room:
             return None
-        epoch.inserts[request.current.id] = lines
+        epoch.message_id, epoch.recalled = request.current.id, lines
         return [*body, *tail]
 
     def _start(
@@ -252,9 +262,10 @@ class MemoryRetriever:
             start,
             parts.summary is not None,
             parts.facts is not None,
-            {request.current.id: parts.recall},
+            request.current.id,
+            parts.recall,
         )
-        body = self._body(parts.memories, parts.facts, parts.summary, history, epoch.inserts)
+        body = self._body(parts.memories, parts.facts, parts.summary, history)
         if parts.recall:
             body.append(ChatMessage("user", render_recall(parts.recall)))
         return epoch, body
@@ -265,16 +276,11 @@ class MemoryRetriever:
         facts: Item | None,
         summary: Item | None,
         history: Sequence[StoredMessage],
-        inserts: dict[int, list[RecallLine]],
     ) -> list[ChatMessage]:
-        """Context message and history, each message after the records recalled for it."""
+        """Context message and history: the part of the prompt an epoch keeps."""
         context = render_context(memories, facts, summary)
         body = [] if context is None else [ChatMessage("user", context)]
-        for message in history:
-            lines = inserts.get(message.id)
-            if lines:
-                body.append(ChatMessage("user", render_recall(lines)))
-            body.append(as_chat(message))
+        body += [as_chat(message) for message in history]
         return body
 
     def _drop_block(self) -> int:
@@ -375,7 +381,8 @@ class MemoryRetriever:
             # With a vector on its way (``pending``), the matches alone: fused later.
             hits = recall_records(conn, query, expand=pending is None)
         intact = True
-        if epoch is not None:
+        if epoch is not None and epoch.message_id == request.current.id:
+            # A tool round reuses the turn's records: unless one was deleted meanwhile.
             shown = epoch.shown_ids()
             intact = len(existing_ids(conn, shown)) == len(shown)
             intact = intact and layers_intact(conn, epoch.shown_layers())
