@@ -18,13 +18,16 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     A developer's ./config.toml, exported PICOBOT_* settings or .env, the host's
     /run/secrets and the real user data directory must never change what a test sees,
     nor be written to. Tests of the default data location delete PICOBOT_DATA__DIR; the
-    user data directory then lies under tmp_path.
+    user data directory then lies under tmp_path. Recall by meaning is off
+    (``[embeddings] provider = "none"``) unless a test turns it on: the default, ``auto``,
+    would run the embedding model in every runtime a test opens.
     """
     for name in list(os.environ):
         if name.upper().startswith("PICOBOT_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("PICOBOT_DATA__DIR", "data")
     monkeypatch.setenv("PICOBOT_SECRETS_DIR", "")
+    monkeypatch.setenv("PICOBOT_EMBEDDINGS__PROVIDER", "none")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)

@@ -184,7 +184,8 @@ def evaluate(cfg: EvalConfig, progress: Progress) -> dict[str, Any]:
     convs = dataset.select(
         all_convs, max_conversations=cfg.conversations, max_questions=cfg.questions, seed=cfg.seed
     )
-    settings_env = dict(setting_env(s) for s in cfg.settings)
+    # The picobot rows are keyword recall; --embeddings adds the rows with vectors.
+    settings_env = {vectors.PROVIDER_ENV: "none", **dict(setting_env(s) for s in cfg.settings)}
     workdir = Path(tempfile.mkdtemp(prefix="picobot-recall-"))
     try:
         replays, calls = asyncio.run(_replay_all(cfg, convs, workdir, settings_env, progress))

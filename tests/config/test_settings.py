@@ -272,6 +272,7 @@ def test_validate_file_ignores_the_environment(
 
 def test_rendered_config_round_trips_to_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PICOBOT_DATA__DIR")
+    monkeypatch.delenv("PICOBOT_EMBEDDINGS__PROVIDER")
     data = tomllib.loads(render_config())
     # Every key is present with its default value, not merely "validates to defaults".
     assert data == Settings().model_dump(mode="json")

@@ -7,6 +7,7 @@ The endpoint tests run against a real aiohttp server on loopback speaking the
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import math
 from typing import get_args
 
@@ -17,18 +18,43 @@ from picobot.config.embeddings import EmbeddingSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.embed_local import LocalEmbedder
 from picobot.llm.embed_openai import OpenAIEmbedder
-from picobot.llm.embedding import EMBEDDERS, EmbedderBusy, build_embedder
+from picobot.llm.embedding import EMBEDDERS, EmbedderBusy, build_embedder, local_model_installed
 from picobot.llm.minilm import MiniLM
 from tests.llm.conftest import FakeLLMServer
 
 
-def test_the_config_choices_are_none_and_the_registered_embedders() -> None:
+def test_the_config_choices_are_auto_none_and_the_registered_embedders() -> None:
     choices = get_args(EmbeddingSettings.model_fields["provider"].annotation)
-    assert sorted(choices) == sorted(["none", *EMBEDDERS.names()])
+    assert sorted(choices) == sorted(["auto", "none", *EMBEDDERS.names()])
 
 
 def test_none_builds_nothing() -> None:
-    assert build_embedder(EmbeddingSettings()) is None
+    assert build_embedder(EmbeddingSettings(provider="none")) is None
+
+
+async def test_auto_is_the_default_and_runs_the_local_model_when_installed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PICOBOT_EMBEDDINGS__PROVIDER")
+    assert EmbeddingSettings().provider == "auto"
+    assert local_model_installed()  # the test environment has the [embed] extra
+    embedder = build_embedder(EmbeddingSettings())
+    assert embedder is not None
+    try:
+        assert embedder.model_name == "all-MiniLM-L6-v2"
+    finally:
+        await embedder.aclose()
+
+
+def test_auto_without_the_extra_is_keyword_recall(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def without_model(name: str, *args: object) -> object:
+        return None if name == "all_minilm_l6_v2" else real(name)
+
+    monkeypatch.setattr(importlib.util, "find_spec", without_model)
+    assert not local_model_installed()
+    assert build_embedder(EmbeddingSettings(provider="auto")) is None
 
 
 def _reply(*vectors: list[float], reverse: bool = False) -> dict[str, object]:
