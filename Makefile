@@ -24,12 +24,12 @@ $(LLAMA_STAMP): | $(BIN)/python
 
 # Reinstall when the project metadata changes.
 $(STAMP): pyproject.toml | $(LLAMA_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[local,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,mcp]'
 	touch $(STAMP)
 
 # The benches need the plotting extra too (matplotlib for bench/results/latency.png).
 $(BENCH_STAMP): pyproject.toml | $(LLAMA_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[local,dev,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,mcp,bench]'
 	touch $(BENCH_STAMP)
 
 install: $(STAMP)
