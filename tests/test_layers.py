@@ -1,8 +1,9 @@
-"""The floors of DESIGN.md hold: channels, admin and the dashboard never touch SQL.
+"""The floors of DESIGN.md hold: channels, admin, the dashboard and MCP never touch SQL.
 
-Every module under ``picobot/channels``, ``picobot/admin`` and ``picobot/dashboard`` is
-parsed (never run) and refused if it imports ``sqlite3`` or ``aiosqlite``, calls a raw query method
-(``execute``, ``fetchall`` ...) or holds SQL in a string literal: their data goes
+Every module under ``picobot/channels``, ``picobot/admin``, ``picobot/dashboard`` and
+``picobot/mcp`` is parsed (never run) and refused if it imports ``sqlite3`` or
+``aiosqlite``, calls a raw query method (``execute``, ``fetchall`` ...) or holds SQL in
+a string literal: their data goes
 through the store's repositories, where pagination and listing live.
 """
 
@@ -17,7 +18,7 @@ import pytest
 import picobot
 
 PACKAGE = Path(picobot.__file__).parent
-TRANSPORT_FLOORS = ("channels", "admin", "dashboard")
+TRANSPORT_FLOORS = ("channels", "admin", "dashboard", "mcp")
 
 DRIVERS = frozenset({"sqlite3", "aiosqlite"})
 RAW_QUERY_METHODS = frozenset(
