@@ -23,6 +23,7 @@ from bench import prompt_cache, report
 from bench.common import SMOKE, STANDARD, BenchContext, Plan, Progress, make_progress
 from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
 from bench.learning_cost import learning_overhead
+from bench.mcp_search import mcp_search
 from bench.net import network
 from bench.purge import purge_under_load
 from bench.turn import recall_scaling, recall_search, turn_overhead
@@ -30,7 +31,15 @@ from bench.write import write_latency
 
 HERE = Path(__file__).resolve().parent
 # learning_overhead last: it adds facts and reflections the other benches should not see.
-BENCHES = ("recall_search", "turn_overhead", "write", "network", "purge", "learning_overhead")
+BENCHES = (
+    "recall_search",
+    "turn_overhead",
+    "write",
+    "network",
+    "purge",
+    "learning_overhead",
+    "mcp_search",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,8 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
             results.update(asyncio.run(network(ctx, prof)))
         elif name == "purge":
             results[name] = asyncio.run(purge_under_load(ctx))
+        elif name == "mcp_search":
+            results[name] = asyncio.run(mcp_search(ctx))
         else:
             results[name] = asyncio.run(learning_overhead(ctx))
         progress(f"{scale.name}: {name} done in {time.perf_counter() - started:.1f} s")

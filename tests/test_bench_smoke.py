@@ -32,6 +32,7 @@ RATIOS = {
     "webhook": ("p50_ratio", "p95_ratio"),
     "purge": ("p99_ratio",),
     "learning_overhead": ("p50_ratio", "p95_ratio"),
+    "mcp_search": ("p50_ratio", "p95_ratio"),
 }
 
 
