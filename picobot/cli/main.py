@@ -127,6 +127,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the local user's memory to an MCP client over stdin/stdout."""
     from picobot.cli.operator import command_logging
+    from picobot.mcp import require_sdk
+
+    require_sdk()
     from picobot.mcp.stdio import run_stdio
 
     settings = _settings(args)

@@ -268,7 +268,9 @@ async def _start_mcp(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     settings = rt.settings
     if not settings.channels.mcp.enabled:
         return
-    # The mcp extra: imported only when enabled, so serve runs without it.
+    from picobot.mcp import require_sdk
+
+    require_sdk()  # the mcp extra: imported only when enabled, so serve runs without it
     from picobot.channels.websocket.protocol import parse_api_keys
     from picobot.config.sources import read_secret
     from picobot.mcp.access import MemoryAccess

@@ -60,7 +60,7 @@ class Confirmations:
         so a token reveals nothing to anyone but its owner.
         """
         pending = self._pending.get(token)
-        if pending is None or not secrets.compare_digest(pending.user_id, user_id):
+        if pending is None or pending.user_id != user_id:
             raise UserError(
                 "There is no pending forget with that confirmation; nothing was deleted."
             )

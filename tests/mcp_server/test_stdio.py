@@ -5,10 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 import picobot
+from picobot.cli.main import main
 from tests.mcp_server.conftest import ALICE_WORD, BOB_WORD, seed
 from tests.mcp_server.helpers import TOOLS, call, refused, remember_list_forget, text
 
@@ -52,3 +54,12 @@ async def test_stdio_serves_the_configured_local_user(tmp_path: Path, data_dir: 
         notes = await client.read_resource("picobot://notes")
         assert "a cat" in str(notes.contents[0])
         assert "reserved" in await refused(client, "remember", key="system_x", content="y")
+
+
+def test_without_the_sdk_the_command_says_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A None entry makes the import fail as for a package that is not installed.
+    monkeypatch.setitem(sys.modules, "mcp.server.mcpserver", None)
+    assert main(["mcp"]) == 1
+    assert "pip install 'picobot[mcp]'" in capsys.readouterr().err
