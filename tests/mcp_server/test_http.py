@@ -144,3 +144,35 @@ async def test_calls_over_the_rate_are_refused(
     # The burst (20) passes; the rest wait for the per-minute rate.
     assert len(answers) - len(refusals) == 20
     assert all("Too many calls" in str(a.content) for a in refusals)
+
+
+async def test_a_session_opened_with_one_key_is_not_anothers(url: str) -> None:
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    async with aiohttp.ClientSession(headers=accept) as http:
+        mine = {"Authorization": f"Bearer {ALICE_KEY}"}
+        async with http.post(url, json=hello, headers=mine) as resp:
+            assert resp.status == 200, await resp.text()
+            session = resp.headers["Mcp-Session-Id"]
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+        theirs = {
+            "Authorization": f"Bearer {BOB_KEY}",
+            "Mcp-Session-Id": session,
+            "Mcp-Protocol-Version": "2025-06-18",
+        }
+        async with http.post(url, json=listing, headers=theirs) as resp:
+            # Answered as if the session did not exist.
+            assert resp.status == 404
+        async with http.post(
+            url, json=listing, headers={**theirs, "Authorization": f"Bearer {ALICE_KEY}"}
+        ) as resp:
+            assert resp.status == 200
