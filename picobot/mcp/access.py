@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from picobot.config.settings import Settings
-from picobot.errors import UserError
+from picobot.errors import StoreUnavailable, UserError
 from picobot.kernel.context import Action, Scope, ToolContext
 from picobot.kernel.fact_commands import MAX_LISTED, fact_text
 from picobot.kernel.permissions import grants_for
@@ -120,7 +120,12 @@ class MemoryAccess:
         except Exception:
             log.exception("mcp %s failed for %s", name, ctx.user_id)
             outcome = Outcome(False, "The call failed with an internal error.")
-        await self._record(ctx.user_id, name, outcome.ok, started)
+        try:
+            await self._record(ctx.user_id, name, outcome.ok, started)
+        except StoreUnavailable as exc:
+            # The answer stands (a read succeeded, a write is committed); only its event
+            # is missing, which the log says.
+            log.warning("mcp %s for %s: no event recorded: %s", name, ctx.user_id, exc)
         log.info("mcp %s for %s: %s", name, ctx.user_id, "ok" if outcome.ok else "failed")
         return outcome
 

@@ -11,6 +11,7 @@ import pytest
 from mcp import Client
 
 from picobot.config.settings import DataSettings, PrivacySettings, Settings
+from picobot.errors import StoreUnavailable
 from picobot.mcp.access import MemoryAccess
 from picobot.mcp.server import build_server
 from picobot.memory.facts import observation
@@ -86,3 +87,17 @@ async def test_an_expired_confirmation_deletes_nothing(db: Database) -> None:
         # Naming both, or neither, is refused before anything is planned.
         assert "exactly one" in await refused(alice, "forget", note="tea", fact=1)
         assert "exactly one" in await refused(alice, "forget")
+
+
+async def test_an_unrecordable_event_does_not_undo_the_answer(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory = access(db, Clock())
+
+    async def unavailable(*_args: object) -> None:
+        raise StoreUnavailable("the database is locked")
+
+    monkeypatch.setattr(memory, "_record", unavailable)
+    async with Client(build_server(memory, lambda ctx: "ws:alice")) as alice:
+        assert "Saved" in await call(alice, "remember", key="tea", content="green")
+        assert "green" in await call(alice, "list_notes")
