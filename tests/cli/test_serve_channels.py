@@ -32,8 +32,8 @@ def fake_channel() -> Iterator[list[str]]:
         yield events
 
 
-def test_serve_starts_websocket_then_http() -> None:
-    assert CHANNELS.names() == ["websocket", "http"]
+def test_serve_starts_websocket_then_http_then_mcp() -> None:
+    assert CHANNELS.names() == ["websocket", "http", "mcp"]
 
 
 async def test_a_registered_channel_is_started_and_stopped(
