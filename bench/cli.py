@@ -23,6 +23,7 @@ from bench import prompt_cache, report
 from bench.common import SMOKE, STANDARD, BenchContext, Plan, Progress, make_progress
 from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
 from bench.learning_cost import learning_overhead
+from bench.mcp_search import mcp_search
 from bench.net import network
 from bench.purge import purge_under_load
 from bench.turn import recall_scaling, recall_search, turn_overhead
@@ -38,6 +39,7 @@ BENCHES = (
     "write",
     "network",
     "purge",
+    "mcp_search",
     "learning_overhead",
     "vectors",
 )
@@ -77,6 +79,8 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
             results.update(asyncio.run(network(ctx, prof)))
         elif name == "purge":
             results[name] = asyncio.run(purge_under_load(ctx))
+        elif name == "mcp_search":
+            results[name] = asyncio.run(mcp_search(ctx))
         elif name == "learning_overhead":
             results[name] = asyncio.run(learning_overhead(ctx))
         else:

@@ -33,6 +33,7 @@ RATIOS = {
     "purge": ("p99_ratio",),
     "learning_overhead": ("p50_ratio", "p95_ratio"),
     "vectors": ("recall_p95_ratio", "turn_p95_ratio"),
+    "mcp_search": ("p50_ratio", "p95_ratio"),
 }
 
 

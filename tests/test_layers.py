@@ -21,14 +21,14 @@ import pytest
 import picobot
 
 PACKAGE = Path(picobot.__file__).parent
-TRANSPORT_FLOORS = ("channels", "admin", "dashboard")
+TRANSPORT_FLOORS = ("channels", "admin", "dashboard", "mcp")
 
 FLOORS: tuple[frozenset[str], ...] = tuple(
     frozenset(floor.split())
     for floor in (
         "__main__",  # python -m picobot
         "cli",  # starts everything
-        "channels admin dashboard",  # front ends: parse, authenticate, render
+        "channels admin dashboard mcp",  # front ends: parse, authenticate, render
         "runtime logsetup",  # builds the parts once
         "commands",  # the chat's front end over the services
         "services",  # each operation a front end offers, once

@@ -111,6 +111,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return asyncio.run(serve(settings))
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the local user's memory to an MCP client over stdin/stdout."""
+    from picobot.cli.operator import command_logging
+    from picobot.mcp import require_sdk
+
+    require_sdk()
+    from picobot.mcp.stdio import run_stdio
+
+    settings = _settings(args)
+    with command_logging(settings):
+        return asyncio.run(run_stdio(settings))
+
+
 def cmd_purge(args: argparse.Namespace) -> int:
     """Purge a session, a user's data, or data older than N days (operator)."""
     from picobot.cli.purge import run_purge
@@ -202,6 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"env var holding the WebSocket API key (default {REMOTE_KEY_ENV})",
     )
     add("serve", cmd_serve, "serve the WebSocket, webhook and admin API channels")
+    add("mcp", cmd_mcp, "serve your memory to a local MCP client over stdio")
     add_database_commands(sub, parents=[common])
     add_purge_command(add, cmd_purge)
     add_export_command(sub, parents=[common])

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from picobot.channels import host_port
 from picobot.channels.gate import (
     ConnectionLimits,
     accept_errors_summarized,
@@ -30,6 +29,7 @@ from picobot.channels.gate import (
 )
 from picobot.channels.http_guard import HttpGuard, HttpLimits
 from picobot.config.channels import ServerSettings
+from picobot.config.sections import host_port
 from picobot.config.settings import Settings
 from picobot.errors import PicobotError
 from picobot.llm.base import LLMProvider
@@ -54,12 +54,15 @@ class ServeInfo:
     connections: list[str] = field(default_factory=list)
     admin_api: bool = False
     dashboard: bool = False
+    mcp_url: str | None = None
 
     def lines(self) -> list[str]:
         """Human-readable start-up lines."""
         out = [f"outbound connection: {name}" for name in self.connections]
         if self.websocket_url:
             out.append(f"WebSocket chat: {self.websocket_url}")
+        if self.mcp_url:
+            out.append(f"MCP (streamable HTTP): {self.mcp_url}")
         if self.http_url:
             for name in self.webhooks:
                 out.append(f"webhook {name}: {self.http_url}/webhooks/{name}")
@@ -260,9 +263,37 @@ async def _start_websocket(rt: Runtime, stops: list[Stop], info: ServeInfo) -> N
     info.websocket_url = channel.url
 
 
+async def _start_mcp(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
+    """The memory for remote MCP clients, on its own listener ([channels.mcp])."""
+    settings = rt.settings
+    if not settings.channels.mcp.enabled:
+        return
+    from picobot.mcp import require_sdk
+
+    require_sdk()  # the mcp extra: imported only when enabled, so serve runs without it
+    from picobot.channels.websocket.protocol import parse_api_keys
+    from picobot.config.sources import read_secret
+    from picobot.mcp.access import MemoryAccess
+    from picobot.mcp.http import McpHttp
+
+    mcp = settings.channels.mcp
+    keys = parse_api_keys(read_secret(mcp.api_keys_env), mcp.api_keys_env)
+    listener = McpHttp(
+        MemoryAccess(settings, rt.db, services=rt.services),
+        mcp,
+        settings.server,
+        keys,
+        grace_secs=settings.server.shutdown_grace_secs,
+    )
+    await listener.start()
+    stops.append(listener.stop)
+    info.mcp_url = listener.url
+
+
 # The channels serve starts, in this order (the HTTP one hosts the webhooks and admin).
 CHANNELS.add("websocket", _start_websocket)
 CHANNELS.add("http", _start_http)
+CHANNELS.add("mcp", _start_mcp)
 
 
 async def serve(

@@ -78,6 +78,28 @@ class WebSocketSettings(Section):
     """A connection must complete its opening handshake within this time, else it is closed."""
 
 
+class McpSettings(Section):
+    """The MCP server: PicoBot's memory for MCP clients (docs/integrations.md)."""
+
+    enabled: bool = False
+    """Serve MCP over streamable HTTP with `picobot serve` (`picobot mcp` is stdio, always)."""
+    host: ListenHost = "127.0.0.1"
+    """Address of the MCP HTTP listener (0.0.0.0 or :: for every interface; never empty)."""
+    port: int = Field(default=8766, ge=0, le=65535)
+    """Port of the MCP HTTP listener (0 = any free port)."""
+    path: Annotated[str, AfterValidator(_url_path)] = "/mcp"
+    """URL path of the MCP endpoint."""
+    api_keys_env: EnvName = "PICOBOT_WS_API_KEYS"
+    """Env var with the client keys (`key` or `key:identity`, as [channels.websocket]
+    reads them); by default the WebSocket keys, so a key reaches the memory of the same
+    user (ws:<identity> or ws:<key prefix>) in chat and over MCP."""
+    rate_limit_per_minute: int = Field(default=120, ge=1)
+    """Tool calls and resource reads one user may make per minute (burst 20), over HTTP
+    and stdio alike."""
+    max_sessions: int = Field(default=64, ge=1, le=10_000)
+    """MCP sessions open at once on the HTTP listener; more are answered 503."""
+
+
 class WhatsAppSettings(Section):
     """WhatsApp Cloud API webhook (/webhooks/whatsapp)."""
 
@@ -199,6 +221,8 @@ class ChannelsSettings(Section):
     """WebSocket channel."""
     webhook: WebhookSettings = WebhookSettings()
     """Webhook channels."""
+    mcp: McpSettings = McpSettings()
+    """MCP server (the memory for MCP clients)."""
 
 
 class ServerSettings(Section):

@@ -26,11 +26,11 @@ from websockets.frames import CloseCode
 from websockets.http11 import Request, Response
 
 from picobot.auth import MIN_KEY_LENGTH, KeyRing, only, presented_key
-from picobot.channels import host_port
 from picobot.channels.gate import ConnectionGate, ConnectionLimits, gated_connection_class
 from picobot.channels.websocket.connection import CLOSE_TIMEOUT_SECS, RATE_BURST, Connection
 from picobot.channels.websocket.protocol import parse_api_keys
 from picobot.config.channels import WebSocketSettings
+from picobot.config.sections import host_port
 from picobot.config.sources import read_secret
 from picobot.errors import ConfigError, PicobotError
 from picobot.kernel.kernel import Kernel
