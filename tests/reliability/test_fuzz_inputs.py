@@ -191,9 +191,10 @@ def test_any_config_file_is_settings_or_a_config_error(doc: dict[str, Any]) -> N
     except ConfigError as exc:
         problems = [str(exc)]
     try:
-        # The file alone, as validate_file reads it: no PICOBOT_DATA__DIR from conftest.
+        # The file alone, as validate_file reads it: no PICOBOT_* variables from conftest.
         with patch.dict(os.environ):
             del os.environ["PICOBOT_DATA__DIR"]
+            del os.environ["PICOBOT_EMBEDDINGS__PROVIDER"]
             settings = load_settings(path)
     except ConfigError as exc:
         assert str(exc)
