@@ -50,6 +50,7 @@ class ServeInfo:
 
     http_url: str | None = None
     websocket_url: str | None = None
+    openai_url: str | None = None
     webhooks: list[str] = field(default_factory=list)
     connections: list[str] = field(default_factory=list)
     admin_api: bool = False
@@ -60,6 +61,8 @@ class ServeInfo:
         out = [f"outbound connection: {name}" for name in self.connections]
         if self.websocket_url:
             out.append(f"WebSocket chat: {self.websocket_url}")
+        if self.openai_url:
+            out.append(f"OpenAI-compatible chat: {self.openai_url}")
         if self.http_url:
             for name in self.webhooks:
                 out.append(f"webhook {name}: {self.http_url}/webhooks/{name}")
@@ -260,9 +263,27 @@ async def _start_websocket(rt: Runtime, stops: list[Stop], info: ServeInfo) -> N
     info.websocket_url = channel.url
 
 
+async def _start_openai(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
+    from picobot.channels.openai_api.server import OpenAIChannel
+
+    settings = rt.settings
+    if not settings.channels.openai.enabled:
+        return
+    channel = OpenAIChannel(
+        rt.kernel,
+        settings.channels.openai,
+        http_limits(settings.server),
+        keys_env=settings.channels.websocket.api_keys_env,
+    )
+    await channel.start()
+    stops.append(functools.partial(channel.stop, settings.server.shutdown_grace_secs))
+    info.openai_url = channel.url
+
+
 # The channels serve starts, in this order (the HTTP one hosts the webhooks and admin).
 CHANNELS.add("websocket", _start_websocket)
 CHANNELS.add("http", _start_http)
+CHANNELS.add("openai", _start_openai)
 
 
 async def serve(

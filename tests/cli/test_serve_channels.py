@@ -33,7 +33,7 @@ def fake_channel() -> Iterator[list[str]]:
 
 
 def test_serve_starts_websocket_then_http() -> None:
-    assert CHANNELS.names() == ["websocket", "http"]
+    assert CHANNELS.names() == ["websocket", "http", "openai"]
 
 
 async def test_a_registered_channel_is_started_and_stopped(
@@ -52,5 +52,5 @@ async def test_a_registered_channel_is_started_and_stopped(
 
 
 def test_an_unknown_channel_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="unknown channel 'irc'; known: http, websocket"):
+    with pytest.raises(ConfigError, match="unknown channel 'irc'; known: http, openai, websocket"):
         CHANNELS.get("irc")
