@@ -104,6 +104,7 @@ class OpenAIChannel:
         self._keys = KeyRing(keys.items())
         self._limits = limits
         self._guard: HttpGuard | None = None
+        self._port: int | None = None  # kept after stop, for the logs
         self._runner: web.AppRunner | None = None
         self._buckets: dict[str, TokenBucket] = {}
         self._in_flight: set[asyncio.Task[Any]] = set()
@@ -114,9 +115,9 @@ class OpenAIChannel:
     @property
     def port(self) -> int:
         """The bound port (useful with port 0); only after :meth:`start`."""
-        if self._guard is None:
+        if self._port is None:
             raise RuntimeError("the chat endpoint is not started")
-        return self._guard.port
+        return self._port
 
     @property
     def url(self) -> str:
@@ -154,6 +155,7 @@ class OpenAIChannel:
             raise PicobotError(
                 f"the chat endpoint cannot listen on {address}: {exc.strerror or exc}"
             ) from None
+        self._port = self._guard.port
         log.info("OpenAI-compatible chat endpoint listening on %s", self.url)
 
     async def stop(self, grace_secs: float) -> None:

@@ -1,0 +1,124 @@
+"""The chat endpoint's limits and life cycle: body size, unknown routes, a client that
+leaves mid-answer, and shutdown (new requests 503, a cut-off stream ends with an error)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from picobot.channels.gate import ConnectionLimits
+from picobot.channels.http_guard import HttpLimits
+from picobot.channels.openai_api.server import OpenAIChannel
+from picobot.config.settings import DataSettings, Settings
+from picobot.llm.scripted import ScriptedProvider
+from picobot.runtime import open_runtime
+
+KEY = "alice-key-0123456789"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+LIMITS = HttpLimits(ConnectionLimits(64, 0), 10.0, 30.0, 15.0)
+
+
+@dataclass
+class Endpoint:
+    channel: OpenAIChannel
+    model: ScriptedProvider
+    http: aiohttp.ClientSession
+
+    @property
+    def url(self) -> str:
+        return f"{self.channel.url}/chat/completions"
+
+
+@pytest.fixture
+async def endpoint(tmp_path: Path) -> AsyncIterator[Endpoint]:
+    settings = Settings(data=DataSettings(dir=str(tmp_path / "data")))
+    settings.channels.openai.port = 0
+    settings.channels.openai.max_body_bytes = 4096
+    # Slow enough that a turn is still running when the test acts on it.
+    model = ScriptedProvider(chunk_size=1, delay_secs=0.02)
+    async with AsyncExitStack() as stack:
+        rt = await stack.enter_async_context(open_runtime(settings, provider=model))
+        channel = OpenAIChannel(
+            rt.kernel, settings.channels.openai, LIMITS, keys_env="X", keys={KEY: "ws:alice"}
+        )
+        await channel.start()
+        stack.push_async_callback(channel.stop, 0)
+        http = await stack.enter_async_context(aiohttp.ClientSession())
+        yield Endpoint(channel, model, http)
+
+
+def body(text: str, *, stream: bool = False) -> dict[str, object]:
+    return {"model": "picobot", "messages": [{"role": "user", "content": text}], "stream": stream}
+
+
+async def test_a_body_over_the_limit_is_413(endpoint: Endpoint) -> None:
+    big = body("x" * 5000)
+    async with endpoint.http.post(endpoint.url, json=big, headers=AUTH) as r:
+        assert r.status == 413
+        assert (await r.json())["error"]["code"] == "request_too_large"
+    assert endpoint.model.prompts == []
+
+
+async def test_unknown_routes_answer_in_openai_shape(endpoint: Endpoint) -> None:
+    async with endpoint.http.get(f"{endpoint.channel.url}/embeddings", headers=AUTH) as r:
+        assert r.status == 404
+        assert (await r.json())["error"]["type"] == "not_found_error"
+    async with endpoint.http.get(endpoint.url, headers=AUTH) as r:
+        assert r.status == 405
+        assert "error" in await r.json()
+
+
+async def test_a_client_that_leaves_mid_stream_still_gets_its_reply_stored(
+    endpoint: Endpoint,
+) -> None:
+    async with endpoint.http.post(
+        endpoint.url, json=body("a long question", stream=True), headers=AUTH
+    ) as r:
+        await r.content.readline()  # the answer has begun
+        r.close()  # and the client is gone
+    # Turns of a session run in order: this one's prompt holds the whole earlier reply.
+    async with endpoint.http.post(endpoint.url, json=body("next"), headers=AUTH) as r:
+        assert r.status == 200
+    assert "You said: a long question" in json.dumps(
+        [m.content for m in endpoint.model.prompts[-1]]
+    )
+
+
+async def test_shutdown_refuses_new_requests_and_lets_a_turn_finish(endpoint: Endpoint) -> None:
+    async with aiohttp.ClientSession() as other:
+        # A kept-alive connection, opened before the shutdown began.
+        async with other.get(f"{endpoint.channel.url}/models", headers=AUTH) as r:
+            assert r.status == 200
+        async with endpoint.http.post(
+            endpoint.url, json=body("y" * 60, stream=True), headers=AUTH
+        ) as r:
+            await r.content.readline()  # the stream has begun
+            stopper = asyncio.ensure_future(endpoint.channel.stop(60))
+            await asyncio.sleep(0)
+            async with other.get(f"{endpoint.channel.url}/models", headers=AUTH) as refused:
+                assert refused.status == 503
+                assert (await refused.json())["error"]["code"] == "shutting_down"
+            text = await r.text()
+            await stopper
+    assert "data: [DONE]" in text and "shutting_down" not in text
+
+
+async def test_a_stream_cut_off_by_shutdown_ends_with_an_error(endpoint: Endpoint) -> None:
+    async with endpoint.http.post(
+        endpoint.url, json=body("x" * 400, stream=True), headers=AUTH
+    ) as r:
+        await r.content.readline()  # the stream has begun
+        stopper = asyncio.ensure_future(endpoint.channel.stop(0))  # no grace
+        text = await r.text()
+        await stopper
+    lines = [line for line in text.split("\n") if line]
+    assert lines[-1] == "data: [DONE]"
+    errors = [json.loads(line[6:]) for line in lines[:-1] if '"error"' in line]
+    assert errors and errors[-1]["error"]["code"] == "shutting_down"
