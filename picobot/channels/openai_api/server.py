@@ -31,7 +31,7 @@ from aiohttp import web
 from picobot.auth import MIN_KEY_LENGTH, KeyRing, only, presented_key
 from picobot.channels import host_port
 from picobot.channels.http_guard import Handler, HttpGuard, HttpLimits
-from picobot.channels.openai_api.turn import SESSION_HEADER, TurnRenderer
+from picobot.channels.openai_api.turn import FAILED, SESSION_HEADER, TurnRenderer
 from picobot.channels.openai_api.wire import (
     WireError,
     error_body,
@@ -273,10 +273,14 @@ class OpenAIChannel:
 
 @web.middleware
 async def _openai_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """aiohttp's own refusals (404, 405, ...) in OpenAI's error shape."""
+    """aiohttp's own refusals (404, 405, ...) and failures in OpenAI's error shape."""
     try:
         return await handler(request)
     except web.HTTPException as exc:
         if exc.status < 400 or exc.status == 408:
             raise
         return error_response(exc.status, exc.reason, None)
+    except Exception:
+        # Logged with its traceback; the client gets a generic line, never str(exc).
+        log.exception("chat endpoint: a request failed")
+        return error_response(500, FAILED, "internal")

@@ -11,6 +11,7 @@ only then.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 
@@ -37,6 +38,7 @@ STATUS_OF = {
     "llm_error": 502,
     "store_unavailable": 503,
 }
+FAILED = "PicoBot failed to answer; please try again."
 CODE_OF = {"denied": "session_not_found", "llm_error": "model_error"}
 
 
@@ -58,9 +60,11 @@ class TurnRenderer:
         self._model = model
         self._include_usage = include_usage
         self._session: str | None = None
-        self._response: web.StreamResponse | None = None
-        self._gone = False  # the client left; events are read but not written
-        self._ended = False
+        self._response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        self._queue: asyncio.Queue[str | None] = asyncio.Queue()
+        self._pump: asyncio.Task[None] | None = None  # writes the queue once streaming
 
     # --- whole --------------------------------------------------------------------
 
@@ -97,7 +101,27 @@ class TurnRenderer:
 
         The response begins with the first event that is not ``session``, so that its
         headers name the session, and so that a turn failing at once is an HTTP error.
+        Chunks are queued and written by a pump task, as the WebSocket channel does: a
+        turn that awaited each write gave the event loop to other turns in its middle,
+        which lengthened it under load.
         """
+        try:
+            refusal = await self._relay(events)
+        except Exception:
+            if self._pump is None:
+                raise  # answered 500 in OpenAI's shape by the server's middleware
+            log.exception("chat endpoint: a streamed turn failed")
+            return await self._end(stream_error(500, FAILED, "internal"))
+        if refusal is not None:
+            return refusal
+        # The end in one write: the finish chunk, the usage chunk if asked, [DONE].
+        tail = chunk(self._id, self._created, self._model, finish=True)
+        if self._include_usage:
+            tail += chunk(self._id, self._created, self._model, usage=True)
+        return await self._end(tail)
+
+    async def _relay(self, events: AsyncIterator[Outbound]) -> web.Response | None:
+        """Queue the turn's events as chunks; an error answer if it failed at once."""
         streamed = False  # text was sent: the next text starts a new paragraph
         async for event in events:
             self._note_session(event)
@@ -105,71 +129,62 @@ class TurnRenderer:
             if kind is OutboundKind.SESSION:
                 continue
             if kind is OutboundKind.ERROR and event.code not in SHOWN_CODES:
-                if self._response is None:
+                if self._pump is None:
                     return self._error_response(event)
                 status, code = _status(event)
-                await self._write(stream_error(status, event.text, code))
+                self._send(stream_error(status, event.text, code))
                 continue
             if kind is OutboundKind.DONE:
                 continue  # its text was streamed as tokens
             text = event.text
             if kind is not OutboundKind.TOKEN and streamed:
                 text = "\n\n" + text
-            await self._begin()
-            await self._write(chunk(self._id, self._created, self._model, content=text))
+            self._send(chunk(self._id, self._created, self._model, content=text))
             streamed = streamed or bool(text)
-        await self._begin()
-        await self._finish()
-        assert self._response is not None
-        return self._response
+        return None
 
     async def cut_off(self, message: str) -> web.StreamResponse:
         """The turn was cancelled (shutdown): end the stream with an error, or answer 503."""
-        if self._response is None:
+        if self._pump is None:
             return web.Response(
                 status=503,
                 text=error_body(503, message, "shutting_down"),
                 content_type="application/json",
             )
-        await self._write(stream_error(503, message, "shutting_down"))
-        if not self._ended:
-            self._ended = True
-            await self._write(DONE)
+        return await self._end(stream_error(503, message, "shutting_down"))
+
+    def _send(self, data: str) -> None:
+        """Queue ``data`` for the client; the first call starts the response."""
+        if self._pump is None:
+            # The role chunk goes out with the first content: one write less.
+            data = chunk(self._id, self._created, self._model, content="", role=True) + data
+            self._pump = asyncio.create_task(self._write_queued(), name="openai-stream")
+        self._queue.put_nowait(data)
+
+    async def _end(self, tail: str) -> web.StreamResponse:
+        """Queue ``tail`` and ``[DONE]``, wait until all is written (or the client left)."""
+        self._send(tail + DONE)
+        self._queue.put_nowait(None)
+        assert self._pump is not None
+        # Shielded: a shutdown cancelling the handler now must not cut the last write.
+        await asyncio.shield(self._pump)
         return self._response
 
-    async def _begin(self) -> None:
-        if self._response is not None:
-            return
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-cache",
-                **self._headers(),
-            }
-        )
-        self._response = response
+    async def _write_queued(self) -> None:
+        response = self._response
         try:
             await response.prepare(self._request)
-        except (ConnectionError, RuntimeError):
-            self._gone = True
-            return
-        await self._write(chunk(self._id, self._created, self._model, content="", role=True))
-
-    async def _finish(self) -> None:
-        await self._write(chunk(self._id, self._created, self._model, finish=True))
-        if self._include_usage:
-            await self._write(chunk(self._id, self._created, self._model, usage=True))
-        self._ended = True
-        await self._write(DONE)
-
-    async def _write(self, data: str) -> None:
-        if self._gone or self._response is None:
-            return
-        try:
-            await self._response.write(data.encode("utf-8"))
+            while (data := await self._queue.get()) is not None:
+                parts = [data]
+                while not self._queue.empty():  # what came meanwhile, in one write
+                    more = self._queue.get_nowait()
+                    if more is None:
+                        self._queue.put_nowait(None)
+                        break
+                    parts.append(more)
+                await response.write("".join(parts).encode("utf-8"))
         except (ConnectionError, RuntimeError):
             # The client left: the turn goes on unseen, so its reply is still stored.
-            self._gone = True
             log.info("chat endpoint: the client left before the answer was complete")
 
     # --- helpers ------------------------------------------------------------------
@@ -177,6 +192,8 @@ class TurnRenderer:
     def _note_session(self, event: Outbound) -> None:
         if self._session is None and event.session_id is not None:
             self._session = event.session_id
+            if self._pump is None:  # headers not sent yet
+                self._response.headers[SESSION_HEADER] = event.session_id
 
     def _headers(self) -> dict[str, str]:
         return {SESSION_HEADER: self._session} if self._session is not None else {}

@@ -18,6 +18,7 @@ from picobot.channels.http_guard import HttpLimits
 from picobot.channels.openai_api.server import OpenAIChannel
 from picobot.config.settings import DataSettings, Settings
 from picobot.llm.scripted import ScriptedProvider
+from picobot.messages import Inbound, Outbound, OutboundKind
 from picobot.runtime import open_runtime
 
 KEY = "alice-key-0123456789"
@@ -122,3 +123,27 @@ async def test_a_stream_cut_off_by_shutdown_ends_with_an_error(endpoint: Endpoin
     assert lines[-1] == "data: [DONE]"
     errors = [json.loads(line[6:]) for line in lines[:-1] if '"error"' in line]
     assert errors and errors[-1]["error"]["code"] == "shutting_down"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_failing_turn_is_a_generic_error(
+    endpoint: Endpoint, monkeypatch: pytest.MonkeyPatch, stream: bool
+) -> None:
+    """A bug below the channel: logged, the client gets a generic line, never the text."""
+
+    async def broken(inbound: Inbound) -> AsyncIterator[Outbound]:
+        yield Outbound(OutboundKind.TOKEN, "partial ")
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(endpoint.channel.kernel, "handle", broken)
+    async with endpoint.http.post(endpoint.url, json=body("hi", stream=stream), headers=AUTH) as r:
+        text = await r.text()
+    assert "secret internals" not in text
+    if stream:
+        assert r.status == 200
+        lines = [line for line in text.split("\n") if line]
+        assert lines[-1] == "data: [DONE]"
+        assert json.loads(lines[-2][6:])["error"]["code"] == "internal"
+    else:
+        assert r.status == 500
+        assert json.loads(text)["error"]["type"] == "server_error"
