@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import prompt_cache, report
+from bench.chat_endpoint import chat_endpoint_overhead
 from bench.common import SMOKE, STANDARD, BenchContext, Plan, Progress, make_progress
 from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
 from bench.learning_cost import learning_overhead
@@ -30,7 +31,15 @@ from bench.write import write_latency
 
 HERE = Path(__file__).resolve().parent
 # learning_overhead last: it adds facts and reflections the other benches should not see.
-BENCHES = ("recall_search", "turn_overhead", "write", "network", "purge", "learning_overhead")
+BENCHES = (
+    "recall_search",
+    "turn_overhead",
+    "write",
+    "network",
+    "chat_endpoint",
+    "purge",
+    "learning_overhead",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +74,8 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
         elif name == "network":
             prof = cfg.out_dir / f"ws_profile_{scale.name}.txt" if cfg.profile else None
             results.update(asyncio.run(network(ctx, prof)))
+        elif name == "chat_endpoint":
+            results[name] = asyncio.run(chat_endpoint_overhead(ctx))
         elif name == "purge":
             results[name] = asyncio.run(purge_under_load(ctx))
         else:
