@@ -236,6 +236,8 @@ def _check_descriptors(settings: Settings, info: ServeInfo) -> None:
         total += settings.server.max_connections
     if info.websocket_url is not None:
         total += settings.channels.websocket.max_connections
+    if info.openai_url is not None:  # its own listener, with [server]'s caps
+        total += settings.server.max_connections
     problem = descriptor_shortfall(total)
     if problem is not None:
         log.warning("%s", problem)
@@ -264,6 +266,7 @@ async def _start_websocket(rt: Runtime, stops: list[Stop], info: ServeInfo) -> N
 
 
 async def _start_openai(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
+    from picobot.admin.headers import protect_responses
     from picobot.channels.openai_api.server import OpenAIChannel
 
     settings = rt.settings
@@ -274,6 +277,7 @@ async def _start_openai(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None
         settings.channels.openai,
         http_limits(settings.server),
         keys_env=settings.channels.websocket.api_keys_env,
+        protect=protect_responses,
     )
     await channel.start()
     stops.append(functools.partial(channel.stop, settings.server.shutdown_grace_secs))

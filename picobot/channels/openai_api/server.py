@@ -84,8 +84,11 @@ class OpenAIChannel:
         keys_env: str,
         keys: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        protect: Callable[[web.Application], None] | None = None,
     ) -> None:
         """``keys`` maps API key -> user id; by default the WebSocket keys in ``keys_env``.
+        ``protect`` is applied to the application before it serves (``serve`` passes
+        the security headers every answer of its HTTP servers carries).
 
         Raises ConfigError (naming the env var, never a key) for a short or malformed key,
         or when there is no key at all.
@@ -110,6 +113,7 @@ class OpenAIChannel:
         self._in_flight: set[asyncio.Task[Any]] = set()
         self._refusals = LogSummary(log, "chat endpoint: refused requests", level=logging.INFO)
         self._created = int(time.time())
+        self._protect = protect
         self.stopping = False
 
     @property
@@ -140,8 +144,11 @@ class OpenAIChannel:
         if self._runner is not None:
             raise RuntimeError("the chat endpoint is already started")
         self._guard = HttpGuard(self._limits, "chat endpoint")
+        app = self.app()
+        if self._protect is not None:
+            self._protect(app)
         runner = web.AppRunner(
-            self.app(), access_log=None, keepalive_timeout=self._limits.keepalive_timeout
+            app, access_log=None, keepalive_timeout=self._limits.keepalive_timeout
         )
         await runner.setup()
         self._runner = runner

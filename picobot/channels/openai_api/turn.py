@@ -61,7 +61,12 @@ class TurnRenderer:
         self._include_usage = include_usage
         self._session: str | None = None
         self._response = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-store",
+                # A proxy (nginx) must pass each chunk on as it comes, not buffer the answer.
+                "X-Accel-Buffering": "no",
+            }
         )
         self._queue: asyncio.Queue[str | None] = asyncio.Queue()
         self._pump: asyncio.Task[None] | None = None  # writes the queue once streaming

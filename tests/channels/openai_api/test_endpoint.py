@@ -73,6 +73,9 @@ async def test_a_whole_answer(served: Served) -> None:
     assert answer.choices[0].finish_reason == "stop"
     assert answer.model == "picobot"
     assert raw.headers["X-PicoBot-Session"]
+    # The headers of every answer of serve's HTTP servers: no aiohttp version, nosniff.
+    assert raw.headers["Server"] == "PicoBot"
+    assert raw.headers["X-Content-Type-Options"] == "nosniff"
 
 
 async def test_a_streamed_answer_ends_with_done(served: Served) -> None:
