@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import openai
 import pytest
 
 from picobot.channels.gate import ConnectionLimits
@@ -22,6 +23,7 @@ from picobot.messages import Inbound, Outbound, OutboundKind
 from picobot.runtime import open_runtime
 
 KEY = "alice-key-0123456789"
+OTHER_KEY = "bobby-key-0123456789"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 LIMITS = HttpLimits(ConnectionLimits(64, 0), 10.0, 30.0, 15.0)
 
@@ -47,7 +49,12 @@ async def endpoint(tmp_path: Path) -> AsyncIterator[Endpoint]:
     async with AsyncExitStack() as stack:
         rt = await stack.enter_async_context(open_runtime(settings, provider=model))
         channel = OpenAIChannel(
-            rt.kernel, settings.channels.openai, LIMITS, keys_env="X", keys={KEY: "ws:alice"}
+            rt.kernel,
+            settings.channels.openai,
+            LIMITS,
+            keys_env="X",
+            keys={KEY: "ws:alice", OTHER_KEY: "ws:bobby"},
+            clock=lambda: 0.0,  # time stands still: the rate limit's buckets never refill
         )
         await channel.start()
         stack.push_async_callback(channel.stop, 0)
@@ -147,3 +154,18 @@ async def test_a_failing_turn_is_a_generic_error(
     else:
         assert r.status == 500
         assert json.loads(text)["error"]["type"] == "server_error"
+
+
+async def test_the_rate_limit_is_per_key(endpoint: Endpoint) -> None:
+    base = endpoint.channel.url
+    async with (
+        openai.AsyncOpenAI(api_key=KEY, base_url=base, max_retries=0) as alice,
+        openai.AsyncOpenAI(api_key=OTHER_KEY, base_url=base, max_retries=0) as bobby,
+    ):
+        for _ in range(10):  # the burst
+            await alice.models.list()
+        with pytest.raises(openai.RateLimitError) as caught:
+            await alice.models.list()
+        assert int(caught.value.response.headers["Retry-After"]) >= 1
+        assert caught.value.response.json()["error"]["code"] == "rate_limit_exceeded"
+        await bobby.models.list()  # another key has a budget of its own
