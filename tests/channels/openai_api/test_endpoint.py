@@ -18,6 +18,7 @@ import pytest
 
 from picobot.cli.serve import ServeInfo, serve
 from picobot.config.settings import DataSettings, Settings
+from picobot.llm.base import ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 
 KEY_A = "alice-key-0123456789"
@@ -277,3 +278,16 @@ async def test_a_model_failure_is_an_error(served: Served) -> None:
             )
             async for _ in stream:
                 pass
+
+
+async def test_the_models_tools_run_for_the_caller(served: Served) -> None:
+    """A tool call of the model runs with the key's identity: its memory lands with them."""
+    save = ToolCall("c1", "memory", '{"action":"save","key":"pet","content":"a cat"}')
+    served.model.add(ScriptedTurn("Noted.", (save,)), "I will remember your cat.")
+    async with served.client(KEY_A) as alice, served.client(KEY_B) as bob:
+        reply = await alice.chat.completions.create(model="picobot", messages=chat("I have a cat"))
+        assert "remember your cat" in (reply.choices[0].message.content or "")
+        mine = await alice.chat.completions.create(model="picobot", messages=chat("/memories"))
+        theirs = await bob.chat.completions.create(model="picobot", messages=chat("/memories"))
+    assert "a cat" in (mine.choices[0].message.content or "")
+    assert "a cat" not in (theirs.choices[0].message.content or "")
