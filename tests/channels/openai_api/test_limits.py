@@ -169,3 +169,24 @@ async def test_the_rate_limit_is_per_key(endpoint: Endpoint) -> None:
         assert int(caught.value.response.headers["Retry-After"]) >= 1
         assert caught.value.response.json()["error"]["code"] == "rate_limit_exceeded"
         await bobby.models.list()  # another key has a budget of its own
+
+
+async def test_a_request_head_that_never_ends_gets_408(tmp_path: Path) -> None:
+    """The endpoint sits behind the same deadlines as serve's other HTTP server."""
+    settings = Settings(data=DataSettings(dir=str(tmp_path / "data")))
+    settings.channels.openai.port = 0
+    quick = HttpLimits(ConnectionLimits(64, 0), 0.2, 30.0, 15.0)
+    async with open_runtime(settings, provider=ScriptedProvider()) as rt:
+        channel = OpenAIChannel(
+            rt.kernel, settings.channels.openai, quick, keys_env="X", keys={KEY: "ws:alice"}
+        )
+        await channel.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", channel.port)
+            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")  # no end
+            async with asyncio.timeout(30):  # a net against hangs, not what is measured
+                answer = await reader.read()
+            writer.close()
+        finally:
+            await channel.stop(0)
+    assert answer.startswith(b"HTTP/1.1 408")
