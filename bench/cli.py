@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import prompt_cache, report
+from bench.chat_endpoint import chat_endpoint_overhead
 from bench.common import SMOKE, STANDARD, BenchContext, Plan, Progress, make_progress
 from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
 from bench.learning_cost import learning_overhead
@@ -38,6 +39,7 @@ BENCHES = (
     "turn_overhead",
     "write",
     "network",
+    "chat_endpoint",
     "purge",
     "mcp_search",
     "learning_overhead",
@@ -77,6 +79,8 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
         elif name == "network":
             prof = cfg.out_dir / f"ws_profile_{scale.name}.txt" if cfg.profile else None
             results.update(asyncio.run(network(ctx, prof)))
+        elif name == "chat_endpoint":
+            results[name] = asyncio.run(chat_endpoint_overhead(ctx))
         elif name == "purge":
             results[name] = asyncio.run(purge_under_load(ctx))
         elif name == "mcp_search":

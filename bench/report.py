@@ -39,6 +39,8 @@ CAPACITY_RATIO_LIMIT = 0.9
 """WebSocket capacity, PicoBot over the bare-SQL server in the same run (issue 23)."""
 LEARNING_LIMIT = 1.10
 """A turn with learned facts, reflections and digests over one without (issue 24)."""
+CHAT_ENDPOINT_LIMIT = 1.2
+"""A streamed turn over the OpenAI-compatible endpoint over a WebSocket turn (issue 37)."""
 PREFIX_SHARE_LIMIT = 0.85
 TTFT_LIMIT = 3.0
 
@@ -84,6 +86,16 @@ TARGETS: dict[str, Target] = {
         lambda r: r["p95_ratio"] <= 3,
         (("p50_ratio", "max"), ("p95_ratio", "max")),
         source="bench (the issue sets none)",
+    ),
+    "chat_endpoint": Target(
+        f"streamed turn p50 and p95 <= {CHAT_ENDPOINT_LIMIT:g}x a WebSocket turn, same run,"
+        " no errors",
+        lambda r: (
+            r["p50_ratio"] <= CHAT_ENDPOINT_LIMIT
+            and r["p95_ratio"] <= CHAT_ENDPOINT_LIMIT
+            and r["errors"] == 0
+        ),
+        (("p50_ratio", "max"), ("p95_ratio", "max"), ("whole_p95_ratio", "max"), ("errors", "max")),
     ),
     "learning_overhead": Target(
         f"p50 and p95 <= {LEARNING_LIMIT:g}x the same turns with [memory.learning] off",
@@ -272,6 +284,30 @@ def _lines(name: str, scale: str, r: Result) -> list[list[str]]:
                     f"{r['p99_over_bound']:.2f}x",
                 ]
             )
+        return rows
+    if name == "chat_endpoint":
+        ws = r["websocket_ms"]
+        rows = [
+            [
+                f"chat endpoint streamed turn {p} vs WebSocket",
+                scale,
+                ms(r["openai_stream_ms"][p]),
+                ms(ws[p]),
+                f"{r[p + '_ratio']:.2f}x",
+            ]
+            for p in ("p50", "p95")
+        ]
+        rows.append(
+            [
+                "chat endpoint whole answer p95 vs WebSocket",
+                scale,
+                ms(r["openai_whole_ms"]["p95"]),
+                ms(ws["p95"]),
+                f"{r['whole_p95_ratio']:.2f}x",
+                "informational",
+                "",
+            ]
+        )
         return rows
     if name == "websocket":
         echo = r["raw_echo"]

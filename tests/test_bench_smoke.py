@@ -30,6 +30,7 @@ RATIOS = {
     "write": ("p50_ratio", "p99_ratio"),
     "websocket": ("capacity_ratio", "half_capacity_p95_ratio", "echo_capacity_ratio"),
     "webhook": ("p50_ratio", "p95_ratio"),
+    "chat_endpoint": ("p50_ratio", "p95_ratio", "whole_p95_ratio"),
     "purge": ("p99_ratio",),
     "learning_overhead": ("p50_ratio", "p95_ratio"),
     "vectors": ("recall_p95_ratio", "turn_p95_ratio"),
@@ -60,6 +61,7 @@ def test_bench_runs_on_a_tiny_corpus(tmp_path: Path) -> None:
     for key in ("turns_per_s", "bare_sql_turns_per_s", "bare_sql_half_capacity_p95_ms"):
         assert _positive(websocket[key]), key
     assert websocket["error_frames"] == 0
+    assert data["chat_endpoint"]["errors"] == 0
     assert not (tmp_path / "cache" / f"run-{TINY.name}-bare").exists()  # the copy is removed
     recall = data["recall_search"]
     assert recall["p95_1m_ms"] is None and "BENCH_SCALE=full" in recall["p95_1m_note"]

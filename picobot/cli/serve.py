@@ -50,6 +50,7 @@ class ServeInfo:
 
     http_url: str | None = None
     websocket_url: str | None = None
+    openai_url: str | None = None
     webhooks: list[str] = field(default_factory=list)
     connections: list[str] = field(default_factory=list)
     admin_api: bool = False
@@ -63,6 +64,8 @@ class ServeInfo:
             out.append(f"WebSocket chat: {self.websocket_url}")
         if self.mcp_url:
             out.append(f"MCP (streamable HTTP): {self.mcp_url}")
+        if self.openai_url:
+            out.append(f"OpenAI-compatible chat: {self.openai_url}")
         if self.http_url:
             for name in self.webhooks:
                 out.append(f"webhook {name}: {self.http_url}/webhooks/{name}")
@@ -236,6 +239,8 @@ def _check_descriptors(settings: Settings, info: ServeInfo) -> None:
         total += settings.server.max_connections
     if info.websocket_url is not None:
         total += settings.channels.websocket.max_connections
+    if info.openai_url is not None:  # its own listener, with [server]'s caps
+        total += settings.server.max_connections
     problem = descriptor_shortfall(total)
     if problem is not None:
         log.warning("%s", problem)
@@ -290,10 +295,30 @@ async def _start_mcp(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
     info.mcp_url = listener.url
 
 
+async def _start_openai(rt: Runtime, stops: list[Stop], info: ServeInfo) -> None:
+    from picobot.admin.headers import protect_responses
+    from picobot.channels.openai_api.server import OpenAIChannel
+
+    settings = rt.settings
+    if not settings.channels.openai.enabled:
+        return
+    channel = OpenAIChannel(
+        rt.kernel,
+        settings.channels.openai,
+        http_limits(settings.server),
+        keys_env=settings.channels.websocket.api_keys_env,
+        protect=protect_responses,
+    )
+    await channel.start()
+    stops.append(functools.partial(channel.stop, settings.server.shutdown_grace_secs))
+    info.openai_url = channel.url
+
+
 # The channels serve starts, in this order (the HTTP one hosts the webhooks and admin).
 CHANNELS.add("websocket", _start_websocket)
 CHANNELS.add("http", _start_http)
 CHANNELS.add("mcp", _start_mcp)
+CHANNELS.add("openai", _start_openai)
 
 
 async def serve(

@@ -85,7 +85,7 @@ class McpSettings(Section):
     """Serve MCP over streamable HTTP with `picobot serve` (`picobot mcp` is stdio, always)."""
     host: ListenHost = "127.0.0.1"
     """Address of the MCP HTTP listener (0.0.0.0 or :: for every interface; never empty)."""
-    port: int = Field(default=8766, ge=0, le=65535)
+    port: int = Field(default=8767, ge=0, le=65535)
     """Port of the MCP HTTP listener (0 = any free port)."""
     path: Annotated[str, AfterValidator(_url_path)] = "/mcp"
     """URL path of the MCP endpoint."""
@@ -98,6 +98,26 @@ class McpSettings(Section):
     and stdio alike."""
     max_sessions: int = Field(default=64, ge=1, le=10_000)
     """MCP sessions open at once on the HTTP listener; more are answered 503."""
+
+
+class OpenAISettings(Section):
+    """The OpenAI-compatible chat endpoint (/v1/chat/completions, /v1/models) for chat
+    front ends such as Open WebUI and LibreChat; see docs/integrations.md."""
+
+    enabled: bool = False
+    """Start the endpoint with `picobot serve` (it takes the WebSocket channel's keys)."""
+    host: ListenHost = "127.0.0.1"
+    """Address to bind (0.0.0.0 or :: for every interface; never empty)."""
+    port: int = Field(default=8766, ge=0, le=65535)
+    """Port to bind (0 = any free port); the base URL is http://host:port/v1."""
+    model_name: str = Field(default="picobot", pattern=r"^[A-Za-z0-9_.:/-]{1,64}$")
+    """The model id /v1/models lists and every answer names (whatever model the request names)."""
+    max_body_bytes: int = Field(default=1_048_576, ge=1024)
+    """Largest request body (clients send their whole history); larger gets 413."""
+    max_message_bytes: int = Field(default=65536, ge=256)
+    """Largest last user message (the only one PicoBot reads); larger gets 400."""
+    rate_limit_per_minute: int = Field(default=60, ge=1)
+    """Requests a key may make per minute (burst 10); more get 429 with Retry-After."""
 
 
 class WhatsAppSettings(Section):
@@ -223,6 +243,8 @@ class ChannelsSettings(Section):
     """Webhook channels."""
     mcp: McpSettings = McpSettings()
     """MCP server (the memory for MCP clients)."""
+    openai: OpenAISettings = OpenAISettings()
+    """OpenAI-compatible chat endpoint."""
 
 
 class ServerSettings(Section):

@@ -32,8 +32,8 @@ def fake_channel() -> Iterator[list[str]]:
         yield events
 
 
-def test_serve_starts_websocket_then_http_then_mcp() -> None:
-    assert CHANNELS.names() == ["websocket", "http", "mcp"]
+def test_serve_starts_websocket_then_http_then_mcp_then_openai() -> None:
+    assert CHANNELS.names() == ["websocket", "http", "mcp", "openai"]
 
 
 async def test_a_registered_channel_is_started_and_stopped(
@@ -52,5 +52,7 @@ async def test_a_registered_channel_is_started_and_stopped(
 
 
 def test_an_unknown_channel_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="unknown channel 'irc'; known: http, mcp, websocket"):
+    with pytest.raises(
+        ConfigError, match="unknown channel 'irc'; known: http, mcp, openai, websocket"
+    ):
         CHANNELS.get("irc")

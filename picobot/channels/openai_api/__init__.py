@@ -1,0 +1,1 @@
+"""The OpenAI-compatible chat endpoint: ``server`` (HTTP), ``turn`` (rendering), ``wire``."""
