@@ -137,6 +137,13 @@ class MarkdownRenderer:
                 f"({_when(when)}, {record['status']}):",
                 record["text"],
             )
+        elif kind == "preferences":
+            learning = "on" if record["learning"] else "off"
+            recall = "on" if record["recall"] else "off"
+            self._emit(
+                "## Privacy switches",
+                f"Learning {learning}, recall {recall} (changed {_when(record['updated_at'])}).",
+            )
         elif kind == "event":
             where = f" in session {record['session_id']}" if record["session_id"] else ""
             by = f" by {record['actor']}" if record["actor"] else ""

@@ -25,6 +25,7 @@ from typing import Any
 from picobot.store.channels.webhooks import WebhookStore
 from picobot.store.connection import AsyncConnection
 from picobot.store.conversation.event_prune import prune_events_before, prune_user_events
+from picobot.store.conversation.preferences import delete_preferences
 from picobot.store.db import Database
 from picobot.store.erasure.purge_counts import PurgeCounts as PurgeCounts  # re-exported
 from picobot.store.learned.digest_purge import DigestPurge, delete_session_layers
@@ -152,12 +153,13 @@ class PurgeStore:
     ) -> PurgeCounts:
         """Delete everything of ``user_id``: sessions (with all they hold), memories,
         tool records, current-session pointers, index entries, webhook queue rows,
-        learned facts, reflections, digests and events."""
+        learned facts, reflections, digests, events and privacy switches."""
         counts = await self._delete(_user_scope(user_id), batch_size)
         queued = await WebhookStore(self._db).delete_user(user_id)
         facts = await FactPurge(self._db).delete_user(user_id)
         layers = await DigestPurge(self._db).delete_user(user_id)
         await prune_user_events(self._db, user_id, batch_size)
+        await self._db.write(lambda conn: delete_preferences(conn, user_id))
         return _derived(counts, queued, facts, layers)
 
     async def count_older(self, cutoff_ts: float) -> PurgeCounts:
