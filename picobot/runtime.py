@@ -256,7 +256,7 @@ def assemble(
     # The fact commands stay with learning off: people can still see and delete theirs.
     FactCommands(services.facts).register(kernel.commands)
     PinCommands(services.pins, services.facts).register(kernel.commands)
-    PrivacyCommands(services.preferences).register(kernel.commands)
+    PrivacyCommands(services.preferences, notes).register(kernel.commands)
     if learning is not None:
         kernel.learner = ReplyLearner(learning.store, kernel.clock)
         if markers_taught(settings):

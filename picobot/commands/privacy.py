@@ -1,4 +1,5 @@
-"""/learning off|on, /recall off|on and /privacy: what the bot may do with the caller's data.
+"""/learning off|on, /recall off|on, /privacy and /sensitive: what the bot may do with
+the caller's data.
 
 Each acts on the caller's own switches only (the user id comes from the channel's
 authenticated identity); see :mod:`picobot.services.preferences` for what they change.
@@ -6,9 +7,11 @@ authenticated identity); see :mod:`picobot.services.preferences` for what they c
 
 from __future__ import annotations
 
+from picobot.access.context import ToolContext
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter
 from picobot.messages import Outbound, notice
+from picobot.services.notes import NoteService
 from picobot.services.preferences import PreferenceService
 from picobot.store.conversation.preferences import Preferences, Switch
 
@@ -34,8 +37,9 @@ def _state(prefs: Preferences, switch: Switch) -> str:
 class PrivacyCommands:
     """The caller's switches; see the module docstring."""
 
-    def __init__(self, preferences: PreferenceService) -> None:
+    def __init__(self, preferences: PreferenceService, notes: NoteService | None = None) -> None:
         self._prefs = preferences
+        self._notes = notes
 
     def register(self, router: CommandRouter) -> None:
         """Add /learning, /recall and /privacy to a router."""
@@ -46,6 +50,13 @@ class PrivacyCommands:
             "recall", "/recall off|on", "stop or allow recalling past conversations", self.recall
         )
         router.add("privacy", "/privacy", "show what the bot may do with your data", self.privacy)
+        if self._notes is not None:
+            router.add(
+                "sensitive",
+                "/sensitive key | /sensitive off key",
+                "keep a note out of recall and the prompt (or let it back in)",
+                self.sensitive,
+            )
 
     async def learning(self, call: CommandCall) -> list[Outbound]:
         """Turn learning about the caller on or off."""
@@ -75,3 +86,23 @@ class PrivacyCommands:
             "Change them with /learning off|on and /recall off|on; /purge deletes your data.",
         ]
         return [notice("\n".join(lines), call.session_id)]
+
+    async def sensitive(self, call: CommandCall) -> list[Outbound]:
+        """Mark one of the caller's notes sensitive (``off``: not any more)."""
+        assert self._notes is not None  # registered only with notes
+        word, _, rest = call.args.partition(" ")
+        on = word.lower() != "off"
+        key = call.args if on else rest
+        if not key.strip():
+            raise UserError("Usage: /sensitive key or /sensitive off key (/memories lists yours).")
+        ident = call.identity
+        ctx = ToolContext(user_id=ident.user_id, session_id=call.session_id, channel=ident.channel)
+        memory = await self._notes.set_sensitive(ctx, key, on)
+        if on:
+            text = (
+                f"Memory {memory.key!r} is sensitive: kept out of recall, the prompt and "
+                "the model's memory tool. It is still yours: listed, exported and purged."
+            )
+        else:
+            text = f"Memory {memory.key!r} is no longer sensitive: it shapes answers again."
+        return [notice(text, call.session_id)]

@@ -76,7 +76,8 @@ class MarkdownRenderer:
             self._in_memories = True
         elif kind == "memory":
             self._memories += 1
-            head = f"**{record['key']}** (updated {_when(record['updated_at'])}):"
+            mark = ", sensitive" if record.get("sensitive") else ""
+            head = f"**{record['key']}** (updated {_when(record['updated_at'])}{mark}):"
             self._entry(head, record["content"])
         elif kind == "fact":
             about = f" about {record['subject']}" if record["subject"] else ""

@@ -105,7 +105,7 @@ async def iter_user_records(
     }
     async for row in _pages(
         db,
-        "SELECT id, key, content, created_at, updated_at FROM user_memories"
+        "SELECT id, key, content, created_at, updated_at, sensitive FROM user_memories"
         " WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
         (user_id,),
         key=lambda r: (r["id"],),
@@ -117,6 +117,7 @@ async def iter_user_records(
             "content": row["content"],
             "created_at": iso(row["created_at"]),
             "updated_at": iso(row["updated_at"]),
+            "sensitive": bool(row["sensitive"]),
         }
     async for record in fact_records(db, user_id):
         yield record
