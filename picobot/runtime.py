@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from picobot.access.permissions import grants_for
+from picobot.commands.export import ExportCommands
 from picobot.commands.facts import FactCommands
 from picobot.commands.memories import MemoryCommands
 from picobot.commands.pins import PinCommands
@@ -257,6 +258,7 @@ def assemble(
     FactCommands(services.facts).register(kernel.commands)
     PinCommands(services.pins, services.facts).register(kernel.commands)
     PrivacyCommands(services.preferences, notes).register(kernel.commands)
+    ExportCommands(services.export).register(kernel.commands)
     if learning is not None:
         kernel.learner = ReplyLearner(learning.store, kernel.clock)
         if markers_taught(settings):
