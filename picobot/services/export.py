@@ -12,6 +12,7 @@ from typing import IO
 
 from picobot.privacy.export import ExportFormat, export_user
 from picobot.privacy.export import iter_user_jsonl as _jsonl
+from picobot.services.export_tokens import ExportTokens
 from picobot.store.db import Database
 from picobot.store.erasure.export import ExportStats, count_user_data
 from picobot.store.erasure.export_files import new_export_file
@@ -22,6 +23,8 @@ class ExportService:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self.tokens = ExportTokens()
+        """Download tokens of ``/export`` over WebSocket (single use, 10 minutes)."""
 
     async def count(self, user_id: str) -> ExportStats:
         """What an export of ``user_id`` would hold, counted without reading the text."""

@@ -20,7 +20,7 @@ from tests.privacy.test_erasure import scan
 
 ALICE = Identity("tui", "tui:alice", "local")
 BOB = Identity("tui", "tui:bob", "local")
-WS = Identity("ws", "ws:carol", "carol")
+PLATFORM = Identity("whatsapp", "whatsapp:15550001@s.whatsapp.net", "15550001")
 MARKER = "marker7f3a9c21e5b84d60x"
 
 
@@ -57,8 +57,8 @@ async def test_tui_export_writes_the_callers_data_to_a_private_file(tmp_path: Pa
 
 async def test_other_channels_say_how_to_get_the_export(tmp_path: Path) -> None:
     async with open_runtime(settings(tmp_path), provider=ScriptedProvider(["ok"] * 5)) as rt:
-        await say(rt, WS, "hello")
-        answer = (await say(rt, WS, "/export"))[-1].text
+        await say(rt, PLATFORM, "hello")
+        answer = (await say(rt, PLATFORM, "/export"))[-1].text
         assert "not available in this channel" in answer and "picobot export" in answer
         assert not export_dir(tmp_path / "data").exists()
 
