@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import Literal
 
 from picobot.access.permissions import grants_for
+from picobot.commands.export import ExportCommands
 from picobot.commands.facts import FactCommands
 from picobot.commands.memories import MemoryCommands
 from picobot.commands.pins import PinCommands
+from picobot.commands.privacy import PrivacyCommands
 from picobot.commands.purge import PurgeCommands
 from picobot.commands.search import SearchCommands
 from picobot.commands.summary import SummaryCommands
@@ -38,11 +40,13 @@ from picobot.services.export import ExportService
 from picobot.services.facts import FactService
 from picobot.services.notes import NoteService
 from picobot.services.pins import PinService
+from picobot.services.preferences import PreferenceService
 from picobot.services.purges import PurgeService
 from picobot.services.search import SearchService
 from picobot.services.sessions import SessionService
 from picobot.store.conversation.memories import MemoryRepo
 from picobot.store.conversation.memory_cache import MemoryCache
+from picobot.store.conversation.preferences import PreferenceStore
 from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.db import Database
 from picobot.store.erasure.legacy_import import import_sessions_json
@@ -167,6 +171,7 @@ def build_services(
         search=SearchService(SearchIndex(db), max_terms=memory.recall_max_terms, meaning=meaning),
         sessions=SessionService(db),
         events=EventService(db),
+        preferences=PreferenceService(PreferenceStore(db), clock),
     )
 
 
@@ -252,6 +257,8 @@ def assemble(
     # The fact commands stay with learning off: people can still see and delete theirs.
     FactCommands(services.facts).register(kernel.commands)
     PinCommands(services.pins, services.facts).register(kernel.commands)
+    PrivacyCommands(services.preferences, notes).register(kernel.commands)
+    ExportCommands(services.export).register(kernel.commands)
     if learning is not None:
         kernel.learner = ReplyLearner(learning.store, kernel.clock)
         if markers_taught(settings):

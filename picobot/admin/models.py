@@ -213,12 +213,25 @@ class SearchQuery(Query):
         description="Search text; keywords are extracted from it."
     )
     limit: int = Field(10, ge=1, le=SEARCH_MAX_LIMIT, description="Most hits.")
+    type: str | None = Field(
+        None,
+        description="Comma-separated kinds to search: messages, notes, facts, reflections"
+        " (reflections include digests). Default: all of them.",
+    )
+    session: str | None = Field(
+        None, description="Only this session's records (its messages and reflections)."
+    )
+    since: str | None = Field(
+        None,
+        description="Only records written from this time on: an age (7d, 12h, 2w) or an"
+        " ISO 8601 date or time (UTC unless it has an offset).",
+    )
 
 
 class SearchHit(Response):
     """A recalled record; a higher ``score`` is a better match."""
 
-    kind: Literal["message", "memory"]
+    kind: Literal["message", "memory", "fact", "reflection", "digest"]
     session_id: str | None
     seq_order: int | None
     text: str
@@ -232,6 +245,7 @@ class SearchResult(Response):
     user_id: str
     terms: list[str]
     hits: list[SearchHit]
+    took_ms: float = Field(description="How long the search took, in milliseconds.")
 
 
 class NoQuery(Query):

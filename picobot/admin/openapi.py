@@ -129,7 +129,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "get",
         "/api/v1/search",
-        "Keyword search over one user's messages and memories",
+        "Keyword search over one user's messages, notes, learned facts and reflections",
         {200: Reply("Hits, best first.", m.SearchResult)},
         query=m.SearchQuery,
     ),

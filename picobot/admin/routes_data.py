@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 
 from aiohttp import web
 
@@ -26,6 +27,7 @@ from picobot.logsafe import loggable
 from picobot.privacy.scopes import Actor
 from picobot.services.bundle import Services
 from picobot.services.export import ExportService
+from picobot.services.search import SearchFilter, parse_kinds, parse_since
 from picobot.store.conversation.memories import Memory
 
 log = logging.getLogger(__name__)
@@ -146,15 +148,29 @@ class DataRoutes:
     # --- search and export -------------------------------------------------------------------
 
     async def search(self, request: web.Request, actor: Actor) -> web.StreamResponse:
-        """``GET /api/v1/search?user=&q=&limit=``: one user's records, best match first."""
+        """``GET /api/v1/search?user=&q=&limit=&type=&session=&since=``: one user's
+        records of the kinds, session and time asked for, best match first."""
+        started = time.perf_counter()
         params = read_query(request, m.SearchQuery)
+        try:
+            flt = SearchFilter(
+                parse_kinds(params.type) if params.type is not None else SearchFilter().kinds,
+                params.session,
+                None if params.since is None else parse_since(params.since, time.time()),
+            )
+        except UserError as exc:
+            raise ApiError(400, "invalid_parameter", str(exc)) from None
         # The same keyword extraction as recall and /search: stop words and FTS syntax
         # in ``q`` never reach the MATCH expression as operators.
         terms = self._search.terms(params.q)
-        hits = await self._search.hits(params.user, terms, params.limit)
+        hits = await self._search.filtered(params.user, terms, params.limit, flt)
+        took = round((time.perf_counter() - started) * 1000, 3)
         return json_response(
             m.SearchResult(
-                user_id=params.user, terms=terms, hits=[m.SearchHit.model_validate(h) for h in hits]
+                user_id=params.user,
+                terms=terms,
+                hits=[m.SearchHit.model_validate(h) for h in hits],
+                took_ms=took,
             )
         )
 

@@ -261,7 +261,10 @@ async def _start_websocket(rt: Runtime, stops: list[Stop], info: ServeInfo) -> N
     if not settings.channels.websocket.enabled:
         return
     channel = WebSocketChannel(
-        rt.kernel, settings.channels.websocket, grace_secs=settings.server.shutdown_grace_secs
+        rt.kernel,
+        settings.channels.websocket,
+        grace_secs=settings.server.shutdown_grace_secs,
+        export=rt.services.export,
     )
     await channel.start()
     stops.append(functools.partial(channel.stop, settings.server.shutdown_grace_secs))

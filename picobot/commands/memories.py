@@ -13,7 +13,11 @@ from picobot.kernel.commands import CommandCall, CommandRouter
 from picobot.messages import Outbound, notice
 from picobot.services.notes import NoteService
 
-REMEMBER_USAGE = "Usage: /remember key: content (e.g. /remember pet: a cat named Tom)."
+REMEMBER_USAGE = (
+    "Usage: /remember key: content (e.g. /remember pet: a cat named Tom);"
+    " /remember --sensitive key: content keeps it out of recall and the prompt."
+)
+SENSITIVE_FLAG = "--sensitive"
 FORGET_USAGE = "Usage: /forget key (see /memories for your keys)."
 
 
@@ -26,7 +30,12 @@ class MemoryCommands:
 
     def register(self, router: CommandRouter) -> None:
         """Add /remember, /memories and /forget to a router."""
-        router.add("remember", "/remember key: content", "save a memory", self.remember)
+        router.add(
+            "remember",
+            "/remember key: content | /remember --sensitive key: content",
+            "save a memory (a sensitive one is kept out of recall and the prompt)",
+            self.remember,
+        )
         router.add("memories", "/memories", "list your memories", self.memories)
         router.add("forget", "/forget key", "delete one of your memories", self.forget)
 
@@ -37,16 +46,26 @@ class MemoryCommands:
         return ToolContext(user_id=ident.user_id, session_id=call.session_id, channel=ident.channel)
 
     async def remember(self, call: CommandCall) -> list[Outbound]:
-        """Save or update ``key: content``."""
-        key, sep, content = call.args.partition(":")
+        """Save or update ``key: content`` (``--sensitive`` first: marked sensitive)."""
+        args = call.args
+        flag, _, rest = args.partition(" ")
+        sensitive = flag.lower() == SENSITIVE_FLAG
+        if sensitive:
+            args = rest.strip()
+        key, sep, content = args.partition(":")
         if not sep or not key.strip():
             raise UserError(REMEMBER_USAGE)
-        memory, created = await self.service.save(self._context(call), key, content)
-        return [notice(self.service.saved_text(memory, created), call.session_id)]
+        memory, created = await self.service.save(
+            self._context(call), key, content, sensitive=True if sensitive else None
+        )
+        text = self.service.saved_text(memory, created)
+        if memory.sensitive:
+            text += " It is marked sensitive: kept out of recall and the prompt."
+        return [notice(text, call.session_id)]
 
     async def memories(self, call: CommandCall) -> list[Outbound]:
         """List the caller's memories, newest first."""
-        found = await self.service.list(self._context(call))
+        found = await self.service.list(self._context(call), sensitive=True)
         text = self.service.listing_text(found)
         if not found:
             text += " Save one with /remember key: content."

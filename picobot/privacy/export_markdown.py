@@ -76,7 +76,8 @@ class MarkdownRenderer:
             self._in_memories = True
         elif kind == "memory":
             self._memories += 1
-            head = f"**{record['key']}** (updated {_when(record['updated_at'])}):"
+            mark = ", sensitive" if record.get("sensitive") else ""
+            head = f"**{record['key']}** (updated {_when(record['updated_at'])}{mark}):"
             self._entry(head, record["content"])
         elif kind == "fact":
             about = f" about {record['subject']}" if record["subject"] else ""
@@ -136,6 +137,13 @@ class MarkdownRenderer:
                 f"**{record['platform']}** {what} chat `{record['chat_id']}` "
                 f"({_when(when)}, {record['status']}):",
                 record["text"],
+            )
+        elif kind == "preferences":
+            learning = "on" if record["learning"] else "off"
+            recall = "on" if record["recall"] else "off"
+            self._emit(
+                "## Privacy switches",
+                f"Learning {learning}, recall {recall} (changed {_when(record['updated_at'])}).",
             )
         elif kind == "event":
             where = f" in session {record['session_id']}" if record["session_id"] else ""

@@ -9,6 +9,7 @@ from picobot.services.export import ExportService
 from picobot.services.facts import FactService
 from picobot.services.notes import NoteService
 from picobot.services.pins import PinService
+from picobot.services.preferences import PreferenceService
 from picobot.services.purges import PurgeService
 from picobot.services.search import SearchService
 from picobot.services.sessions import SessionService
@@ -26,3 +27,4 @@ class Services:
     search: SearchService
     sessions: SessionService
     events: EventService
+    preferences: PreferenceService

@@ -7,12 +7,15 @@ front ends call (the admin API and the dashboard stream JSONL, the CLI writes a 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import IO
 
 from picobot.privacy.export import ExportFormat, export_user
 from picobot.privacy.export import iter_user_jsonl as _jsonl
+from picobot.services.export_tokens import ExportTokens
 from picobot.store.db import Database
 from picobot.store.erasure.export import ExportStats, count_user_data
+from picobot.store.erasure.export_files import new_export_file
 
 
 class ExportService:
@@ -20,6 +23,8 @@ class ExportService:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self.tokens = ExportTokens()
+        """Download tokens of ``/export`` over WebSocket (single use, 10 minutes)."""
 
     async def count(self, user_id: str) -> ExportStats:
         """What an export of ``user_id`` would hold, counted without reading the text."""
@@ -28,6 +33,18 @@ class ExportService:
     def jsonl(self, user_id: str) -> AsyncIterator[str]:
         """The JSONL export of ``user_id``, one line at a time."""
         return _jsonl(self._db, user_id)
+
+    async def write_file(self, user_id: str, now: float) -> tuple[Path, ExportStats]:
+        """Write ``user_id``'s JSONL export to a new 0600 file under the data directory
+        (``exports/``; purges and retention delete it); the file and what it holds."""
+        path = new_export_file(self._db.path.parent, user_id, now)
+        try:
+            with path.open("w", encoding="utf-8") as out:
+                stats = await export_user(self._db, user_id, out)
+        except BaseException:
+            path.unlink(missing_ok=True)
+            raise
+        return path, stats
 
     async def write(
         self,

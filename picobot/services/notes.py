@@ -67,25 +67,38 @@ class NoteService:
         scope: Scope = Scope.USER,
         *,
         in_turn: bool = False,
+        sensitive: bool | None = None,
     ) -> tuple[Memory, bool]:
         """Save or update a memory; return it and whether it is new.
 
         ``in_turn``: the model's save, kept only while the turn's session exists (a
         purge of it or its user meanwhile raises SessionGone; see MemoryRepo.save).
+        ``sensitive``: mark the note sensitive or not (None keeps its mark).
         """
         owner = self.owner(ctx, Action.MEMORY_WRITE, scope)
         key, content = self.validated(key, content)
         existed = await self.repo.get(owner, key) is not None
         bound = ctx.session_id if in_turn else None
         memory = await self.repo.save(
-            owner, key, content, max_count=self.max_count, session_id=bound
+            owner, key, content, max_count=self.max_count, session_id=bound, sensitive=sensitive
         )
         return memory, not existed
 
-    async def list(self, ctx: ToolContext, scope: Scope = Scope.USER) -> builtins.list[Memory]:
-        """The memories at ``scope``, newest first."""
+    async def list(
+        self, ctx: ToolContext, scope: Scope = Scope.USER, *, sensitive: bool = False
+    ) -> builtins.list[Memory]:
+        """The memories at ``scope``, newest first; the ones marked sensitive only with
+        ``sensitive`` (the user's own listing, never the model's tool)."""
         owner = self.owner(ctx, Action.MEMORY_READ, scope)
-        return await self.repo.list(owner, limit=max(self.max_count, 0))
+        return await self.repo.list(owner, limit=max(self.max_count, 0), sensitive=sensitive)
+
+    async def set_sensitive(self, ctx: ToolContext, key: str, sensitive: bool) -> Memory:
+        """Mark one of the caller's own notes sensitive or not; UserError if there is none."""
+        owner = self.owner(ctx, Action.MEMORY_WRITE, Scope.USER)
+        memory = await self.repo.set_sensitive(owner, validate_key(key), sensitive)
+        if memory is None:
+            raise UserError(f"There is no memory {key.strip()!r}. /memories lists yours.")
+        return memory
 
     async def delete(self, ctx: ToolContext, key: str, scope: Scope = Scope.USER) -> Memory:
         """Delete a memory; return what was deleted. UserError if there was none."""
@@ -109,7 +122,11 @@ class NoteService:
         if not memories:
             return f"No {where} saved yet."
         head = f"{where.capitalize()} ({len(memories)} of {self.max_count}), newest first:"
-        return "\n".join([head, *(f"- {m.key}: {preview(m.content)}" for m in memories)])
+        lines = [
+            f"- {m.key}{' (sensitive)' if m.sensitive else ''}: {preview(m.content)}"
+            for m in memories
+        ]
+        return "\n".join([head, *lines])
 
     # --- for an operator, on a named user ----------------------------------------------
 

@@ -7,6 +7,7 @@ searches their own records only.
 
 from __future__ import annotations
 
+from picobot.recall.filters import KINDS, SearchFilter, filtered_search, parse_kinds, parse_since
 from picobot.recall.keywords import extract_terms
 from picobot.recall.meaning import VectorRecall
 from picobot.store.retrieval.search import SearchHit, SearchIndex
@@ -32,6 +33,13 @@ class SearchService:
         """``user_id``'s records matching any of ``terms``, best match first."""
         return await self.index.search(user_id, terms, limit=limit) if terms else []
 
+    async def filtered(
+        self, user_id: str, terms: list[str], limit: int, flt: SearchFilter
+    ) -> list[SearchHit]:
+        """``user_id``'s records of the kinds, session and time of ``flt`` matching any
+        of ``terms``, best match first (matches only)."""
+        return await filtered_search(self.index, user_id, terms, limit, flt)
+
     async def ranked(
         self, user_id: str, terms: list[str], limit: int, *, text: str = "", context: bool = True
     ) -> list[SearchHit]:
@@ -47,3 +55,6 @@ class SearchService:
     def listing(hits: list[SearchHit], terms: list[str]) -> str:
         """Hits as the chat lists them, one per line."""
         return format_hits(hits, terms)
+
+
+__all__ = ["KINDS", "SearchFilter", "SearchService", "parse_kinds", "parse_since"]

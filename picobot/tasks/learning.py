@@ -38,6 +38,7 @@ from picobot.memory.extraction import (
     parse_reply,
 )
 from picobot.store.conversation.messages import StoredMessage, conversation_after
+from picobot.store.conversation.preferences import learning_allowed
 from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
 from picobot.store.learned.fact_rules import lifecycle_rules
@@ -186,6 +187,8 @@ class LearningTask:
     ) -> Extracted:
         created = reinforced = 0
         users = [m for m in chunk if m.role == "user"]
+        if users and not await self._db.read(lambda conn: learning_allowed(conn, user_id)):
+            users = []  # /learning off: read past, never learned from later either
         if users:  # a run of assistant messages alone says nothing about the user
             prompt = build_prompt(
                 chunk, self._estimator, max_input_tokens=self._chunk, redact=self._redact

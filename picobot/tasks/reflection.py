@@ -30,6 +30,7 @@ from picobot.config.learning import LearningSettings
 from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.memory.extraction import MAX_INPUT_TOKENS
 from picobot.memory.reflection import checked_answer, digest_prompt, reflection_prompt
+from picobot.store.conversation.preferences import learning_allowed
 from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
 from picobot.store.learned.digests import (
@@ -147,6 +148,15 @@ class ReflectionTask:
         messages, summary = await self._db.read(read)
         if not any(m.role == "user" for m in messages):
             return Reflected(messages=len(messages))
+        source = Provenance(
+            session_id, messages[0].id, messages[-1].id, messages[0].seq_order,
+            messages[-1].seq_order,
+        )  # fmt: skip
+        if not await self._db.read(lambda conn: learning_allowed(conn, user_id)):
+            # /learning off: the range is covered by an empty row (as junk is), so it
+            # is never reflected on, not even after learning is on again.
+            await self.store.add_reflection(user_id, source, "", 0, now=self.clock())
+            return Reflected(len(messages))
         cfg = self.settings
         prompt = reflection_prompt(
             messages,
@@ -157,10 +167,6 @@ class ReflectionTask:
             redact=self._redact,
         )
         text = await self._answer(prompt, "reflection", cfg.reflection_max_words)
-        source = Provenance(
-            session_id, messages[0].id, messages[-1].id, messages[0].seq_order,
-            messages[-1].seq_order,
-        )  # fmt: skip
         # Junk still covers its messages: the same range is not asked about again.
         stored_text = text if text is not None else ""
         tokens = self._est.estimate(stored_text)

@@ -16,6 +16,7 @@ from pydantic import AfterValidator, Field, StringConstraints
 from picobot.access.context import Action, Scope, ToolContext
 from picobot.errors import UserError
 from picobot.llm.base import ToolSpec
+from picobot.recall.filters import SearchFilter, filtered_search, parse_kinds, parse_since
 from picobot.recall.meaning import VectorRecall
 from picobot.store.retrieval.recall import RecallQuery, recall_records
 from picobot.store.retrieval.search import MAX_LIMIT, SearchHit, SearchIndex
@@ -42,6 +43,14 @@ class SearchArguments(Arguments):
         5,
         description="How many matches to return.",
         json_schema_extra={"minimum": 1, "maximum": MAX_TOP_K},
+    )
+    type: str | None = Field(
+        None,
+        description="Only these kinds, comma-separated: messages, notes, facts, reflections.",
+    )
+    session: str | None = Field(None, description="Only this session's records.")
+    since: str | None = Field(
+        None, description="Only records from this time on: 7d, 12h, 2w or a date (2024-05-01)."
     )
 
 
@@ -79,6 +88,10 @@ def format_hits(hits: Sequence[SearchHit], terms: Sequence[str] = ()) -> str:
         where = "saved"
         if hit.kind == "message":  # the message number is what /pin message N takes
             where = f"session {hit.session_id} #{hit.seq_order}, message {hit.row_id}"
+        elif hit.kind == "reflection" and hit.session_id:
+            where = f"session {hit.session_id}"
+        elif hit.kind == "fact":
+            where = f"learned, fact {hit.row_id}"
         lines.append(
             f"{n}. [{hit.kind}] {_when(hit.created_at)} {where}: {snippet(hit.text, terms)}"
         )
@@ -138,7 +151,8 @@ class MemorySearchTool:
             description=(
                 "Search the user's earlier conversations (all their sessions) and saved "
                 "memories by keywords. Use it when the user refers to something said "
-                "before that is not in the conversation above. Returns the best matches."
+                "before that is not in the conversation above. Returns the best matches. "
+                "Optional filters: type (messages, notes, facts, reflections), session, since."
             ),
             parameters=_PARAMETERS,
         )
@@ -154,12 +168,20 @@ class MemorySearchTool:
                 "The query has no searchable words (only very common ones); "
                 "use names, places or topics."
             )
-        hits = await ranked(
-            self._index,
-            ctx.user_id,
-            terms,
-            parsed.top_k,
-            meaning=self._meaning,
-            text=parsed.query,
-        )
+        if parsed.type is None and parsed.session is None and parsed.since is None:
+            hits = await ranked(
+                self._index,
+                ctx.user_id,
+                terms,
+                parsed.top_k,
+                meaning=self._meaning,
+                text=parsed.query,
+            )
+        else:
+            flt = SearchFilter(
+                parse_kinds(parsed.type) if parsed.type is not None else SearchFilter().kinds,
+                parsed.session,
+                None if parsed.since is None else parse_since(parsed.since, time.time()),
+            )
+            hits = await filtered_search(self._index, ctx.user_id, terms, parsed.top_k, flt)
         return format_hits(hits, terms)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
 from urllib.parse import quote
 
 import pytest
 
 from picobot.store.erasure.export import count_user_data
+from picobot.store.learned.digests import DigestStore, Provenance
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
 from tests.admin.helpers import (
     ALICE,
     KEY_A,
@@ -34,7 +38,40 @@ async def test_search_is_scoped_to_one_user(chatted: Api) -> None:
     one = await chatted.call("GET", f"/api/v1/search?user={quote(ALICE)}&q=pineapple&limit=1")
     assert len(one["hits"]) == 1
     nothing = await chatted.call("GET", f"/api/v1/search?user={quote(ALICE)}&q=the+and")
+    took = nothing.pop("took_ms")
+    assert isinstance(took, float) and took >= 0
     assert nothing == {"user_id": ALICE, "terms": [], "hits": []}
+
+
+async def test_search_filters_by_type_session_and_time(chatted: Api) -> None:
+    db = chatted.runtime.db
+    sessions = (await chatted.call("GET", f"/api/v1/sessions?user={quote(ALICE)}"))["sessions"]
+    first = min(sessions, key=lambda s: s["created_at"])["id"]
+    fact = Observation(None, "preference", "orders pineapple pizza on Fridays")
+    await FactStore(db).observe(ALICE, [fact], session_id=first, message_id=1, now=time.time())
+    source = Provenance(first, 1, 2, 1, 2)
+    text = "Talked about pineapple pizza toppings."
+    await DigestStore(db).add_reflection(ALICE, source, text, 5, now=time.time())
+    base = f"/api/v1/search?user={quote(ALICE)}&q=pineapple"
+    every = await chatted.call("GET", base)
+    assert {h["kind"] for h in every["hits"]} == {"message", "memory", "fact", "reflection"}
+    learned = await chatted.call("GET", base + "&type=facts,reflections")
+    assert {h["kind"] for h in learned["hits"]} == {"fact", "reflection"}
+    notes = await chatted.call("GET", base + "&type=notes")
+    assert [h["kind"] for h in notes["hits"]] == ["memory"]
+    other = max(sessions, key=lambda s: s["created_at"])["id"]
+    in_first = await chatted.call("GET", base + f"&session={first}")
+    assert {h["kind"] for h in in_first["hits"]} == {"message", "reflection"}
+    assert all(h["session_id"] == first for h in in_first["hits"])
+    in_other = await chatted.call("GET", base + f"&session={other}")
+    assert in_other["hits"] == []  # the volcano session never mentions it
+    future = await chatted.call("GET", base + "&since=2999-01-01")
+    assert future["hits"] == []
+    recent = await chatted.call("GET", base + "&since=1d")
+    assert len(recent["hits"]) == len(every["hits"])
+    for bad in ("type=gossip", "since=yesterday"):
+        error = await chatted.call("GET", f"{base}&{bad}", expect=400)
+        assert error["error"]["code"] == "invalid_parameter"
 
 
 @pytest.mark.parametrize("query", ["q=pizza", f"user={quote(ALICE)}", "user=&q=pizza"])

@@ -158,7 +158,7 @@ def test_memories_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert run_json(capsys, "memories", "--user", user) == {"user_id": user, "memories": []}
     saved = run_json(capsys, "memories", "--user", user, "--set", "city", "Lisbon")
     assert saved["user_id"] == user
-    assert set(saved["saved"]) == {"key", "content", "created_at", "updated_at"}
+    assert set(saved["saved"]) == {"key", "content", "created_at", "updated_at", "sensitive"}
     assert (saved["saved"]["key"], saved["saved"]["content"]) == ("city", "Lisbon")
     listed = run_json(capsys, "memories", "--user", user)
     assert listed == {"user_id": user, "memories": [saved["saved"]]}

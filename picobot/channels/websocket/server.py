@@ -29,6 +29,7 @@ from picobot.auth import MIN_KEY_LENGTH, KeyRing, only, presented_key
 from picobot.channels.gate import ConnectionGate, ConnectionLimits, gated_connection_class
 from picobot.channels.websocket.connection import CLOSE_TIMEOUT_SECS, RATE_BURST, Connection
 from picobot.channels.websocket.protocol import parse_api_keys
+from picobot.commands.export import EXPORT_PATH
 from picobot.config.channels import WebSocketSettings
 from picobot.config.sections import host_port
 from picobot.config.sources import read_secret
@@ -37,6 +38,7 @@ from picobot.kernel.kernel import Kernel
 from picobot.logsafe import LogSummary, loggable
 from picobot.messages import Identity
 from picobot.ratelimit import TokenBucket, peer_key
+from picobot.services.export import ExportService
 
 log = logging.getLogger(__name__)
 # The websockets library logs handshake headers (API keys) and frames (chat content) at
@@ -66,8 +68,10 @@ class WebSocketChannel:
         keys: Mapping[str, str] | None = None,
         grace_secs: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        export: ExportService | None = None,
     ) -> None:
         """``keys`` maps API key -> user id; by default read from ``settings.api_keys_env``.
+        With ``export``, ``GET /export/<token>`` serves the downloads ``/export`` offers.
 
         Raises ConfigError (naming the env var, never a key) for a short or malformed key,
         or when there is no key at all: a channel that refuses everyone is a mistake.
@@ -81,6 +85,7 @@ class WebSocketChannel:
             raise ConfigError(f"{env} holds no WebSocket API keys; every client would be refused")
         self.kernel = kernel
         self.settings = settings
+        self.export = export
         self.clock = clock
         self._grace_secs = grace_secs
         self._keys = KeyRing(keys.items())
@@ -211,10 +216,13 @@ class WebSocketChannel:
             self._buckets[user_id] = bucket
         return bucket
 
-    def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
+    async def _process_request(self, ws: ServerConnection, request: Request) -> Response | None:
         # The request target as sent, less its query: urlsplit would read "//host/ws" as
         # the endpoint, and raise on "//[" (a 500 with a traceback, for anyone).
-        if request.path.partition("?")[0] != self.settings.path:
+        target = request.path.partition("?")[0]
+        if target.startswith(EXPORT_PATH) and self.export is not None:
+            return await self._download(ws, target[len(EXPORT_PATH) :])
+        if target != self.settings.path:
             return ws.respond(HTTPStatus.NOT_FOUND, "Not found.\n")
         if self.authenticate(request.headers) is None:
             self._refusals.note(
@@ -227,6 +235,22 @@ class WebSocketChannel:
             response.headers["WWW-Authenticate"] = 'Bearer realm="picobot"'
             return response
         return None
+
+    async def _download(self, ws: ServerConnection, token: str) -> Response:
+        """``GET /export/<token>``: the export of the token's user, once (no API key:
+        the single-use token, shown only to that user, is the credential)."""
+        assert self.export is not None
+        user_id = self.export.tokens.redeem(token)
+        if user_id is None:
+            return ws.respond(HTTPStatus.NOT_FOUND, "Unknown, used or expired export link.\n")
+        log.info("WebSocket: export downloaded by %s", loggable(user_id))
+        body = "".join([line async for line in self.export.jsonl(user_id)])
+        response = ws.respond(HTTPStatus.OK, body)
+        del response.headers["Content-Type"]  # a multi-dict: replace, not add
+        response.headers["Content-Type"] = "application/x-ndjson; charset=utf-8"
+        response.headers["Content-Disposition"] = 'attachment; filename="picobot-export.jsonl"'
+        response.headers["Cache-Control"] = "no-store"
+        return response
 
     async def _handle(self, ws: ServerConnection) -> None:
         # Authenticated again from the same headers: the handshake already vetted them,

@@ -58,3 +58,5 @@ class Fetched:
     hits: list[SearchHit]
     records_intact: bool
     """Every record the epoch recalled still exists (a purge may have removed some)."""
+    recall: bool = True
+    """The user lets the bot recall for them (``/recall``); off: no records, facts or digests."""

@@ -67,6 +67,7 @@ from picobot.recall.meaning import VectorRecall
 from picobot.store.conversation.memories import GLOBAL_USER, Memory
 from picobot.store.conversation.memory_cache import CachedMemories, MemoryCache
 from picobot.store.conversation.messages import StoredMessage, existing_ids, last_messages
+from picobot.store.conversation.preferences import read_preferences
 from picobot.store.conversation.sessions import existing_sessions
 from picobot.store.conversation.summaries import Summary, get_summary
 from picobot.store.db import Database
@@ -199,6 +200,8 @@ class MemoryRetriever:
         used = sum(self._budget.cost(m.content) for m in body)
         # A tool round builds the turn's prompt again: the same records.
         lines = epoch.recalled if epoch.message_id == request.current.id else None
+        if not fetched.recall:
+            lines = []  # /recall off mid-turn: the tool round's prompt drops them too
         if lines is None:
             left = room - used - self._budget.recall_framing()
             floor = self._cfg.recall_budget_tokens // 2
@@ -337,7 +340,7 @@ class MemoryRetriever:
         self, request: PromptRequest, fetched: Fetched, pending: asyncio.Task[VectorQuery | None]
     ) -> Fetched:
         """The keyword matches fused with the nearest messages in meaning, in context."""
-        query = self._recall_query(request, fetched.window)
+        query = self._recall_query(request, fetched.window) if fetched.recall else None
         if query is None:
             pending.cancel()
             return fetched
@@ -371,12 +374,14 @@ class MemoryRetriever:
         summary = None
         if cfg.include_summary_on_truncation and window:
             summary = get_summary(conn, sid)
+        # The user's /recall switch, read in this snapshot: off, nothing recalled.
+        recall = read_preferences(conn, user).recall
         facts: list[Fact] = []
-        if self._learning is not None and self._learning.max_prompt_facts > 0:
+        if recall and self._learning is not None and self._learning.max_prompt_facts > 0:
             learning = self._learning
             facts = active_facts(conn, user, learning.min_confidence, learning.max_prompt_facts)
         hits: list[SearchHit] = []
-        query = self._recall_query(request, window)
+        query = self._recall_query(request, window) if recall else None
         if query is not None:
             # With a vector on its way (``pending``), the matches alone: fused later.
             hits = recall_records(conn, query, expand=pending is None)
@@ -386,7 +391,7 @@ class MemoryRetriever:
             shown = epoch.shown_ids()
             intact = len(existing_ids(conn, shown)) == len(shown)
             intact = intact and layers_intact(conn, epoch.shown_layers())
-        return Fetched(window, memories, summary, facts, hits, intact)
+        return Fetched(window, memories, summary, facts, hits, intact, recall)
 
     def _memory_items(self, groups: Sequence[CachedMemories], item_cap: int) -> list[Item]:
         """The memories' prompt lines, at most ``max_user_memories`` (own ones first).

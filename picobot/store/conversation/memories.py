@@ -41,6 +41,9 @@ class Memory:
     content: str
     created_at: float
     updated_at: float
+    sensitive: bool = False
+    """Kept out of recall, the prompt and the model's tool; still the user's (listed,
+    exported, purged)."""
 
 
 def validate_key(key: str) -> str:
@@ -93,7 +96,7 @@ def _cap_message(user_id: str, count: int, max_count: int) -> str:
     return f"You already have {count} memories, the most allowed; /forget one first."
 
 
-_COLUMNS = "id, user_id, key, content, created_at, updated_at"
+_COLUMNS = "id, user_id, key, content, created_at, updated_at, sensitive"
 
 
 def _memory(row: Row) -> Memory:
@@ -104,16 +107,21 @@ def _memory(row: Row) -> Memory:
         content=str(row["content"]),
         created_at=float(row["created_at"]),
         updated_at=float(row["updated_at"]),
+        sensitive=bool(row["sensitive"]),
     )
 
 
-def list_memories(conn: sqlite3.Connection, user_id: str, limit: int | None) -> list[Memory]:
-    """``user_id``'s memories, most recently updated first (in a reader thread)."""
+def list_memories(
+    conn: sqlite3.Connection, user_id: str, limit: int | None, *, sensitive: bool = True
+) -> list[Memory]:
+    """``user_id``'s memories, most recently updated first (in a reader thread);
+    without ``sensitive``, the notes marked sensitive are left out (the prompt's,
+    the model tool's listing)."""
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ?"  # noqa: S608
-        " ORDER BY updated_at DESC, id DESC LIMIT ?",
+        " AND (? OR sensitive = 0) ORDER BY updated_at DESC, id DESC LIMIT ?",
         # LIMIT -1 is SQLite for "no limit".
-        (user_id, -1 if limit is None else max(0, limit)),
+        (user_id, int(sensitive), -1 if limit is None else max(0, limit)),
     ).fetchall()
     return [_memory(r) for r in rows]
 
@@ -152,8 +160,12 @@ class MemoryRepo:
         now: float | None = None,
         session_id: str | None = None,
         actor: str | None = None,
+        sensitive: bool | None = None,
     ) -> Memory:
         """Insert or update ``user_id``'s memory ``key``; return the stored row.
+
+        ``sensitive`` marks the note sensitive (True) or not (False) in the same write;
+        None keeps an existing note's mark (a new note is not sensitive).
 
         With ``session_id`` (a turn's save), only while that session exists, checked in
         the same transaction: a purge deletes its sessions last, then sweeps memories
@@ -182,9 +194,9 @@ class MemoryRepo:
                 exists = await cur.fetchone() is not None
             if exists:
                 await conn.execute(
-                    "UPDATE user_memories SET content = ?, updated_at = ?"
-                    " WHERE user_id = ? AND key = ?",
-                    (content, ts, user_id, key),
+                    "UPDATE user_memories SET content = ?, updated_at = ?,"
+                    " sensitive = coalesce(?, sensitive) WHERE user_id = ? AND key = ?",
+                    (content, ts, None if sensitive is None else int(sensitive), user_id, key),
                 )
             else:
                 async with conn.execute(
@@ -195,9 +207,10 @@ class MemoryRepo:
                 if count >= max_count:
                     raise UserError(_cap_message(user_id, count, max_count))
                 await conn.execute(
-                    "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
-                    " VALUES (?, ?, ?, ?, ?)",
-                    (user_id, key, content, ts, ts),
+                    "INSERT INTO user_memories"
+                    " (user_id, key, content, created_at, updated_at, sensitive)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (user_id, key, content, ts, ts, int(bool(sensitive))),
                 )
             async with conn.execute(
                 f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ? AND key = ?",  # noqa: S608
@@ -228,9 +241,32 @@ class MemoryRepo:
         """Memories of ``user_id`` (None: of every user), most recently updated first."""
         return await self._db.read(lambda conn: all_memories(conn, user_id, limit))
 
-    async def list(self, user_id: str, limit: int | None = None) -> builtins.list[Memory]:
-        """``user_id``'s memories, most recently updated first; at most ``limit``."""
-        return await self._db.read(lambda conn: list_memories(conn, user_id, limit))
+    async def list(
+        self, user_id: str, limit: int | None = None, *, sensitive: bool = True
+    ) -> builtins.list[Memory]:
+        """``user_id``'s memories, most recently updated first; at most ``limit``;
+        without ``sensitive``, not the notes marked sensitive."""
+        return await self._db.read(
+            lambda conn: list_memories(conn, user_id, limit, sensitive=sensitive)
+        )
+
+    async def set_sensitive(self, user_id: str, key: str, sensitive: bool) -> Memory | None:
+        """Mark ``user_id``'s memory ``key`` sensitive or not; the note, or None when
+        there is none. Its recall index entry goes or comes back in the same write."""
+
+        def write(conn: sqlite3.Connection) -> Memory | None:
+            conn.execute(
+                "UPDATE user_memories SET sensitive = ? WHERE user_id = ? AND key = ?"
+                " AND sensitive <> ?",
+                (int(sensitive), user_id, key, int(sensitive)),
+            )
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ? AND key = ?",  # noqa: S608
+                (user_id, key),
+            ).fetchone()
+            return None if row is None else _memory(row)
+
+        return await self._db.write(write)
 
     async def delete(
         self, user_id: str, key: str, *, actor: str | None = None, now: float | None = None

@@ -74,7 +74,10 @@ class MemoryCache:
             entry = self._entries.get(user_id)
         if entry is not None and entry.rev == rev and entry.limit == limit:
             return entry
-        entry = CachedMemories(rev, limit, tuple(list_memories(conn, user_id, limit)))
+        # Notes marked sensitive never reach the prompt.
+        entry = CachedMemories(
+            rev, limit, tuple(list_memories(conn, user_id, limit, sensitive=False))
+        )
         if self._max:
             with self._lock:
                 self._entries.pop(user_id, None)

@@ -8,7 +8,8 @@ change history), their reflections, digests and message pins, then each session 
 first) followed by its summary, its messages in ``seq_order`` (each with its embedding,
 if one is stored) and its tool records, then
 the user's rows of the webhook inbox and of the outbound reply queue, then the user's
-events (what happened, in order; ids and counts only). Every table is read
+events (what happened, in order; ids and counts only), and last the user's privacy
+switches (``preferences``, when they changed one). Every table is read
 page by page with keyset pagination, so memory use does not grow with the export.
 Reads are not one snapshot: rows written while an export runs may or may not appear.
 """
@@ -22,6 +23,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from picobot.store.conversation.preferences import preference_rows
 from picobot.store.db import Database, Row
 from picobot.store.erasure.export_layers import layer_records
 from picobot.store.erasure.export_pages import Record, iso
@@ -92,7 +94,8 @@ async def iter_user_records(
 
     Each record is a plain JSON-ready dict whose ``type`` is one of ``export_header``,
     ``memory``, ``fact``, ``reflection``, ``digest``, ``pin``, ``session``, ``summary``,
-    ``message``, ``tool_record``, ``webhook_message``, ``outbound_reply``, ``event``.
+    ``message``, ``tool_record``, ``webhook_message``, ``outbound_reply``, ``event``,
+    ``preferences``.
     """
     yield {
         "type": "export_header",
@@ -102,7 +105,7 @@ async def iter_user_records(
     }
     async for row in _pages(
         db,
-        "SELECT id, key, content, created_at, updated_at FROM user_memories"
+        "SELECT id, key, content, created_at, updated_at, sensitive FROM user_memories"
         " WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
         (user_id,),
         key=lambda r: (r["id"],),
@@ -114,6 +117,7 @@ async def iter_user_records(
             "content": row["content"],
             "created_at": iso(row["created_at"]),
             "updated_at": iso(row["updated_at"]),
+            "sensitive": bool(row["sensitive"]),
         }
     async for record in fact_records(db, user_id):
         yield record
@@ -160,6 +164,13 @@ async def iter_user_records(
             "session_id": row["session_id"],
             "actor": row["actor"],
             "payload": _state(row["payload_json"]),
+        }
+    for learning, recall, updated in await db.read(lambda c: preference_rows(c, user_id)):
+        yield {
+            "type": "preferences",
+            "learning": learning,
+            "recall": recall,
+            "updated_at": iso(updated),
         }
 
 

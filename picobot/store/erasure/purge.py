@@ -25,7 +25,9 @@ from typing import Any
 from picobot.store.channels.webhooks import WebhookStore
 from picobot.store.connection import AsyncConnection
 from picobot.store.conversation.event_prune import prune_events_before, prune_user_events
+from picobot.store.conversation.preferences import delete_preferences
 from picobot.store.db import Database
+from picobot.store.erasure.export_files import delete_files_before, delete_user_files
 from picobot.store.erasure.purge_counts import PurgeCounts as PurgeCounts  # re-exported
 from picobot.store.learned.digest_purge import DigestPurge, delete_session_layers
 from picobot.store.learned.fact_purge import FactPurge, delete_session_facts
@@ -152,12 +154,14 @@ class PurgeStore:
     ) -> PurgeCounts:
         """Delete everything of ``user_id``: sessions (with all they hold), memories,
         tool records, current-session pointers, index entries, webhook queue rows,
-        learned facts, reflections, digests and events."""
+        learned facts, reflections, digests, events, privacy switches and export files."""
         counts = await self._delete(_user_scope(user_id), batch_size)
         queued = await WebhookStore(self._db).delete_user(user_id)
         facts = await FactPurge(self._db).delete_user(user_id)
         layers = await DigestPurge(self._db).delete_user(user_id)
         await prune_user_events(self._db, user_id, batch_size)
+        await self._db.write(lambda conn: delete_preferences(conn, user_id))
+        delete_user_files(self._db.path.parent, user_id)  # their /export files
         return _derived(counts, queued, facts, layers)
 
     async def count_older(self, cutoff_ts: float) -> PurgeCounts:
@@ -180,6 +184,7 @@ class PurgeStore:
         counts = await self._delete(_older_scope(cutoff_ts), batch_size)
         queued = await WebhookStore(self._db).delete_before(cutoff_ts)
         await prune_events_before(self._db, cutoff_ts, batch_size)
+        delete_files_before(self._db.path.parent, cutoff_ts)  # /export files
         return counts + PurgeCounts(webhook_rows=queued)
 
     # --- counting -------------------------------------------------------------------

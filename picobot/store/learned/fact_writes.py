@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from picobot.store.conversation.events import record_event
 from picobot.store.conversation.messages import SessionGone
+from picobot.store.conversation.preferences import learning_allowed
 from picobot.store.db import Database
 from picobot.store.learned.fact_paraphrase import FactParaphrases
 from picobot.store.learned.fact_rows import add_source, insert_fact, record_change, set_fact
@@ -72,6 +73,7 @@ class FactStore:
         lowers the other active facts of its subject and category first. With
         ``session_id``, only while that session exists (checked in the same write), so
         nothing is learned from a session purged meanwhile: :class:`SessionGone`.
+        Nothing is stored for a user who turned learning off (``/learning off``).
         """
         cleaned = [
             Observation(
@@ -97,6 +99,10 @@ class FactStore:
             restates = await self.paraphrases.match(self._db, user_id, unique)
 
         def write(conn: sqlite3.Connection) -> list[Applied]:
+            # Checked in the write itself: a /learning off takes effect for every
+            # writer at once, a model answer already on its way included.
+            if not learning_allowed(conn, user_id):
+                return []
             if (
                 session_id is not None
                 and conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone()

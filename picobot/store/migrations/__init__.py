@@ -20,6 +20,7 @@ from picobot.store.migrations.channels import m016_channel_offsets
 from picobot.store.migrations.events import m014_events, m017_events_autoincrement
 from picobot.store.migrations.facts import m012_learned_facts
 from picobot.store.migrations.layers import m015_memory_layers
+from picobot.store.migrations.preferences import m019_user_preferences
 from picobot.store.migrations.script import run_script
 from picobot.store.migrations.search import (
     m002_search_index,
@@ -222,6 +223,7 @@ MIGRATIONS: list[Migration] = [
     m016_channel_offsets,
     m017_events_autoincrement,
     m018_message_vectors,
+    m019_user_preferences,
 ]
 
 

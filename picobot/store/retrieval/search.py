@@ -66,6 +66,7 @@ from typing import Any, TypeVar
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
 from picobot.store.migrations.facts import FACT_ROWID_BASE
+from picobot.store.migrations.layers import REFLECTION_ROWID_BASE
 from picobot.store.retrieval.search_kinds import joins, kind_of, rowid_filter
 from picobot.store.retrieval.search_writes import (
     INDEX_BATCH,
@@ -129,6 +130,13 @@ class SearchQuery:
     """Learned facts (active ones) compete too, as hits of kind ``fact``."""
     include_digests: bool = False
     """Session reflections and digests compete too (kinds ``reflection``, ``digest``)."""
+    include_messages: bool = True
+    """Messages compete (False: only the other kinds asked for)."""
+    in_session: str | None = None
+    """Only this session's records: its messages and its reflections (a filter, not the
+    window exclusion of ``session_id``); notes, facts and digests belong to no session."""
+    since: float | None = None
+    """Only records written (a note, fact or digest: last changed) at or after this time."""
 
 
 def user_token(user_id: str) -> str:
@@ -186,7 +194,10 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     where = "search_index MATCH ?"
     params: list[Any] = [fts_query(query.user_id, query.terms)]
     kinds = rowid_filter(
-        memories=query.include_memories, facts=query.include_facts, layers=query.include_digests
+        memories=query.include_memories,
+        facts=query.include_facts,
+        layers=query.include_digests,
+        messages=query.include_messages,
     )
     if kinds:
         where += f" AND {kinds}"
@@ -202,6 +213,16 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
         # IS NOT: memories have a NULL session_id and must stay in.
         where += " AND (session_id IS NOT ? OR seq_order < ?)"
         params += [query.session_id, query.before_seq]
+    if query.in_session is not None:
+        # A reflection's session is its digest row's; the index holds a message's own.
+        where += (
+            " AND (session_id = ? OR rowid IN (SELECT -(? + id) FROM digests"
+            " WHERE session_id = ? AND level = 0))"
+        )
+        params += [query.in_session, REFLECTION_ROWID_BASE, query.in_session]
+    if query.since is not None:
+        where += " AND created_at >= ?"
+        params.append(query.since)
     params.append(query.limit)
     # The index ranks and limits; only the hits are joined to their source rows. An
     # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per
@@ -276,6 +297,10 @@ class SearchIndex:
         session repeats its parent's transcript) are returned once.
         """
         query = SearchQuery(user_id, terms, limit, session_id, before_seq, include_memories)
+        return await self.read_fresh(lambda conn: search_records(conn, query))
+
+    async def filtered(self, query: SearchQuery) -> list[SearchHit]:
+        """:meth:`search` with every field of ``query`` (kinds, session, since)."""
         return await self.read_fresh(lambda conn: search_records(conn, query))
 
     async def read_fresh(self, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -32,11 +32,13 @@ def kind_of(rowid: int) -> tuple[str, int]:
     return "memory", -rowid
 
 
-def rowid_filter(*, memories: bool, facts: bool, layers: bool) -> str:
-    """The condition keeping messages and the asked-for kinds ("" keeps everything)."""
-    if memories and not facts and not layers:
+def rowid_filter(*, memories: bool, facts: bool, layers: bool, messages: bool = True) -> str:
+    """The condition keeping the asked-for kinds ("" keeps everything)."""
+    if messages and memories and not facts and not layers:
         return f"rowid >= -{FACT_ROWID_BASE}"  # messages and memories, one range
-    wanted = {"message": True, "memory": memories, "fact": facts, "layer": layers}
+    wanted = {"message": messages, "memory": memories, "fact": facts, "layer": layers}
+    if not any(wanted.values()):
+        return "0"
     if all(wanted.values()):
         return ""
     if list(wanted.values()) == [True, False, False, False]:

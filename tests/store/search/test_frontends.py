@@ -44,7 +44,7 @@ TERMS = functools.partial(extract_terms, max_terms=8)
 async def test_tool_returns_only_the_callers_hits(db: Database) -> None:
     tool = MemorySearchTool(SearchIndex(db), terms=TERMS)
     assert tool.spec.name == "memory_search"
-    assert set(tool.spec.parameters["properties"]) == {"query", "top_k"}
+    assert set(tool.spec.parameters["properties"]) == {"query", "top_k", "type", "session", "since"}
     text = await tool.run(ToolContext(user_id=ALICE), {"query": "volcano trip", "top_k": 5})
     assert f"with {ALICE}" in text and BOB not in text
     assert text.startswith("1. [message] ") and "session " in text

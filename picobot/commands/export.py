@@ -1,0 +1,74 @@
+"""/export: the caller's own data, from the chat.
+
+In the terminal UI (channel ``tui``, same machine as the data) the JSONL export (the
+admin export's format, docs/export-import.md) is written to a new 0600 file under the
+data directory and its path shown; purges and retention delete it
+(:mod:`picobot.store.erasure.export_files`). Over WebSocket the caller gets a
+single-use download token (:mod:`picobot.services.export_tokens`) for the WebSocket
+server's ``GET /export/<token>``. Other channels cannot hand over a file yet: they
+are told so, and how to get the export.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from picobot.kernel.commands import CommandCall, CommandRouter
+from picobot.messages import Outbound, notice
+from picobot.services.export import ExportService
+
+FILE_CHANNELS = frozenset({"tui"})
+"""Channels whose user sits at the machine holding the data directory."""
+TOKEN_CHANNELS = frozenset({"ws"})
+"""Channels whose server offers the download of a token (``GET /export/<token>``)."""
+EXPORT_PATH = "/export/"
+
+
+class ExportCommands:
+    """/export over the export service; the caller's own data only."""
+
+    def __init__(self, export: ExportService, clock: Callable[[], float] = time.time) -> None:
+        self._export = export
+        self._clock = clock
+
+    def register(self, router: CommandRouter) -> None:
+        """Add /export to a router."""
+        router.add("export", "/export", "get everything stored about you (JSONL)", self.export)
+
+    async def export(self, call: CommandCall) -> list[Outbound]:
+        """Write the caller's export where the channel can hand it over, or say why not."""
+        ident = call.identity
+        if ident.channel in TOKEN_CHANNELS:
+            if (await self._export.count(ident.user_id)).empty:
+                return [notice("Nothing is stored about you yet.", call.session_id)]
+            token = self._export.tokens.issue(ident.user_id)
+            minutes = round(self._export.tokens.ttl_secs / 60)
+            return [
+                notice(
+                    f"Download your data (JSON Lines) from this server at {EXPORT_PATH}{token} "
+                    f"(HTTP GET, no API key): once, within {minutes} minutes. Keep the link to "
+                    "yourself: it is the only key to your export.",
+                    call.session_id,
+                )
+            ]
+        if ident.channel not in FILE_CHANNELS:
+            return [
+                notice(
+                    "Export is not available in this channel yet. Use the terminal UI's "
+                    "/export, or ask the operator for your export (picobot export --user, "
+                    "or the admin API); it holds everything stored about you.",
+                    call.session_id,
+                )
+            ]
+        if (await self._export.count(ident.user_id)).empty:
+            return [notice("Nothing is stored about you yet.", call.session_id)]
+        path, stats = await self._export.write_file(ident.user_id, self._clock())
+        return [
+            notice(
+                f"Your data is in {path} (JSON Lines, readable only by this account: "
+                f"{stats.sessions} sessions, {stats.messages} messages, {stats.memories} "
+                f"notes, {stats.facts} facts). It is deleted after a day, or with /purge user.",
+                call.session_id,
+            )
+        ]
