@@ -175,3 +175,19 @@ async def test_a_user_cannot_plan_messages_of_another(db: Database, rng: random.
     scope = await undo_scope(db, "s1")
     with pytest.raises(Exception, match="no such message of yours"):
         await PrivacyController(db).plan(scope, Actor("test:bob"))
+
+
+async def test_fact_extraction_reads_the_messages_written_after_an_undo(
+    db: Database, rng: random.Random
+) -> None:
+    chat = Chat(rng)
+    await chat.fill(db)
+    await db.write(
+        lambda c: c.execute(
+            "INSERT INTO fact_progress (session_id, covered_seq, updated_at) VALUES ('s1', 4, 0)"
+        )
+    )
+    await purge(db, await undo_scope(db, "s1"))
+    # The next message takes sequence number 3 again: extraction has not read it.
+    assert await add_message(db, "s1", "new words") == 3
+    assert await scalar(db, "SELECT covered_seq FROM fact_progress") == 2

@@ -7,7 +7,9 @@ they opened, the webhook rows they came in with and the replies queued for them,
 session's summary if it covered any of them (the summary task writes it again from
 what remains), the facts learned only from them (facts with other sources lose these
 sources), and the session's reflections, whose digests above are emptied and marked
-stale as a session purge does (the reflection task rebuilds them). Everything goes in
+stale as a session purge does (the reflection task rebuilds them). Fact extraction's
+cursor of the session goes back to before the first removed message, since the next
+messages take the removed ones' sequence numbers. Everything goes in
 one transaction; call :func:`picobot.store.erasure.erase.erase_residue` afterwards to
 make the text unrecoverable from the file and its WAL.
 """
@@ -118,6 +120,15 @@ class MessagePurge:
                 key,
             )
             await delete_message_facts(conn, real)
+            # New messages take the removed ones' sequence numbers: fact extraction must
+            # read them, so its cursor goes back to before the first removed message.
+            await conn.execute(
+                "UPDATE fact_progress SET covered_seq = (SELECT MIN(seq_order) - 1 FROM"
+                " messages WHERE id IN (SELECT value FROM json_each(?2))) WHERE session_id = ?1"
+                " AND covered_seq >= (SELECT MIN(seq_order) FROM messages WHERE id IN"
+                " (SELECT value FROM json_each(?2)))",
+                (session_id, real),
+            )
             await delete_session_layers(conn, session_id)
             await conn.execute(
                 "DELETE FROM message_pins WHERE message_id IN (SELECT value FROM json_each(?))",
