@@ -13,12 +13,25 @@ from __future__ import annotations
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter
 from picobot.messages import Outbound, OutboundKind, notice
-from picobot.privacy.message_scope import MessagesScope, message_scope, rewind_scope, undo_scope
+from picobot.numbers import parse_digits
+from picobot.privacy.message_scope import (
+    NO_MESSAGE,
+    MessagesScope,
+    message_scope,
+    rewind_scope,
+    undo_scope,
+)
 from picobot.services.purges import PurgeService
 from picobot.store.db import Database
+from picobot.store.erasure.message_purge import id_at_seq
 
 from .purge import TOKEN_CHANNELS, actor_of
 
+REWIND_USAGE = (
+    'Usage: /rewind N, where N is a message id ("message N" in /search) or #N the'
+    ' message number in this session ("#N").'
+)
+DELETE_USAGE = REWIND_USAGE.replace("/rewind", "/delete")
 PLATFORM_NAMES = {"telegram": "Telegram", "whatsapp": "WhatsApp", "slack": "Slack"}
 
 
@@ -34,13 +47,9 @@ def platform_note(channel: str) -> str:
     )
 
 
-def _message_number(text: str, usage: str) -> int:
-    """A message id as /search shows it (``12`` or ``#12``)."""
-    try:
-        n = int(text.strip().removeprefix("#"))
-    except ValueError:
-        raise UserError(usage) from None
-    if n < 1:
+def _number(text: str, usage: str) -> int:
+    n = parse_digits(text)
+    if n is None or n < 1:
         raise UserError(usage)
     return n
 
@@ -69,13 +78,27 @@ class HistoryCommands:
 
     async def rewind(self, call: CommandCall) -> list[Outbound]:
         """Plan deleting everything after a message."""
-        n = _message_number(call.args, "Usage: /rewind N (a message number, as /search shows).")
+        n = await self._message(call, REWIND_USAGE)
         return await self._ask(call, await rewind_scope(self._db(), n))
 
     async def delete(self, call: CommandCall) -> list[Outbound]:
         """Plan deleting one message the user wrote."""
-        n = _message_number(call.args, "Usage: /delete N (a message number, as /search shows).")
+        n = await self._message(call, DELETE_USAGE)
         return await self._ask(call, await message_scope(self._db(), n, own=True))
+
+    async def _message(self, call: CommandCall, usage: str) -> int:
+        """The message id the argument names: ``N`` (a message id, "message N" in
+        /search) or ``#N`` (number N of the current session, "#N" in /search)."""
+        text = call.args.strip()
+        if not text.startswith("#"):
+            return _number(text, usage)
+        seq = _number(text[1:], usage)
+        found = None
+        if call.session_id:
+            found = await id_at_seq(self._db(), call.session_id, seq)
+        if found is None:
+            raise UserError(NO_MESSAGE)
+        return found
 
     def _db(self) -> Database:
         return self._purges.controller.db

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from picobot.config.settings import Settings
+from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
 from picobot.runtime import Runtime, open_runtime
@@ -53,7 +54,10 @@ async def test_undo_asks_with_counts_then_removes_the_last_exchange(
     rt: Runtime, provider: ScriptedProvider
 ) -> None:
     await say(rt, ALICE, "first kept words")
-    await say(rt, ALICE, "regretted zanzibar words")
+    sid = (await say(rt, ALICE, "regretted zanzibar words"))[-1].session_id
+    retriever = rt.kernel.retriever
+    assert isinstance(retriever, MemoryRetriever)
+    assert sid in retriever._epochs  # the session's prompt prefix, kept between turns
     ask = await say(rt, ALICE, "/undo")
     assert ask[-1].kind == OutboundKind.CONFIRM_REQUEST
     assert "the last exchange" in ask[-1].text and "2 messages" in ask[-1].text
@@ -61,6 +65,7 @@ async def test_undo_asks_with_counts_then_removes_the_last_exchange(
     assert "WhatsApp keeps" in ask[-1].text
     done = await say(rt, ALICE, "y")
     assert "Deleted the last exchange" in done[-1].text
+    assert sid not in retriever._epochs  # dropped with the messages, not at the next prune
     stored = await contents(rt)
     assert not any("zanzibar" in c for c in stored)
     assert any("first kept words" in c for c in stored)
@@ -120,13 +125,25 @@ async def test_rewind_to_the_last_message_or_a_bad_number_is_refused(rt: Runtime
     assert "nothing after it" in out[-1].text
     out = await say(rt, ALICE, "/rewind soon")
     assert out[-1].kind == OutboundKind.ERROR and "Usage" in out[-1].text
+    out = await say(rt, ALICE, "/rewind #9")  # no message number 9 in this session
+    assert out[-1].text == "There is no such message of yours."
+
+
+async def test_rewind_takes_a_message_number_of_the_current_session(rt: Runtime) -> None:
+    await say(rt, ALICE, "alpha keep")
+    await say(rt, ALICE, "bravo gone")
+    ask = await say(rt, ALICE, "/rewind #2")  # the reply to "alpha keep"
+    assert "2 messages" in ask[-1].text
+    await say(rt, ALICE, "y")
+    assert await contents(rt) == ["alpha keep", "You said: alpha keep"]
 
 
 async def test_delete_removes_one_own_message_only(rt: Runtime) -> None:
     await say(rt, ALICE, "secret oops")
     await say(rt, ALICE, "fine")
     mid = await message_id(rt, "secret oops")
-    ask = await say(rt, ALICE, f"/delete #{mid}")
+    # "#1": message number 1 of this session, as /search shows it.
+    ask = await say(rt, ALICE, "/delete #1")
     assert ask[-1].kind == OutboundKind.CONFIRM_REQUEST
     assert f"message {mid}" in ask[-1].text and "1 message" in ask[-1].text
     await say(rt, ALICE, "y")

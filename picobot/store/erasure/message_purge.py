@@ -166,3 +166,11 @@ async def locate(db: Database, message_id: int) -> tuple[str, int, str] | None:
 async def last_exchange(db: Database, session_id: str) -> list[int]:
     """The ids of the session's last user message and all that follows it."""
     return await db.read(lambda c: _last_exchange(c, session_id))
+
+
+async def id_at_seq(db: Database, session_id: str, seq_order: int) -> int | None:
+    """The id of ``session_id``'s message number ``seq_order`` (as /search shows ``#N``)."""
+    row = await db.fetchone(
+        "SELECT id FROM messages WHERE session_id = ? AND seq_order = ?", (session_id, seq_order)
+    )
+    return int(row[0]) if row else None
