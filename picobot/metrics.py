@@ -73,7 +73,7 @@ class PicobotMetrics:
         )
         self.purges = Counter(
             "picobot_purges_total",
-            "Confirmed purges executed, by scope (session, user, older_than, facts).",
+            "Confirmed purges executed, by scope (session, user, older_than, facts, messages).",
             ["scope"],
             registry=None,
         )
@@ -167,7 +167,7 @@ def observe_prompt_tokens(
 
 
 def observe_purge(scope: str, *, metrics: PicobotMetrics = METRICS) -> None:
-    """Count one executed purge; ``scope``: session, user, older_than or facts."""
+    """Count one executed purge; ``scope``: session, user, older_than, facts or messages."""
     metrics.purges.labels(scope=scope).inc()
 
 

@@ -17,6 +17,7 @@ from typing import Literal
 from picobot.access.permissions import grants_for
 from picobot.commands.export import ExportCommands
 from picobot.commands.facts import FactCommands
+from picobot.commands.history import HistoryCommands
 from picobot.commands.memories import MemoryCommands
 from picobot.commands.pins import PinCommands
 from picobot.commands.privacy import PrivacyCommands
@@ -254,6 +255,9 @@ def assemble(
     SearchCommands(services.search).register(kernel.commands)
     SummaryCommands(SummaryRepo(db)).register(kernel.commands)
     PurgeCommands(services.purges).register(kernel)
+    HistoryCommands(services.purges).register(kernel.commands)
+    if isinstance(retriever, MemoryRetriever):  # a deleted message leaves its prompt at once
+        services.purges.controller.on_purged.append(retriever.forget)
     # The fact commands stay with learning off: people can still see and delete theirs.
     FactCommands(services.facts).register(kernel.commands)
     PinCommands(services.pins, services.facts).register(kernel.commands)

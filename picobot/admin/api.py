@@ -161,6 +161,7 @@ class AdminAPI:
             web.get("/api/v1/retention", p(o.retention), allow_head=False),
             web.post("/api/v1/purge", p(o.purge)),
             web.post("/api/v1/purge/{token}/confirm", p(o.confirm)),
+            web.delete("/api/v1/messages/{id}", p(o.delete_message)),
             web.get("/api/v1/events", p(self.events.list_events), allow_head=False),
             web.get("/api/v1/events/stream", p(self.events.stream), allow_head=False),
         ]

@@ -145,7 +145,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Plan a purge: exact counts and a confirmation token for this key",
         {
             200: Reply("The plan (no token when nothing matches).", pm.PurgePlan),
-            404: _error("No such session."),
+            404: _error("No such session or message."),
             413: TOO_LARGE,
         },
         body=pm.PurgeRequest,
@@ -162,6 +162,16 @@ OPERATIONS: tuple[Operation, ...] = (
         },
         body=pm.ConfirmRequest,
         path_params={"token": "The confirm_token of the plan."},
+    ),
+    Operation(
+        "delete",
+        "/api/v1/messages/{id}",
+        "Plan deleting one message and what was derived from it (confirm like a purge)",
+        {
+            200: Reply("The plan and its confirmation token.", pm.PurgePlan),
+            404: _error("No such message."),
+        },
+        path_params={"id": "Message id."},
     ),
     *FACT_OPERATIONS,
     Operation(

@@ -112,7 +112,17 @@ class FactsPurge(FactCriteria, Request):
     )
 
 
-AnyPurge: TypeAlias = SessionPurge | UserPurge | OlderThanPurge | FactsPurge
+class MessagePurge(Request):
+    """Purge one message with what was derived from it: its index entries and vector,
+    the tool records of its turn, the session's summary if it covered it, the facts
+    learned only from it (others lose it as a source) and the session's reflections
+    (rebuilt from what remains)."""
+
+    scope: Literal["message"]
+    message_id: int = Field(ge=1, le=2**63 - 1, description="A message id.")
+
+
+AnyPurge: TypeAlias = SessionPurge | UserPurge | OlderThanPurge | FactsPurge | MessagePurge
 
 
 class PurgeRequest(RootModel[AnyPurge]):
@@ -150,7 +160,14 @@ class FactsPlan(FactsPurge):
     prompt: str
 
 
-AnyPlan: TypeAlias = SessionPlan | UserPlan | OlderThanPlan | FactsPlan
+class MessagePlan(MessagePurge):
+    """What a purge of one message will delete."""
+
+    counts: Counts
+    prompt: str
+
+
+AnyPlan: TypeAlias = SessionPlan | UserPlan | OlderThanPlan | FactsPlan | MessagePlan
 Plan = Annotated[AnyPlan, Field(discriminator="scope")]
 _PLAN: TypeAdapter[AnyPlan] = TypeAdapter(Plan)
 

@@ -22,6 +22,7 @@ from picobot.errors import UserError
 from picobot.logsafe import loggable
 from picobot.privacy.controller import PurgeExpired
 from picobot.privacy.fact_scope import FactsScope
+from picobot.privacy.message_scope import message_scope
 from picobot.privacy.scopes import DAY, Actor, OlderThanScope, PurgeScope, UserScope
 from picobot.services.bundle import Services
 from picobot.services.purges import NoSuchSession
@@ -96,7 +97,19 @@ class OpsRoutes:
     async def purge(self, request: web.Request, actor: Actor) -> web.StreamResponse:
         """``POST /api/v1/purge``: plan a purge; its token confirms it (same key only)."""
         read_query(request, m.NoQuery)
-        body = await read_model(request, pm.PurgeRequest)
+        return await self._plan(await read_model(request, pm.PurgeRequest), actor)
+
+    async def delete_message(self, request: web.Request, actor: Actor) -> web.StreamResponse:
+        """``DELETE /api/v1/messages/{id}``: plan deleting one message (the ``message``
+        scope of a purge); ``POST /api/v1/purge/{token}/confirm`` executes it."""
+        read_query(request, m.NoQuery)
+        raw = request.match_info["id"]
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 18 or int(raw) < 1:
+            raise ApiError(404, "not_found", "No such message.")
+        body = pm.PurgeRequest(pm.MessagePurge(scope="message", message_id=int(raw)))
+        return await self._plan(body, actor)
+
+    async def _plan(self, body: pm.PurgeRequest, actor: Actor) -> web.StreamResponse:
         scope = await self._scope(body.root)
         # One pending purge per actor: a new plan replaces the caller's old one.
         pending = await self._purges.request(scope, actor)
@@ -119,6 +132,11 @@ class OpsRoutes:
                 raise ApiError(404, "not_found", "No such session.") from None
         if isinstance(body, pm.UserPurge):
             return UserScope(body.user_id)
+        if isinstance(body, pm.MessagePurge):
+            try:
+                return await message_scope(self._db, body.message_id, own=False)
+            except UserError:
+                raise ApiError(404, "not_found", "No such message.") from None
         if isinstance(body, pm.FactsPurge):
             return await self._facts.choose(body.where(tuple(body.ids)))
         return OlderThanScope(body.days)

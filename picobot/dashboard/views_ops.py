@@ -21,6 +21,7 @@ from picobot.dashboard.session import Login
 from picobot.errors import UserError
 from picobot.logsafe import loggable
 from picobot.numbers import parse_digits
+from picobot.privacy.message_scope import message_scope
 from picobot.privacy.scopes import (
     MAX_PURGE_DAYS,
     OlderThanScope,
@@ -41,7 +42,9 @@ STATUS_JOBS = ("retention", "summarize", "learn", "fact-decay", "search-index")
 def _scope(kind: str, target: str) -> PurgeScope:
     """The scope named by the purge form; UserError for a bad one."""
     if not target:
-        raise UserError("Name what to purge: a session id, a user id or a number of days.")
+        raise UserError(
+            "Name what to purge: a session id, a user id, a message id or a number of days."
+        )
     if kind == "session":
         return SessionScope(target)
     if kind == "user":
@@ -109,7 +112,10 @@ class OpsViews:
         form = await request.post()
         kind, target = form_text(form, "scope"), form_text(form, "target")
         try:
-            scope = _scope(kind, target)
+            if kind == "message":
+                scope = await self._message(target)
+            else:
+                scope = _scope(kind, target)
             if isinstance(scope, SessionScope):
                 # A typo must not read as "nothing to delete".
                 scope = await self._ctx.services.purges.existing_session(target)
@@ -121,6 +127,13 @@ class OpsViews:
         log.info("dashboard: %s planned a purge of %s", login.actor.id, loggable(scope.describe()))
         values = {"pending": pending, "counts": _rows(pending.plan.counts), "scope": scope}
         return self._ctx.render(request, login, "purge_confirm.html", values)
+
+    async def _message(self, target: str) -> PurgeScope:
+        """The scope of one message named by its id (UserError: no such message)."""
+        n = parse_digits(target)
+        if n is None or n < 1:
+            raise UserError("A message id is a number, as the session's timeline shows.")
+        return await message_scope(self._ctx.db, n, own=False)
 
     async def confirm(self, request: web.Request, login: Login) -> web.StreamResponse:
         """``POST /admin/purge/confirm`` with the token and ``answer``: execute or cancel."""

@@ -24,6 +24,7 @@ from picobot.metrics import observe_purge
 
 # The built-in scopes register their rules when imported; a new scope's module joins here.
 from picobot.privacy import fact_scope as _fact_scope  # noqa: F401
+from picobot.privacy import message_scope as _message_scope  # noqa: F401
 from picobot.privacy.scopes import (
     DAY,
     Actor,
@@ -35,6 +36,7 @@ from picobot.store.conversation.event_prune import finish_purge, record_purge_st
 from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
 from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.message_purge import MessagePurge
 from picobot.store.erasure.purge import PurgeCounts, PurgeStore
 from picobot.store.learned.fact_purge import FactPurge
 from picobot.store.task_runs import (
@@ -131,9 +133,17 @@ class PrivacyController:
         self._batch = batch_size
         self._clock = clock
         self._deps = ScopeDeps(
-            PurgeStore(db), FactPurge(db), SessionRepo(db), batch_size, lambda: self._clock()
+            PurgeStore(db),
+            FactPurge(db),
+            SessionRepo(db),
+            batch_size,
+            lambda: self._clock(),
+            MessagePurge(db),
         )
         self._pending: dict[str, PendingPurge] = {}
+        self.on_purged: list[Callable[[str], None]] = []
+        """Called with the session id after a purge of (part of) a session executed:
+        what caches its prompt forgets it (see :meth:`MemoryRetriever.forget`)."""
 
     async def authorize(self, scope: PurgeScope, actor: Actor) -> None:
         """Raise AccessDenied unless ``actor`` may purge ``scope``."""
@@ -234,6 +244,9 @@ class PrivacyController:
             await self._record(started_at, error=error_text(exc))
             raise
         await self._record(started_at)
+        if session_id is not None:
+            for forget in self.on_purged:
+                forget(session_id)
         result = PurgeResult(scope, counts, time.monotonic() - started)
         observe_purge(scope.kind)
         # Scope, actor, counts and duration; never content.

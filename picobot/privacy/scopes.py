@@ -21,6 +21,7 @@ from typing import ClassVar, Protocol
 from picobot.errors import AccessDenied, UserError
 from picobot.registry import Registry
 from picobot.store.conversation.sessions import SessionRepo
+from picobot.store.erasure.message_purge import MessagePurge
 from picobot.store.erasure.purge import PurgeCounts, PurgeStore
 from picobot.store.learned.fact_purge import FactPurge
 
@@ -57,6 +58,8 @@ class ScopeDeps:
     sessions: SessionRepo
     batch_size: int = 500
     clock: Callable[[], float] = time.time
+    messages: MessagePurge | None = None
+    """Chosen messages of a session (undo, rewind, delete one message)."""
 
 
 @dataclass(frozen=True, slots=True)

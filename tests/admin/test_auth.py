@@ -77,7 +77,7 @@ async def test_every_protected_route_refuses_missing_wrong_and_chat_keys(chatted
         for route in chatted.client.app.router.routes()
         if route.resource is not None and route.resource.canonical not in PUBLIC
     ]
-    assert len(protected) == 20
+    assert len(protected) == 21
     attempts: list[dict[str, str]] = [
         {},
         {"Authorization": "Bearer wrong-key-0123456789"},

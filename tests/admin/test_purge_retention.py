@@ -270,7 +270,7 @@ async def test_confirm_needs_an_answer(chatted: Api) -> None:
     [
         (
             {"scope": "everything"},
-            "Field 'scope' must be one of 'session', 'user', 'older_than', 'facts'.",
+            "Field 'scope' must be one of 'session', 'user', 'older_than', 'facts', 'message'.",
         ),
         ({"scope": "older_than", "days": 0}, "Field 'days' must be at least 1."),
         ({"scope": "user", "user_id": ALICE, "days": 3}, "Unknown field(s): days."),

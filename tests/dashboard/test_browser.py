@@ -125,9 +125,9 @@ async def test_an_operator_curates_purges_and_logs_out(served: Served, browser: 
 
     # Purge that session: counts first, then the confirmed result, verified.
     await page.get_by_role("link", name="Purge this session…").click()
-    await expect(page.get_by_label("Session id, user id or number of days")).to_have_value(
-        session_id
-    )
+    await expect(
+        page.get_by_label("Session id, user id, message id or number of days")
+    ).to_have_value(session_id)
     await page.get_by_role("button", name="Count what would be deleted").click()
     plan = page.locator("#purge-plan")
     await expect(plan).to_contain_text("sessions")

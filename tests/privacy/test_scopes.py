@@ -75,7 +75,7 @@ async def test_a_registered_scope_is_planned_confirmed_and_recorded(db: Database
 
 def test_an_unknown_kind_names_the_known_ones() -> None:
     assert rules_for(SessionScope("s")) is PURGE_SCOPES.get("session")
-    with pytest.raises(ConfigError, match="known: facts, older_than, session, user"):
+    with pytest.raises(ConfigError, match="known: facts, messages, older_than, session, user"):
         rules_for(NotesOf("alice"))
 
 

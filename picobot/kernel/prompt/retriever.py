@@ -123,6 +123,11 @@ class MemoryRetriever:
             self._epochs.pop(sid, None)  # the build may have evicted it meanwhile
         return len(gone)
 
+    def forget(self, session_id: str) -> None:
+        """Drop the session's epoch: messages of it were deleted (undo, rewind, a purge),
+        so its next prompt is built afresh from what is stored."""
+        self._epochs.pop(session_id, None)
+
     def _item(self, text: str, cap: int) -> Item:
         text = truncate_to_tokens(self._est, text, cap)
         return Item(text, self._est.estimate(text) + 1)

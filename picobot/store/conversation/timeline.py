@@ -27,6 +27,8 @@ class TimelineItem:
     title: str
     body: str = ""
     details: dict[str, str] = field(default_factory=dict)
+    message_id: int | None = None
+    """The message's id (messages only): what the dashboard's delete action names."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,7 @@ def session_timeline(conn: sqlite3.Connection, session_id: str, limit: int = MAX
 
     for r in capped(
         conn.execute(
-            "SELECT seq_order, role, content, created_at FROM messages WHERE session_id = ?"
+            "SELECT id, seq_order, role, content, created_at FROM messages WHERE session_id = ?"
             " ORDER BY seq_order LIMIT ?",
             (session_id, limit + 1),
         ).fetchall()
@@ -67,6 +69,7 @@ def session_timeline(conn: sqlite3.Connection, session_id: str, limit: int = MAX
                 str(r["role"]),
                 str(r["content"]),
                 {"seq": str(r["seq_order"])},
+                int(r["id"]),
             )
         )
     for r in capped(

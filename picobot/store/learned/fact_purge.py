@@ -101,3 +101,28 @@ class FactPurge:
         """Delete the facts ``ids`` (those that still exist) with everything attached."""
         async with self._db.transaction() as conn:
             return await _delete(conn, _BY_IDS, _json(list(ids)))
+
+
+# A fact every source of which is one of the messages ?1 (a JSON array of ids).
+_ONLY_FROM_MESSAGES = (
+    "SELECT f.id FROM facts f WHERE EXISTS (SELECT 1 FROM fact_sources s WHERE s.fact_id ="
+    " f.id AND s.message_id IN (SELECT value FROM json_each(?1))) AND NOT EXISTS (SELECT 1"
+    " FROM fact_sources s WHERE s.fact_id = f.id AND (s.message_id IS NULL OR s.message_id"
+    " NOT IN (SELECT value FROM json_each(?1))))"
+)
+
+
+def count_message_facts(conn: sqlite3.Connection, ids: str) -> tuple[int, int]:
+    """(facts, index entries) :func:`delete_message_facts` would remove now."""
+    return _count(conn, _ONLY_FROM_MESSAGES, ids)
+
+
+async def delete_message_facts(conn: AsyncConnection, ids: str) -> tuple[int, int]:
+    """In ``conn``'s transaction: delete the facts learned only from the messages ``ids``
+    (a JSON array) and drop those messages from the sources of the others; (facts,
+    index entries) deleted."""
+    done = await _delete(conn, _ONLY_FROM_MESSAGES, ids)
+    await conn.execute(
+        "DELETE FROM fact_sources WHERE message_id IN (SELECT value FROM json_each(?))", (ids,)
+    )
+    return done
