@@ -7,13 +7,12 @@ by the same user, before it expires, deletes anything. Tokens are single use: ta
 
 from __future__ import annotations
 
-import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from picobot.access.tokens import SingleUseTokens
 from picobot.errors import UserError
 
 MAX_PENDING = 1000
@@ -30,28 +29,18 @@ class ForgetPlan:
     """What the user is asked to confirm, with the counts."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Pending:
-    user_id: str
-    plan: ForgetPlan
-    expires_at: float
-
-
 class Confirmations:
     """Single-use, expiring tokens, each bound to the user it was issued to."""
 
     def __init__(self, timeout_secs: float, clock: Callable[[], float] = time.monotonic) -> None:
         self.timeout_secs = timeout_secs
-        self._clock = clock
-        self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        self._tokens = SingleUseTokens[tuple[str, ForgetPlan]](
+            timeout_secs, max_pending=MAX_PENDING, clock=clock
+        )
 
     def issue(self, user_id: str, plan: ForgetPlan) -> str:
         """A new token for ``plan``, valid for ``timeout_secs`` and for ``user_id`` only."""
-        while len(self._pending) >= MAX_PENDING:
-            self._pending.popitem(last=False)
-        token = secrets.token_urlsafe(16)
-        self._pending[token] = _Pending(user_id, plan, self._clock() + self.timeout_secs)
-        return token
+        return self._tokens.issue((user_id, plan))
 
     def take(self, user_id: str, token: str) -> ForgetPlan:
         """The plan of ``token``, consumed; UserError if unknown, another user's or expired.
@@ -59,14 +48,13 @@ class Confirmations:
         Another user's token is answered exactly like an unknown one (and stays theirs),
         so a token reveals nothing to anyone but its owner.
         """
-        pending = self._pending.get(token)
-        if pending is None or pending.user_id != user_id:
+        taken = self._tokens.take(token, lambda pending: pending[0] == user_id)
+        if taken is None:
             raise UserError(
                 "There is no pending forget with that confirmation; nothing was deleted."
             )
-        del self._pending[token]
-        if self._clock() > pending.expires_at:
+        if taken.expired:
             raise UserError(
                 "The confirmation expired; nothing was deleted. Call forget again for a new one."
             )
-        return pending.plan
+        return taken.value[1]
