@@ -37,10 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
+from picobot.store.connect import install_functions
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS
 from picobot.store.retrieval.search_writes import index_pending
-from picobot.store.retrieval.terms import index_text, register_functions
+from picobot.store.retrieval.terms import index_text
 from picobot.store.task_runs import ERASE_TASK_NAME, RESIDUE_ERASED, TASK_NAME
 
 GEN_VERSION = 2
@@ -395,7 +396,7 @@ def _bulk_connection(path: Path, *, wal: bool = False) -> sqlite3.Connection:
     # Bulk-load settings: no sync and (for a new file) no journal; a crash leaves only
     # the ``.building`` file, which the next run deletes and regenerates.
     conn = sqlite3.connect(path, isolation_level=None)
-    register_functions(conn)  # the index triggers compute per-user terms
+    install_functions(conn)  # the index triggers compute per-user terms
     if not wal:
         conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")

@@ -49,6 +49,8 @@ from bench.server import (
 )
 from bench.stats import dist_ms, now_ns, ratio
 from picobot.channels.webhook.platforms.generic import sign
+from picobot.store.keys.keyring import KEY_STORE_FILE
+from picobot.store.keys.master import DEFAULT_KEY_FILE
 
 ROOT = Path(__file__).resolve().parent.parent
 START_TIMEOUT = 60.0
@@ -240,7 +242,8 @@ def run_texts(ctx: BenchContext, first_user: int, clients: int) -> list[str]:
 
 def bare_copy(db_path: Path, work_dir: Path) -> Path:
     """A copy of the working copy ``db_path`` (no connection may be open on it) as
-    ``work_dir/conversations.db``, for the bare-SQL server; returns its directory."""
+    ``work_dir/conversations.db``, with the key store and master key beside it, for
+    the bare-SQL server; returns its directory."""
     conn = sqlite3.connect(db_path)
     try:
         busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -251,6 +254,9 @@ def bare_copy(db_path: Path, work_dir: Path) -> Path:
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
     shutil.copyfile(db_path, work_dir / "conversations.db")
+    for name in (KEY_STORE_FILE, DEFAULT_KEY_FILE):
+        if (db_path.parent / name).exists():
+            shutil.copy2(db_path.parent / name, work_dir / name)
     return work_dir
 
 

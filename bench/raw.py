@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from picobot.store.connect import install_functions
 from picobot.store.retrieval.recall import RecallQuery, recall_records
 from picobot.store.retrieval.search import SearchHit
 from picobot.store.retrieval.search_writes import index_range
-from picobot.store.retrieval.terms import register_functions
 
 INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
@@ -59,7 +59,7 @@ class RawStore:
 
     def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        register_functions(self.conn)  # as picobot.store.db does on its connections
+        install_functions(self.conn)  # as picobot.store.db does on its connections
         for pragma in (
             f"busy_timeout={busy_timeout_ms}",
             "foreign_keys=ON",

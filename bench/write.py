@@ -30,10 +30,10 @@ from bench.corpus import user_id
 from bench.raw import CURRENT, RawStore
 from bench.stats import Ticker, dist_ms, now_ns, ratio
 from picobot.runtime import open_database
+from picobot.store.connect import install_functions
 from picobot.store.conversation.messages import MessageRepo
 from picobot.store.db import Database
 from picobot.store.retrieval.search import SearchIndex
-from picobot.store.retrieval.terms import register_functions
 
 CHECKPOINT_EVERY_SECS = 0.2
 
@@ -61,7 +61,7 @@ class _Checkpointer:
 
     def _run(self) -> None:
         conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
-        register_functions(conn)
+        install_functions(conn)
         try:
             conn.execute("PRAGMA busy_timeout=5000").fetchall()
             while not self._stop.wait(CHECKPOINT_EVERY_SECS):

@@ -7,6 +7,7 @@ background tasks first (cancelled and awaited), then the model, then the databas
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import time
 from collections.abc import AsyncIterator, Callable
@@ -45,12 +46,15 @@ from picobot.services.preferences import PreferenceService
 from picobot.services.purges import PurgeService
 from picobot.services.search import SearchService
 from picobot.services.sessions import SessionService
+from picobot.store.backup import prune_key_backups
 from picobot.store.conversation.memories import MemoryRepo
 from picobot.store.conversation.memory_cache import MemoryCache
 from picobot.store.conversation.preferences import PreferenceStore
 from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.db import Database
 from picobot.store.erasure.legacy_import import import_sessions_json
+from picobot.store.keys import open_keyring
+from picobot.store.keys.keyring import KEY_STORE_FILE
 from picobot.store.learned.fact_paraphrase import FactParaphrases
 from picobot.store.learned.fact_rules import lifecycle_rules
 from picobot.store.learned.fact_writes import FactStore
@@ -108,12 +112,23 @@ async def open_database(
     (commands that only read, see :func:`require_current_schema`); ``"as_is"``
     changes and checks nothing (``picobot status`` and ``migrate`` look for themselves).
     """
-    db = await Database.open(
-        settings.db_path,
-        busy_timeout_ms=settings.data.busy_timeout_ms,
-        migrate=schema == "migrate",
-        readers=settings.data.reader_threads,
+    keys = (
+        open_keyring(settings.data_dir, settings.keys)
+        if schema == "migrate" or (settings.data_dir / KEY_STORE_FILE).exists()
+        else None
     )
+    try:
+        db = await Database.open(
+            settings.db_path,
+            busy_timeout_ms=settings.data.busy_timeout_ms,
+            migrate=schema == "migrate",
+            readers=settings.data.reader_threads,
+            keys=keys,
+        )
+    except BaseException:
+        if keys is not None:
+            keys.close()
+        raise
     try:
         # What the repositories store is redacted as the kernel's input is (see Database).
         db.redact = Redactor.from_settings(settings.privacy).redact
@@ -122,6 +137,8 @@ async def open_database(
         yield db
     finally:
         await db.close()
+        if keys is not None:
+            keys.close()
 
 
 def build_services(
@@ -385,6 +402,16 @@ async def open_runtime(
             "retention",
             settings.session.retention.cleanup_interval_secs,
             retention.run,
+            run_at_start=True,
+        )
+        # Key-store copies past their retention go even when no new backup is taken.
+        key_copies = settings.keys.backup_path(settings.data_dir)
+        tasks.every(
+            "key-backups",
+            settings.session.retention.cleanup_interval_secs,
+            lambda: asyncio.to_thread(
+                prune_key_backups, key_copies, kernel.clock(), settings.keys.key_backup_days
+            ),
             run_at_start=True,
         )
         if learning is not None:

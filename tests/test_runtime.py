@@ -126,7 +126,7 @@ async def test_secrets_are_redacted_before_storage_index_and_model(tmp_path: Pat
     async with open_runtime(settings(tmp_path), provider=provider) as rt:
         await say(rt, ALICE, f"my aws key is {key} keep it safe")
         await say(rt, ALICE, f"/remember aws: {key}")
-        rows = await rt.db.fetchall("SELECT content FROM messages")
+        rows = await rt.db.fetchall("SELECT picobot_open(content) FROM messages")
         memories = await rt.db.fetchall("SELECT content FROM user_memories")
         hits = await rt.db.fetchall(
             "SELECT count(*) FROM search_index WHERE search_index MATCH ?", (f'"{key.lower()}"',)
@@ -145,7 +145,9 @@ async def test_redaction_can_be_switched_off(tmp_path: Path) -> None:
     cfg = Settings(data={"dir": str(tmp_path / "data")}, privacy={"redact_secrets": False})
     async with open_runtime(cfg, provider=ScriptedProvider()) as rt:
         await say(rt, ALICE, f"key {key}")
-        rows = await rt.db.fetchall("SELECT content FROM messages WHERE role = 'user'")
+        rows = await rt.db.fetchall(
+            "SELECT picobot_open(content) FROM messages WHERE role = 'user'"
+        )
     assert rows[0][0] == f"key {key}"
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from picobot import __version__
+from picobot.cli.backup import add_backup_commands
 from picobot.cli.common import (
     EXIT_BROKEN_PIPE,
     EXIT_CONFIG,
@@ -222,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_ops_commands(sub, parents=[common])
     add_memories_command(sub, parents=[common])
     add_facts_command(sub, parents=[common])
+    add_backup_commands(sub, parents=[common])
     parser.epilog = sub.help_section()
     return parser
 

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from picobot.config.sections import is_env_name
-from picobot.config.sources import BOOTSTRAP, PREFIX, REMOTE_KEY_ENV, Variable
+from picobot.config.sources import BOOTSTRAP, MASTER_KEY_ENV, PREFIX, REMOTE_KEY_ENV, Variable
 from picobot.errors import UNREADABLE_JSON
 
 DELIMITER = "__"
@@ -155,7 +155,7 @@ def _secret_names(
     model: type[BaseModel], inputs: Iterable[Mapping[str, Any]], extra: Iterable[str]
 ) -> set[str]:
     """Upper-cased names PicoBot reads on purpose: bootstrap, ``*_env`` defaults and values."""
-    names = {*BOOTSTRAP, REMOTE_KEY_ENV} | {name.upper() for name in extra}
+    names = {*BOOTSTRAP, REMOTE_KEY_ENV, MASTER_KEY_ENV} | {name.upper() for name in extra}
     paths = list(_env_name_fields(model, ()))
     names |= {str(info.default).upper() for _, info in paths}
     for data in inputs:
@@ -194,7 +194,7 @@ def setting_names(model: type[BaseModel], path: Path_ = ()) -> Iterator[str]:
 def _unknown(model: type[BaseModel], var: Variable) -> str:
     # Suggest only names PicoBot itself defines: a configured *_env value may be a secret.
     defaults = (str(info.default) for _, info in _env_name_fields(model, ()))
-    candidates = [*setting_names(model), *BOOTSTRAP, REMOTE_KEY_ENV, *defaults]
+    candidates = [*setting_names(model), *BOOTSTRAP, REMOTE_KEY_ENV, MASTER_KEY_ENV, *defaults]
     close = difflib.get_close_matches(var.name.upper(), candidates, n=1, cutoff=0.8)
     hint = f"; did you mean {close[0]}?" if close else ""
     return (

@@ -23,6 +23,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from picobot.config.channels import ChannelsSettings, ServerSettings
 from picobot.config.embeddings import EmbeddingSettings
 from picobot.config.environment import EnvInput, deep_merge, env_input
+from picobot.config.keys import KeySettings
 from picobot.config.learning import MemoryRootSettings
 from picobot.config.location import DataLocation, locate_data_dir
 from picobot.config.model import DAY_SECS as DAY_SECS
@@ -183,6 +184,8 @@ class Settings(BaseSettings):
     """Recall by meaning: the embedding model."""
     privacy: PrivacySettings = PrivacySettings()
     """Privacy controls."""
+    keys: KeySettings = KeySettings()
+    """Per-user data keys: the master key and key-store backups."""
     channels: ChannelsSettings = ChannelsSettings()
     """Chat channels."""
     permissions: PermissionsSettings = PermissionsSettings()

@@ -36,6 +36,8 @@ BOOTSTRAP = (CONFIG_ENV, ENV_FILE_ENV, SECRETS_DIR_ENV)
 """Variables that locate the other sources: read from the process environment only."""
 REMOTE_KEY_ENV = "PICOBOT_WS_KEY"
 """Default of ``picobot tui --key-env``: the WebSocket key of a TUI attached to a server."""
+MASTER_KEY_ENV = "PICOBOT_MASTER_KEY"
+"""The master key of the key store (see picobot.config.keys), never a setting."""
 
 
 def env_file(environ: Mapping[str, str] | None = None) -> Path | None:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
 from picobot.errors import StoreUnavailable
 from picobot.store.connection import AsyncConnection
-from picobot.store.retrieval.terms import INDEX_TEXT_FUNCTION, index_text
+from picobot.store.keys.sealing import Sealer
+from picobot.store.retrieval.terms import INDEX_TEXT_FUNCTION, fts_query, index_text
 
 
 def explain(exc: sqlite3.Error, path: Path) -> str:
@@ -39,8 +41,13 @@ def open_sqlite(database: str, **kwargs: Any) -> sqlite3.Connection:
     return conn
 
 
-async def connect(path: Path, busy_timeout_ms: int, *, writer: bool = False) -> AsyncConnection:
-    """One connection; ``writer``: the writer, which also puts the file in WAL mode."""
+async def connect(
+    path: Path, busy_timeout_ms: int, *, writer: bool = False, sealer: Sealer | None = None
+) -> AsyncConnection:
+    """One connection; ``writer``: the writer, which also puts the file in WAL mode.
+
+    ``sealer`` backs the connection's sealing functions (:func:`install_functions`).
+    """
 
     def opener() -> sqlite3.Connection:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves so a transaction is exactly
@@ -51,8 +58,8 @@ async def connect(path: Path, busy_timeout_ms: int, *, writer: bool = False) -> 
 
     conn = await AsyncConnection.open(opener, name="picobot-writer" if writer else "picobot-db")
     try:
-        # The recall index's triggers compute its per-user terms with this function.
-        await conn.run(_create_index_function)
+        # Sealing, and the recall index's per-user terms, are SQL functions.
+        await conn.run(lambda raw: install_functions(raw, sealer or Sealer()))
         await pragma(conn, f"busy_timeout={int(busy_timeout_ms)}")
         await pragma(conn, "foreign_keys=ON")
         # Purged text must not survive in free space: zero every deleted cell and freed
@@ -69,8 +76,26 @@ async def connect(path: Path, busy_timeout_ms: int, *, writer: bool = False) -> 
     return conn
 
 
-def _create_index_function(conn: sqlite3.Connection) -> None:
-    conn.create_function(INDEX_TEXT_FUNCTION, 2, index_text, deterministic=True)
+def install_functions(conn: sqlite3.Connection, sealer: Sealer | None = None) -> None:
+    """Install PicoBot's SQL functions on ``conn`` (every store connection; tools, benches).
+
+    ``picobot_seal(user_id, text)`` and ``picobot_open(value)`` seal and open stored
+    text (:mod:`picobot.store.keys.sealing`); ``picobot_index_text(user_id, text)``
+    makes the recall index's terms of a (sealed) text and ``picobot_match(user_id,
+    terms_json)`` the MATCH expression of a query, both under the user's term key.
+    """
+    seal = sealer or Sealer()
+
+    def index(user_id: str | None, value: object) -> str | None:
+        return index_text(user_id, seal.open(value), seal.terms_key(user_id))
+
+    def match(user_id: str, terms: str) -> str:
+        return fts_query(user_id, json.loads(terms), seal.terms_key(user_id))
+
+    conn.create_function(INDEX_TEXT_FUNCTION, 2, index, deterministic=True)
+    conn.create_function("picobot_seal", 2, seal.seal)
+    conn.create_function("picobot_open", 1, seal.open)
+    conn.create_function("picobot_match", 2, match)
 
 
 async def _make_writer(conn: AsyncConnection, path: Path) -> None:

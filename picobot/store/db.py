@@ -34,6 +34,8 @@ from picobot.errors import StoreUnavailable
 from picobot.store.batches import WriteFn, group_commit, read_batch
 from picobot.store.connect import connect, explain, pragma
 from picobot.store.connection import AsyncConnection
+from picobot.store.keys.keyring import KeyRing
+from picobot.store.keys.sealing import Sealer
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,11 @@ class Database:
         writer: AsyncConnection,
         readers: list[AsyncConnection],
         maintenance: AsyncConnection,
+        sealer: Sealer | None = None,
     ):
         self.path = path
+        # Seals what the repositories store with its owner's key (see picobot.store.keys).
+        self.sealer = sealer or Sealer()
         self._writer = writer
         self._readers = readers
         self._maintenance = maintenance  # for passive checkpoints
@@ -83,12 +88,17 @@ class Database:
         busy_timeout_ms: int = 5000,
         migrate: bool = True,
         readers: int = DEFAULT_READERS,
+        keys: KeyRing | None = None,
     ) -> Database:
         """Open (creating if needed) the database file and apply pending migrations.
 
         ``readers`` connections serve queries, each in its own thread, so reads of
         concurrent turns run side by side (SQLite releases the GIL while it works).
+        ``keys``: the key store that seals users' texts (the caller closes it); without
+        one, texts are stored in clear (tools and tests) and sealed ones read as erased.
+        A database bound to another key store is refused (:func:`bind_key_store`).
         """
+        sealer = Sealer(keys)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -98,25 +108,27 @@ class Database:
         writer = None
         conns: list[AsyncConnection] = []
         try:
-            writer = await connect(path, busy_timeout_ms, writer=True)
+            writer = await connect(path, busy_timeout_ms, writer=True, sealer=sealer)
             for _ in range(max(1, readers)):
-                conns.append(await connect(path, busy_timeout_ms))
+                conns.append(await connect(path, busy_timeout_ms, sealer=sealer))
                 # Reads run inside BEGIN ... ROLLBACK: a write slipped in by mistake
                 # must fail loudly, not vanish with the rollback.
                 await pragma(conns[-1], "query_only=ON")
-            conns.append(await connect(path, busy_timeout_ms))
+            conns.append(await connect(path, busy_timeout_ms, sealer=sealer))
         except sqlite3.Error as exc:
             for conn in (writer, *conns):
                 if conn is not None:
                     await conn.close()
             raise StoreUnavailable(explain(exc, path)) from None
-        db = cls(path, writer, conns[:-1], conns[-1])
+        db = cls(path, writer, conns[:-1], conns[-1], sealer)
         db._busy_timeout_ms = busy_timeout_ms
         if migrate:
+            from picobot.store.keys.binding import bind_key_store
             from picobot.store.migrations import apply_migrations
 
             try:
                 await apply_migrations(db)
+                await bind_key_store(db)
             except BaseException:
                 await db.close()
                 raise

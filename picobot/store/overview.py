@@ -90,7 +90,7 @@ def session_previews(
         parts.append(
             "(instr(lower(s.id), ?) > 0 OR instr(lower(s.user_id), ?) > 0 OR EXISTS"
             " (SELECT 1 FROM messages f WHERE f.session_id = s.id"
-            " AND instr(lower(f.content), ?) > 0))"
+            " AND instr(lower(picobot_open(f.content)), ?) > 0))"
         )
         params += [needle, needle, needle]
     where = " WHERE " + " AND ".join(parts) if parts else ""
@@ -102,7 +102,8 @@ def session_previews(
     for row in rows:
         info = session_info(row)
         first = conn.execute(
-            "SELECT substr(content, 1, ?) FROM messages WHERE session_id = ? AND role = 'user'"
+            "SELECT substr(picobot_open(content), 1, ?) FROM messages"
+            " WHERE session_id = ? AND role = 'user'"
             " ORDER BY seq_order LIMIT 1",
             (PREVIEW_CHARS + 1, info.id),
         ).fetchone()

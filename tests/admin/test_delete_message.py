@@ -6,13 +6,13 @@ from tests.admin.helpers import ALICE, KEY_B, Api
 
 
 async def texts(api: Api) -> list[str]:
-    rows = await api.runtime.db.fetchall("SELECT content FROM messages ORDER BY id")
+    rows = await api.runtime.db.fetchall("SELECT picobot_open(content) FROM messages ORDER BY id")
     return [str(r[0]) for r in rows]
 
 
 async def test_an_operator_deletes_one_message_after_confirming(chatted: Api) -> None:
     row = await chatted.runtime.db.fetchone(
-        "SELECT id FROM messages WHERE content = 'tell me about volcanoes'"
+        "SELECT id FROM messages WHERE picobot_open(content) = 'tell me about volcanoes'"
     )
     assert row is not None
     mid = int(row[0])

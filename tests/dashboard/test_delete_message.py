@@ -16,7 +16,7 @@ async def test_an_operator_deletes_one_message_from_the_timeline(local: Local) -
     turn = Inbound(Identity("generic", "generic:alice", "c1"), "delete me please")
     [session] = {e.session_id async for e in kernel.handle(turn) if e.session_id}
     row = await local.runtime.db.fetchone(
-        "SELECT id FROM messages WHERE content = 'delete me please'"
+        "SELECT id FROM messages WHERE picobot_open(content) = 'delete me please'"
     )
     assert row is not None
     mid = int(row[0])
@@ -40,5 +40,5 @@ async def test_an_operator_deletes_one_message_from_the_timeline(local: Local) -
         confirm = {"csrf_token": csrf, "token": token.group(1), "answer": "yes"}
         async with http.post(f"{local.base}/admin/purge/confirm", data=confirm) as resp:
             assert resp.status == 200, await resp.text()
-    rows = await local.runtime.db.fetchall("SELECT content FROM messages")
+    rows = await local.runtime.db.fetchall("SELECT picobot_open(content) FROM messages")
     assert [str(r[0]) for r in rows] == ["You said: delete me please"]

@@ -23,6 +23,7 @@ from picobot.llm.base import (
 )
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.messages import OutboundKind
+from picobot.store.connect import install_functions
 from picobot.store.db import Database
 from picobot.text.tokens import CharTokenEstimator, message_cost
 from tests.kernel.conftest import ALICE, BOB, KernelFactory, kinds, run
@@ -31,7 +32,10 @@ from tests.kernel.conftest import ALICE, BOB, KernelFactory, kinds, run
 def stored(db: Database) -> list[tuple[str, str]]:
     """Every message in the file, read with a separate plain sqlite3 connection."""
     with sqlite3.connect(db.path) as conn:
-        rows = conn.execute("SELECT role, content FROM messages ORDER BY id").fetchall()
+        install_functions(conn, db.sealer)
+        rows = conn.execute(
+            "SELECT role, picobot_open(content) FROM messages ORDER BY id"
+        ).fetchall()
     return [(r[0], r[1]) for r in rows]
 
 

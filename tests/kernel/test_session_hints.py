@@ -15,6 +15,7 @@ import pytest
 
 from picobot.kernel import kernel as kernel_module
 from picobot.messages import Identity, OutboundKind
+from picobot.store.connect import install_functions
 from picobot.store.db import Database
 from tests.kernel.conftest import ALICE, BOB, KernelFactory, run
 
@@ -22,7 +23,10 @@ from tests.kernel.conftest import ALICE, BOB, KernelFactory, run
 def session_messages(db: Database) -> dict[str, list[str]]:
     """Each session's message texts, read with a separate plain sqlite3 connection."""
     with sqlite3.connect(db.path) as conn:
-        rows = conn.execute("SELECT session_id, content FROM messages ORDER BY id").fetchall()
+        install_functions(conn, db.sealer)
+        rows = conn.execute(
+            "SELECT session_id, picobot_open(content) FROM messages ORDER BY id"
+        ).fetchall()
     found: dict[str, list[str]] = {}
     for sid, content in rows:
         found.setdefault(sid, []).append(content)

@@ -36,12 +36,14 @@ async def say(rt: Runtime, who: Identity, text: str) -> list[Outbound]:
 
 
 async def contents(rt: Runtime) -> list[str]:
-    rows = await rt.db.fetchall("SELECT content FROM messages ORDER BY id")
+    rows = await rt.db.fetchall("SELECT picobot_open(content) FROM messages ORDER BY id")
     return [str(r[0]) for r in rows]
 
 
 async def message_id(rt: Runtime, content: str) -> int:
-    row = await rt.db.fetchone("SELECT id FROM messages WHERE content = ?", (content,))
+    row = await rt.db.fetchone(
+        "SELECT id FROM messages WHERE picobot_open(content) = ?", (content,)
+    )
     assert row is not None
     return int(row[0])
 

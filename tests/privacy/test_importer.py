@@ -319,8 +319,8 @@ async def test_the_runtime_redacts_imported_messages_like_live_ones(data_dir: Pa
     async with open_runtime(settings, provider=ScriptedProvider()) as rt:
         live = rt.db.redact(leak)
         row = await rt.db.fetchone(
-            "SELECT content, token_estimate FROM messages WHERE session_id = 'legacy1'"
-            " AND seq_order = 2"
+            "SELECT picobot_open(content), token_estimate FROM messages"
+            " WHERE session_id = 'legacy1' AND seq_order = 2"
         )
         assert row is not None and row[0] == live
         assert "hunter22" not in live and "sk-proj-" not in live

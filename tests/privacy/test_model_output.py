@@ -70,7 +70,9 @@ async def test_a_reply_and_a_tool_call_the_model_writes_are_stored_redacted(
     async with open_runtime(settings(tmp_path), provider=provider) as rt:
         events = [e async for e in rt.kernel.handle(Inbound(ME, "remember my login"))]
         assert events[-1].kind == "done"
-        replies = await rt.db.fetchall("SELECT content FROM messages WHERE role = 'assistant'")
+        replies = await rt.db.fetchall(
+            "SELECT picobot_open(content) FROM messages WHERE role = 'assistant'"
+        )
         assert [r[0].count("[REDACTED:") for r in replies] == [2]
         await rt.db.checkpoint()
     assert await files_hold(tmp_path, PASSWORD, AWS_KEY) == {}

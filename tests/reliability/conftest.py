@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from tests.sealed import opened
+
 SAFETY = 60.0
 """Seconds: only a net against hangs, never what a test measures."""
 
@@ -42,7 +44,8 @@ def query(
     else:
         conn = sqlite3.connect(db_path, timeout=10)
     try:
-        return [tuple(row) for row in conn.execute(sql, params).fetchall()]
+        with opened(conn, db_path.parent):
+            return [tuple(row) for row in conn.execute(sql, params).fetchall()]
     finally:
         conn.close()
 
@@ -54,7 +57,7 @@ def integrity(db_path: Path, *, immutable: bool = False) -> list[str]:
 
 def user_texts(db_path: Path, *, immutable: bool = False) -> list[str]:
     """The content of every stored user message, in id order (duplicates kept)."""
-    sql = "SELECT content FROM messages WHERE role = 'user' ORDER BY id"
+    sql = "SELECT picobot_open(content) FROM messages WHERE role = 'user' ORDER BY id"
     return [str(r[0]) for r in query(db_path, sql, immutable=immutable)]
 
 

@@ -100,14 +100,16 @@ async def test_hundred_clients_every_turn_answered_and_stored_once(tmp_path: Pat
         assert len(sessions) == 1, f"client {i} spread over {sessions}"
 
     db = tmp_path / "data" / "conversations.db"
-    users = Counter(str(r[0]) for r in query(db, "SELECT content FROM messages WHERE role='user'"))
+    users = Counter(
+        str(r[0]) for r in query(db, "SELECT picobot_open(content) FROM messages WHERE role='user'")
+    )
     expected = {f"client {i} message {n}" for i in range(CLIENTS) for n in range(TURNS)}
     assert set(users) == expected
     assert set(users.values()) == {1}
     # Each session holds its client's conversation, in order, question then answer.
     rows = query(
         db,
-        "SELECT s.user_id, m.role, m.content FROM messages m JOIN sessions s"
+        "SELECT s.user_id, m.role, picobot_open(m.content) FROM messages m JOIN sessions s"
         " ON s.id = m.session_id ORDER BY s.user_id, m.seq_order",
     )
     per_user: dict[str, list[tuple[str, str]]] = {}

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from picobot.errors import StoreUnavailable
+from picobot.store.connect import install_functions
 from picobot.store.conversation.messages import MessageRepo
 from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
@@ -143,10 +144,11 @@ async def test_read_only_database_file_is_a_clear_error(tmp_path: Path) -> None:
     # and keep what is stored.
     uri = f"file:{path}?mode=ro"
     conn = sqlite3.connect(uri, uri=True)
+    install_functions(conn)
     try:
         with pytest.raises(sqlite3.OperationalError, match="readonly"):
             conn.execute("INSERT INTO _migrations VALUES (50, 'x', 0)")
-        assert conn.execute("SELECT content FROM messages").fetchall() == [("kept",)]
+        assert conn.execute("SELECT picobot_open(content) FROM messages").fetchall() == [("kept",)]
     finally:
         conn.close()
 

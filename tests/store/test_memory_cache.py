@@ -7,11 +7,11 @@ from pathlib import Path
 
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.scopes import Actor, UserScope
+from picobot.store.connect import install_functions
 from picobot.store.conversation.memories import MemoryRepo
 from picobot.store.conversation.memory_cache import MemoryCache
 from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS, apply_migrations
-from picobot.store.retrieval.terms import register_functions
 
 ALICE, BOB = "tui:alice", "tui:bob"
 
@@ -24,7 +24,7 @@ async def revision(db: Database, user: str) -> int | None:
 def other_process(db: Database) -> sqlite3.Connection:
     """A plain connection, as another PicoBot process (the CLI) would have."""
     conn = sqlite3.connect(db.path)
-    register_functions(conn)
+    install_functions(conn)
     return conn
 
 

@@ -12,7 +12,9 @@ from tests.store.search.test_search import old_message, old_session
 
 
 async def contents(db: Database) -> list[tuple[str, int, str]]:
-    rows = await db.fetchall("SELECT session_id, seq_order, content FROM messages ORDER BY id")
+    rows = await db.fetchall(
+        "SELECT session_id, seq_order, picobot_open(content) FROM messages ORDER BY id"
+    )
     return [(str(r[0]), int(r[1]), str(r[2])) for r in rows]
 
 
@@ -49,7 +51,9 @@ async def test_a_source_id_is_only_the_same_message_in_its_session_with_its_text
         (other, 1, "hello"),
         (sid, 3, "other text"),
     ]
-    row = await db.fetchone("SELECT source_id FROM messages WHERE content = 'other text'")
+    row = await db.fetchone(
+        "SELECT source_id FROM messages WHERE picobot_open(content) = 'other text'"
+    )
     assert row is not None and row[0] is None
 
 

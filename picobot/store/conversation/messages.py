@@ -26,11 +26,13 @@ class StoredMessage:
     created_at: float
 
 
-_COLUMNS = "id, session_id, seq_order, role, content, token_estimate, created_at"
+_COLUMNS = (
+    "id, session_id, seq_order, role, picobot_open(content) AS content, token_estimate, created_at"
+)
 _INSERT = (
     "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
     " created_at, source_id) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM"
-    " messages WHERE session_id = ?), ?, ?, ?, ?, ?) RETURNING id, seq_order"
+    " messages WHERE session_id = ?), ?, picobot_seal(?, ?), ?, ?, ?) RETURNING id, seq_order"
 )
 _BY_SOURCE = f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND source_id = ?"  # noqa: S608
 _AT_SEQ = f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq_order = ?"  # noqa: S608
@@ -72,8 +74,7 @@ def conversation_after(
     ``after_seq``, in order: what a background reader (extraction, reflection) has not
     read yet."""
     rows = conn.execute(
-        "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
-        " FROM messages WHERE session_id = ? AND seq_order > ?"
+        f"SELECT {_COLUMNS} FROM messages WHERE session_id = ? AND seq_order > ?"  # noqa: S608
         " AND role IN ('user', 'assistant') ORDER BY seq_order LIMIT ?",
         (session_id, after_seq, limit),
     ).fetchall()
@@ -149,7 +150,7 @@ class MessageRepo:
             owner = conn.execute(_TOUCH, (now, session_id)).fetchone()
             if owner is None:
                 raise SessionGone(session_id)
-            args = (session_id, session_id, role, content, tokens, now, source)
+            args = (session_id, session_id, role, owner[0], content, tokens, now, source)
             msg_id, seq = conn.execute(_INSERT, args).fetchone()
             # Ids and role only: the event stream never carries what was said.
             record_event(

@@ -188,7 +188,8 @@ class SummaryRepo:
         # that start inside the budget are returned, so a huge backlog is never read
         # whole. Costs are never negative, so the kept rows are a contiguous prefix.
         rows = await self._db.fetchall(
-            "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
+            "SELECT id, session_id, seq_order, role, picobot_open(content) AS content,"
+            " token_estimate, created_at"
             " FROM (SELECT *, SUM(token_estimate + ?) OVER (ORDER BY seq_order) AS running"
             " FROM (SELECT * FROM messages WHERE session_id = ? AND seq_order > ?"
             " AND seq_order <= ? ORDER BY seq_order LIMIT ?))"

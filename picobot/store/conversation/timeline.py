@@ -57,7 +57,8 @@ def session_timeline(conn: sqlite3.Connection, session_id: str, limit: int = MAX
 
     for r in capped(
         conn.execute(
-            "SELECT id, seq_order, role, content, created_at FROM messages WHERE session_id = ?"
+            "SELECT id, seq_order, role, picobot_open(content) AS content, created_at FROM messages"
+            " WHERE session_id = ?"
             " ORDER BY seq_order LIMIT ?",
             (session_id, limit + 1),
         ).fetchall()

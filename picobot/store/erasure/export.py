@@ -270,8 +270,8 @@ async def _session_records(db: Database, session: Row) -> AsyncIterator[Record]:
         }
     async for msg in _pages(
         db,
-        "SELECT m.seq_order, m.role, m.content, m.token_estimate, m.created_at,"
-        " v.model AS vector_model, v.vector FROM messages m"
+        "SELECT m.seq_order, m.role, picobot_open(m.content) AS content, m.token_estimate,"
+        " m.created_at, v.model AS vector_model, v.vector FROM messages m"
         " LEFT JOIN message_vectors v ON v.message_id = m.id"
         " WHERE m.session_id = ? AND m.seq_order > ? ORDER BY m.seq_order LIMIT ?",
         (sid,),

@@ -306,8 +306,8 @@ async def _insert_session(
     )
     await conn.executemany(
         "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?)",
-        rows,
+        " created_at) VALUES (?1, ?2, ?3, picobot_seal(?7, ?4), ?5, ?6)",
+        [(*row, session.user_id) for row in rows],
     )
     return len(rows), last_active
 

@@ -154,7 +154,12 @@ class PurgeStore:
     ) -> PurgeCounts:
         """Delete everything of ``user_id``: sessions (with all they hold), memories,
         tool records, current-session pointers, index entries, webhook queue rows,
-        learned facts, reflections, digests, events, privacy switches and export files."""
+        learned facts, reflections, digests, events, privacy switches and export files.
+
+        The user's key goes first: from then on nothing sealed with it can be read, in
+        these files or in any backup, whatever the row deletion below still has to do.
+        """
+        self._db.sealer.forget(user_id)
         counts = await self._delete(_user_scope(user_id), batch_size)
         queued = await WebhookStore(self._db).delete_user(user_id)
         facts = await FactPurge(self._db).delete_user(user_id)

@@ -114,7 +114,8 @@ class PinStore:
 
         def read(conn: sqlite3.Connection) -> list[PinnedMessage]:
             rows = conn.execute(
-                "SELECT m.id, m.session_id, m.role, m.content, m.created_at, p.created_at"
+                "SELECT m.id, m.session_id, m.role, picobot_open(m.content) AS content,"
+                " m.created_at, p.created_at"
                 " FROM message_pins p JOIN messages m ON m.id = p.message_id"
                 " WHERE p.user_id = ? ORDER BY m.id LIMIT ?",
                 (user_id, limit),

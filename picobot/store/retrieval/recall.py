@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 _AROUND = (
-    "SELECT id, role, content, seq_order, created_at FROM messages"
+    "SELECT id, role, picobot_open(content) AS content, seq_order, created_at FROM messages"
     " WHERE session_id = ? AND seq_order BETWEEN ? AND ? ORDER BY seq_order"
 )
 SCAN_FACTOR = 3
@@ -218,7 +218,8 @@ def _messages(conn: sqlite3.Connection, ids: Sequence[int]) -> list[SearchHit]:
     if not ids:
         return []
     rows = conn.execute(
-        "SELECT id, session_id, seq_order, content, created_at, role FROM messages"
+        "SELECT id, session_id, seq_order, picobot_open(content) AS content, created_at, role"
+        " FROM messages"
         " WHERE id IN (SELECT value FROM json_each(?))",
         (json.dumps(list(ids)),),
     ).fetchall()

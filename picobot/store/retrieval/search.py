@@ -36,7 +36,7 @@ rather than compared (``owner = ?``), and the window is left out by rowid
 each match's stored row.
 
 The triggers compute ``body`` with the SQL function ``picobot_index_text`` that
-:func:`picobot.store.retrieval.terms.register_functions` installs on every PicoBot connection.
+:func:`picobot.store.connect.install_functions` installs on every PicoBot connection.
 Deletes need no function (one rowid lookup), so a purge works from any SQLite client;
 a client without the function that writes a memory gets the error "no such function",
 never an unindexed row.
@@ -79,13 +79,14 @@ from picobot.store.retrieval.search_writes import (
     optimize_at_once,
     tidy_step,
 )
-from picobot.store.retrieval.terms import WORD, term_prefix, words
+from picobot.store.retrieval.terms import MAX_QUERY_TERMS as MAX_QUERY_TERMS
+from picobot.store.retrieval.terms import WORD
+from picobot.store.retrieval.terms import body_query as body_query
+from picobot.store.retrieval.terms import fts_query as fts_query
+from picobot.store.retrieval.terms import user_token as user_token
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-MAX_QUERY_TERMS = 64
-"""Most OR terms one query may carry; bounds the work of a hostile caller."""
 
 MAX_LIMIT = 200
 """Most hits one search returns (recall takes up to 150 candidates)."""
@@ -139,46 +140,6 @@ class SearchQuery:
     """Only records written (a note, fact or digest: last changed) at or after this time."""
 
 
-def user_token(user_id: str) -> str:
-    """The single FTS token that marks ``user_id``'s rows in the index.
-
-    ``'u' + hex(utf-8) + 'x'``: the triggers compute the same with core SQL
-    (``'u' || lower(hex(user_id)) || 'x'``). Hex is alphanumeric (one token) and
-    injective (no two users share one).
-    """
-    return "u" + user_id.encode("utf-8").hex() + "x"
-
-
-def body_query(user_id: str, terms: Sequence[str]) -> str:
-    """A MATCH expression: rows in ``user_id``'s prefix bucket containing any of ``terms``.
-
-    Not scoped by itself (users may share a prefix): :func:`fts_query` adds the owner.
-    Each term becomes one quoted phrase of its prefixed words, so nothing in user text
-    (``NEAR(``, ``OR``, ``col:``, ``*``, ``^``, quotes, parentheses, NUL) is ever
-    parsed as FTS5 syntax: only letters, digits and marks reach the expression. Terms
-    without a word are skipped; raises ValueError when none is left.
-    """
-    prefix = term_prefix(user_id)
-    phrases = []
-    for term in terms[:MAX_QUERY_TERMS]:
-        found = words(term)
-        if found:
-            phrases.append('"' + " ".join(prefix + w for w in found) + '"')
-    if not phrases:
-        raise ValueError("a recall query needs at least one term with a word in it")
-    # body: keeps terms off the owner column.
-    return f"body:({' OR '.join(phrases)})"
-
-
-def fts_query(user_id: str, terms: Sequence[str]) -> str:
-    """A MATCH expression scoped by itself: rows of ``user_id`` with any of ``terms``.
-
-    What :func:`search_sql` matches. The owner phrase adds nothing to the score (its
-    column weighs 0 in the bm25 call).
-    """
-    return f'owner:"{user_token(user_id)}" AND {body_query(user_id, terms)}'
-
-
 EXCLUDED_AS_PARAMETERS = 64
 """Up to this many ``exclude_ids`` go into the statement as parameters, more as JSON."""
 
@@ -191,8 +152,9 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     rows for the text, session, position and time. Only the session exclusion
     (``session_id`` and ``before_seq``) reads stored columns of every match.
     """
-    where = "search_index MATCH ?"
-    params: list[Any] = [fts_query(query.user_id, query.terms)]
+    # The expression is made in SQL (picobot.store.connect): a user's terms are keyed.
+    where = "search_index MATCH picobot_match(?, ?)"
+    params: list[Any] = [query.user_id, json.dumps(list(query.terms))]
     kinds = rowid_filter(
         memories=query.include_memories,
         facts=query.include_facts,
@@ -231,7 +193,7 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     # Facts and layers are joined only when asked for (their tables come with m012, m015).
     text, when, session, role, join = joins(facts=query.include_facts, layers=query.include_digests)
     sql = (
-        f"SELECT h.id, COALESCE(m.content, u.key || ': ' || u.content{text}),"  # noqa: S608
+        f"SELECT h.id, COALESCE(picobot_open(m.content), u.key || ': ' || u.content{text}),"  # noqa: S608
         f" {session}, m.seq_order, COALESCE(m.created_at, u.updated_at{when}), h.score, {role}"
         " FROM (SELECT rowid AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
         f" WHERE {where} ORDER BY score LIMIT ?) AS h"

@@ -96,3 +96,21 @@ def index_pages(conn: sqlite3.Connection) -> int:
 
 def has_queued(conn: sqlite3.Connection) -> bool:
     return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM search_pending)").fetchone()[0])
+
+
+def requeue_index(conn: sqlite3.Connection) -> int:
+    """In the writer: empty the recall index and index everything again; how many records.
+
+    Messages go to the queue (indexed in the background, or before any explicit
+    search); notes, facts and digests are indexed at once by their update triggers.
+    For a change of how terms are made (see picobot.store.keys.binding).
+    """
+    conn.execute("DELETE FROM search_index")
+    count = conn.execute(
+        "INSERT OR IGNORE INTO search_pending (id)"
+        " SELECT id FROM messages WHERE role IN ('user', 'assistant')"
+    ).rowcount
+    count += conn.execute("UPDATE user_memories SET content = content").rowcount
+    count += conn.execute("UPDATE facts SET text = text").rowcount
+    count += conn.execute("UPDATE digests SET text = text WHERE text <> ''").rowcount
+    return int(count)

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import hmac
 import re
-import sqlite3
+import threading
+import unicodedata
+from collections.abc import Sequence
+
+import snowballstemmer  # type: ignore[import-untyped]
 
 # A word as FTS5's unicode61 tokenizer sees one: letters or digits plus the combining
 # marks it keeps inside a token (Indic vowel signs and viramas, Hebrew and Arabic
@@ -100,20 +105,90 @@ def term_prefix(user_id: str) -> str:
     return f"{int.from_bytes(digest[:4], 'big') % 1_000_000:06d}"
 
 
-def index_text(user_id: str | None, text: str | None) -> str | None:
-    """``text`` as the index stores it: its words, each with the owner's prefix.
+_PORTER = snowballstemmer.stemmer("porter")
+_STEM_LOCK = threading.Lock()
 
-    Punctuation and spacing are dropped (the tokenizer would drop them too); case and
-    diacritics are left to the tokenizer, which folds them the same way for queries.
-    Never raises: a trigger calling it must not fail a write.
+
+@functools.lru_cache(maxsize=65_536)
+def stem(word: str) -> str:
+    """``word`` folded and stemmed as SQLite's ``porter unicode61 remove_diacritics 2``
+    tokenizer would: lower case, no diacritics, Porter's stem."""
+    folded = "".join(
+        c for c in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(c)
+    )
+    with _STEM_LOCK:  # the stemmer object keeps state between calls
+        return str(_PORTER.stemWord(folded))
+
+
+def keyed_word(terms_key: bytes, word: str) -> str:
+    """``word``'s index term under a user's term key: 15 digits of an HMAC of its stem.
+
+    Digits only, so the tokenizer neither splits nor stems it; without the key, the
+    term says nothing about the word.
+    """
+    digest = hmac.digest(terms_key, stem(word).encode("utf-8", "surrogatepass"), "sha256")
+    return f"{int.from_bytes(digest[:8], 'big') % 10**15:015d}"
+
+
+def user_terms(user_id: str, found: list[str], terms_key: bytes | None) -> list[str]:
+    """The index terms of ``found`` words of ``user_id``: prefixed, and keyed if a key is given."""
+    prefix = term_prefix(user_id)
+    if terms_key is None:
+        return [prefix + w for w in found]
+    return [prefix + keyed_word(terms_key, w) for w in found]
+
+
+def index_text(user_id: str | None, text: str | None, terms_key: bytes | None = None) -> str | None:
+    """``text`` as the index stores it: its words as the owner's terms (:func:`user_terms`).
+
+    Punctuation and spacing are dropped (the tokenizer would drop them too); without a
+    key, case and diacritics are left to the tokenizer, which folds them the same way
+    for queries. Never raises: a trigger calling it must not fail a write.
     """
     if text is None:
         return None
-    prefix = term_prefix(user_id or "")
-    found = words(text)
-    return prefix + (" " + prefix).join(found) if found else ""
+    return " ".join(user_terms(user_id or "", words(text), terms_key))
 
 
-def register_functions(conn: sqlite3.Connection) -> None:
-    """Install :func:`index_text` on a plain ``sqlite3`` connection (tools, benches)."""
-    conn.create_function(INDEX_TEXT_FUNCTION, 2, index_text, deterministic=True)
+MAX_QUERY_TERMS = 64
+"""Most OR terms one query may carry; bounds the work of a hostile caller."""
+
+
+def user_token(user_id: str) -> str:
+    """The single FTS token that marks ``user_id``'s rows in the index.
+
+    ``'u' + hex(utf-8) + 'x'``: the triggers compute the same with core SQL
+    (``'u' || lower(hex(user_id)) || 'x'``). Hex is alphanumeric (one token) and
+    injective (no two users share one).
+    """
+    return "u" + user_id.encode("utf-8").hex() + "x"
+
+
+def body_query(user_id: str, terms: Sequence[str], terms_key: bytes | None = None) -> str:
+    """A MATCH expression: rows in ``user_id``'s prefix bucket containing any of ``terms``.
+
+    Not scoped by itself (users may share a prefix): :func:`fts_query` adds the owner.
+    Each term becomes one quoted phrase of its words as the user's terms (keyed with
+    ``terms_key`` when given, see :func:`user_terms`), so nothing in user text
+    (``NEAR(``, ``OR``, ``col:``, ``*``, ``^``, quotes, parentheses, NUL) is ever
+    parsed as FTS5 syntax: only letters, digits and marks reach the expression. Terms
+    without a word are skipped; raises ValueError when none is left.
+    """
+    phrases = []
+    for term in terms[:MAX_QUERY_TERMS]:
+        found = words(term)
+        if found:
+            phrases.append('"' + " ".join(user_terms(user_id, found, terms_key)) + '"')
+    if not phrases:
+        raise ValueError("a recall query needs at least one term with a word in it")
+    # body: keeps terms off the owner column.
+    return f"body:({' OR '.join(phrases)})"
+
+
+def fts_query(user_id: str, terms: Sequence[str], terms_key: bytes | None = None) -> str:
+    """A MATCH expression scoped by itself: rows of ``user_id`` with any of ``terms``.
+
+    What :func:`search_sql` matches. The owner phrase adds nothing to the score (its
+    column weighs 0 in the bm25 call).
+    """
+    return f'owner:"{user_token(user_id)}" AND {body_query(user_id, terms, terms_key)}'

@@ -71,7 +71,8 @@ def unembedded(
     newest = int(conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0])
     upto = min(after_id + span, newest)
     found = conn.execute(
-        "SELECT m.id, m.content FROM messages m WHERE m.id > ? AND m.id <= ?"
+        "SELECT m.id, picobot_open(m.content) AS content FROM messages m"
+        " WHERE m.id > ? AND m.id <= ?"
         " AND m.role IN ('user', 'assistant') AND NOT EXISTS (SELECT 1 FROM message_vectors v"
         " WHERE v.message_id = m.id AND v.model = ?) ORDER BY m.id LIMIT ?",
         (after_id, upto, model, limit),

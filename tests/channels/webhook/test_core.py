@@ -234,7 +234,7 @@ async def test_turn_cut_short_by_shutdown_runs_again_on_the_next_start(
         provider.gate.set()
         again = await webhooks.start(generic, runtime=rt)
         await again.server.wait_for(lambda s: s.delivered == 1)
-        stored = await rows(rt, "SELECT role, content FROM messages ORDER BY id")
+        stored = await rows(rt, "SELECT role, picobot_open(content) FROM messages ORDER BY id")
     assert texts(platform_api) == ["You said: slow"]
     # The second run found the message stored and did not store it again.
     assert stored == [("user", "slow"), ("assistant", "You said: slow")]
@@ -261,7 +261,7 @@ async def test_turn_run_again_after_its_reply_was_stored_sends_that_reply(
     await bot.server.wait_for(lambda s: s.delivered == 1)
     assert texts(platform_api) == ["You said: hello there"]
     assert len(provider.prompts) == 1  # the model was not asked again
-    stored = await rows(runtime, "SELECT role, content FROM messages ORDER BY id")
+    stored = await rows(runtime, "SELECT role, picobot_open(content) FROM messages ORDER BY id")
     assert stored == [("user", "hello there"), ("assistant", "You said: hello there")]
     assert await rows(runtime, "SELECT status FROM webhook_inbox") == [("done",)]
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from tests.channels.webhook.telegram_api import TelegramAPI, telegram_api
 from tests.cli.test_serve import start_subprocess, stop_subprocess
+from tests.sealed import opened
 
 BOT_TOKEN = "31337:crash-test-token-0123456789abcdef"
 USER = 4440001
@@ -104,7 +105,9 @@ async def test_sigkill_while_polling_loses_and_repeats_nothing(tmp_path: Path) -
 
     with closing(sqlite3.connect(tmp_path / "data" / "conversations.db")) as db:
         inbox = db.execute("SELECT message_id, status FROM webhook_inbox ORDER BY id").fetchall()
-        said = db.execute("SELECT content FROM messages WHERE role = 'user'").fetchall()
+        with opened(db, tmp_path / "data"):
+            said = db.execute("SELECT picobot_open(content) FROM messages WHERE role = 'user'")
+            said = said.fetchall()
     assert sorted(m for m, _ in inbox) == sorted(f"{USER}:{n}" for n in range(7))
     assert {s for _, s in inbox} == {"done"}
     assert sorted(c for (c,) in said) == sorted(texts)  # each turn ran once

@@ -346,7 +346,9 @@ async def test_escaped_text_round_trips_through_a_turn(
     status, _ = await post(client, bot.url("slack"), event("is 1 &lt; 2 &amp;&amp; 3 &gt; 2?"))
     assert status == 200
     await bot.server.wait_for(lambda s: s.delivered == 1)
-    stored = await runtime.db.fetchall("SELECT content FROM messages WHERE role = 'user'", ())
+    stored = await runtime.db.fetchall(
+        "SELECT picobot_open(content) FROM messages WHERE role = 'user'", ()
+    )
     assert [r[0] for r in stored] == ["is 1 < 2 && 3 > 2?"]
     (req,) = platform_api.requests
     assert req.json()["text"] == "You said: is 1 &lt; 2 &amp;&amp; 3 &gt; 2?"

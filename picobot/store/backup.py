@@ -1,0 +1,155 @@
+"""Backups of the database and of the key store, and restoring a database backup.
+
+A database backup is a consistent copy taken with SQLite's online backup API, safe
+while ``picobot serve`` writes (it reads one snapshot). Its users' texts are sealed
+with their keys, which live only in the key store; key-store copies are kept apart
+(``[keys] backup_dir``) and deleted after ``key_backup_days``. So once a purge is older
+than that, no copy of the key store holds the purged user's key, and no database
+backup, however old, can reveal them.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from picobot.errors import StoreUnavailable
+from picobot.store.keys.keyring import KeyRing
+from picobot.store.keys.master import fsync_path
+
+KEY_BACKUP_PREFIX = "keys-"
+_STAMP = "%Y%m%dT%H%M%SZ"
+DAY_SECS = 86_400
+
+
+@dataclass(frozen=True)
+class BackupResult:
+    """The files one backup wrote and the key-store copies it deleted."""
+
+    database: Path
+    database_bytes: int
+    keys: Path
+    pruned: list[Path]
+
+
+def stamp(at: float) -> str:
+    """A UTC time as backup files are named (sortable, no ':')."""
+    return datetime.fromtimestamp(at, UTC).strftime(_STAMP)
+
+
+def backup_database(source: Path, dest: Path) -> int:
+    """Copy the database ``source`` to the new file ``dest`` (0600); its size in bytes."""
+    if not source.exists():
+        raise StoreUnavailable(f"database {source} does not exist: nothing to back up")
+    os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        target = sqlite3.connect(str(dest))
+        try:
+            src.backup(target)
+            # A self-contained file: no WAL beside it.
+            target.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            target.close()
+    except sqlite3.Error as exc:
+        dest.unlink(missing_ok=True)
+        raise StoreUnavailable(f"backup of {source} failed: {exc}") from None
+    finally:
+        src.close()
+    fsync_path(dest)
+    return dest.stat().st_size
+
+
+def backup_keys(
+    ring: KeyRing, backup_dir: Path, now: float, keep_days: int
+) -> tuple[Path, list[Path]]:
+    """Copy the key store into ``backup_dir``; then delete copies past ``keep_days``.
+
+    Returns the new copy and the deleted ones. With ``keep_days`` 0 every older copy goes.
+    """
+    backup_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    dest = backup_dir / f"{KEY_BACKUP_PREFIX}{stamp(now)}.db"
+    if dest.exists():
+        raise StoreUnavailable(f"{dest} already exists: one key-store backup per second")
+    ring.backup_to(dest)
+    fsync_path(dest)
+    pruned = prune_key_backups(backup_dir, now, keep_days, keep={dest})
+    fsync_path(backup_dir)
+    return dest, pruned
+
+
+def prune_key_backups(
+    backup_dir: Path, now: float, keep_days: int, keep: set[Path] | None = None
+) -> list[Path]:
+    """Delete key-store copies in ``backup_dir`` taken more than ``keep_days`` ago."""
+    if not backup_dir.is_dir():
+        return []
+    cutoff = now - keep_days * DAY_SECS
+    pruned = []
+    for path in sorted(backup_dir.glob(f"{KEY_BACKUP_PREFIX}*.db")):
+        taken = key_backup_time(path)
+        if path in (keep or set()) or taken is None:
+            continue
+        if taken < cutoff:
+            path.unlink()
+            pruned.append(path)
+    return pruned
+
+
+def key_backup_time(path: Path) -> float | None:
+    """When a key-store copy was taken, from its name; None if not one of ours."""
+    text = path.stem.removeprefix(KEY_BACKUP_PREFIX)
+    try:
+        return datetime.strptime(text, _STAMP).replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def restore_database(backup: Path, live: Path) -> int:
+    """Put the database backup ``backup`` in place of ``live``; its size in bytes.
+
+    The server must be stopped. The backup is checked first (a readable SQLite file
+    holding PicoBot's schema, integrity ok), copied beside ``live`` and renamed over
+    it, so an interruption leaves either the old database or the restored one.
+    """
+    try:
+        src = sqlite3.connect(f"{backup.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot open backup {backup}: {exc}") from None
+    tmp = live.with_name(live.name + ".restoring")
+    try:
+        try:
+            (ok,) = src.execute("PRAGMA quick_check").fetchone()
+            schema = src.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_migrations'"
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"{backup} is not a PicoBot database backup: {exc}") from None
+        if schema is None:
+            raise StoreUnavailable(f"{backup} is not a PicoBot database backup (no schema)")
+        if ok != "ok":
+            raise StoreUnavailable(f"backup {backup} is damaged: {ok}")
+        tmp.unlink(missing_ok=True)
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        target = sqlite3.connect(str(tmp))
+        try:
+            src.backup(target)
+        finally:
+            target.close()
+    finally:
+        src.close()
+    fsync_path(tmp)
+    for suffix in ("-wal", "-shm"):
+        live.with_name(live.name + suffix).unlink(missing_ok=True)
+    os.replace(tmp, live)
+    fsync_path(live.parent)
+    return live.stat().st_size
+
+
+def backup_name(now: float | None = None) -> str:
+    """The file name of a database backup taken at ``now``."""
+    return f"picobot-{stamp(time.time() if now is None else now)}.db"

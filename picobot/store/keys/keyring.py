@@ -1,0 +1,275 @@
+"""The key store: one data key per user, wrapped by the master key, in its own file.
+
+``<data dir>/keys.db`` is a small SQLite file apart from the conversation database, so a
+copy of the database alone reveals nothing once the key store has forgotten a user:
+purging a user deletes their key row (:meth:`KeyRing.forget`), and every text sealed
+with it (:mod:`.sealing`) is unreadable from then on, in the live files and in every
+backup. Keys are 256-bit AES-GCM keys from the OS CSPRNG; each is stored wrapped
+(AES-GCM under the master key, bound to its key id), never in clear. The file runs
+with ``secure_delete`` and a rollback journal, so a forgotten key leaves no copy in it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from picobot.errors import ConfigError
+
+KEY_STORE_FILE = "keys.db"
+SHARED = ""
+"""The user id of the shared key, which seals rows that belong to no one user."""
+NONCE_BYTES = 12
+_CHECK_TEXT = b"picobot key store"
+_CACHE_SIZE = 4096
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS user_keys (
+    kid INTEGER PRIMARY KEY,
+    user_id TEXT NOT NULL UNIQUE,
+    wrapped BLOB NOT NULL,
+    created_at REAL NOT NULL
+);
+"""
+
+
+def _kid_aad(kid: int) -> bytes:
+    return b"picobot-user-key:" + kid.to_bytes(8, "big")
+
+
+def _wrap(master: AESGCM, key: bytes, aad: bytes) -> bytes:
+    nonce = secrets.token_bytes(NONCE_BYTES)
+    return nonce + master.encrypt(nonce, key, aad)
+
+
+def _unwrap(master: AESGCM, wrapped: bytes, aad: bytes) -> bytes:
+    return master.decrypt(wrapped[:NONCE_BYTES], wrapped[NONCE_BYTES:], aad)
+
+
+@dataclass(frozen=True)
+class UserKey:
+    """One user's key, unwrapped: its id, its cipher, and the key of its index terms."""
+
+    kid: int
+    aead: AESGCM
+    terms: bytes
+    """HMAC key of the user's recall-index terms, derived from the data key."""
+
+    @classmethod
+    def of(cls, kid: int, key: bytes) -> UserKey:
+        """The cipher and term key of the raw data key ``key``."""
+        terms = hmac.digest(key, b"picobot-index-terms", hashlib.sha256)
+        return cls(kid, AESGCM(key), terms)
+
+
+@dataclass(frozen=True)
+class KeyStoreInfo:
+    """What ``picobot keys status`` shows: never a key."""
+
+    path: Path
+    store_id: str
+    user_keys: int
+    master_source: str
+
+
+class KeyRing:
+    """The open key store; safe to share between threads (one lock around the file).
+
+    Unwrapped keys are cached (at most a few thousand) so sealing a message does not
+    read the file; :meth:`forget` drops a user's key from the cache and the file at once.
+    """
+
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, master: bytes, source: str, store_id: str
+    ) -> None:
+        self._conn = conn
+        self.path = path
+        self._master = AESGCM(master)
+        self.master_source = source
+        self.store_id = store_id
+        self._lock = threading.RLock()
+        self._by_kid: OrderedDict[int, UserKey] = OrderedDict()
+        self._kid_of: OrderedDict[str, int] = OrderedDict()
+
+    @classmethod
+    def open(cls, path: Path, master: bytes, source: str) -> KeyRing:
+        """Open ``path`` (created, mode 0600, if missing) and check the master key opens it.
+
+        A wrong master key is a ConfigError naming ``source``: nothing is written then.
+        """
+        created = not path.exists()
+        if created:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+        try:
+            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA secure_delete=ON")
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.executescript(_SCHEMA)
+            rows = dict(conn.execute("SELECT name, value FROM meta").fetchall())
+        except sqlite3.Error as exc:
+            raise ConfigError(f"key store {path} cannot be opened: {exc}") from None
+        aead = AESGCM(master)
+        if "check" not in rows:
+            if conn.execute("SELECT 1 FROM user_keys LIMIT 1").fetchone() is not None:
+                conn.close()
+                raise ConfigError(f"key store {path} is damaged: its master key check is missing")
+            store_id = secrets.token_hex(8)
+            check = _wrap(aead, _CHECK_TEXT, b"picobot-check:" + store_id.encode())
+            with _transaction(conn):
+                conn.execute("INSERT INTO meta VALUES ('store_id', ?)", (store_id,))
+                conn.execute("INSERT INTO meta VALUES ('check', ?)", (check,))
+            return cls(conn, path, master, source, store_id)
+        store_id = str(rows["store_id"])
+        try:
+            _unwrap(aead, bytes(rows["check"]), b"picobot-check:" + store_id.encode())
+        except InvalidTag:
+            conn.close()
+            raise ConfigError(
+                f"the master key from {source} does not open the key store {path}: it is"
+                " not the key this store was made with (see docs/privacy.md#per-user-keys)"
+            ) from None
+        return cls(conn, path, master, source, store_id)
+
+    def close(self) -> None:
+        """Close the file; the cached keys are dropped."""
+        with self._lock:
+            self._by_kid.clear()
+            self._kid_of.clear()
+            self._conn.close()
+
+    def key(self, user_id: str) -> UserKey:
+        """``user_id``'s key, made and stored durably on first use."""
+        with self._lock:
+            found = self.existing(user_id)
+            if found is not None:
+                return found
+            kid = secrets.randbits(62) + 1
+            key = AESGCM.generate_key(bit_length=256)
+            with _transaction(self._conn):
+                self._conn.execute(
+                    "INSERT INTO user_keys (kid, user_id, wrapped, created_at) VALUES (?, ?, ?, ?)",
+                    (kid, user_id, _wrap(self._master, key, _kid_aad(kid)), time.time()),
+                )
+            return self._remember(user_id, UserKey.of(kid, key))
+
+    def existing(self, user_id: str) -> UserKey | None:
+        """``user_id``'s key if they have one (never makes one)."""
+        with self._lock:
+            kid = self._kid_of.get(user_id)
+            cached = None if kid is None else self._by_kid.get(kid)
+            if cached is not None:
+                self._kid_of.move_to_end(user_id)
+                return cached
+            row = self._conn.execute(
+                "SELECT kid, wrapped FROM user_keys WHERE user_id = ?", (user_id,)
+            ).fetchone()
+            if row is None:
+                return None
+            kid = int(row[0])
+            key = _unwrap(self._master, bytes(row[1]), _kid_aad(kid))
+            return self._remember(user_id, UserKey.of(kid, key))
+
+    def by_kid(self, kid: int) -> UserKey | None:
+        """The key with id ``kid``, or None when it was forgotten (or never existed)."""
+        with self._lock:
+            cached = self._by_kid.get(kid)
+            if cached is not None:
+                self._by_kid.move_to_end(kid)
+                return cached
+            row = self._conn.execute(
+                "SELECT user_id, wrapped FROM user_keys WHERE kid = ?", (kid,)
+            ).fetchone()
+            if row is None:
+                return None
+            key = _unwrap(self._master, bytes(row[1]), _kid_aad(kid))
+            return self._remember(str(row[0]), UserKey.of(kid, key))
+
+    def forget(self, user_id: str) -> bool:
+        """Delete ``user_id``'s key from the file and the cache; whether there was one.
+
+        From the moment this returns, nothing sealed with the key can be read again.
+        """
+        with self._lock:
+            kid = self._kid_of.pop(user_id, None)
+            if kid is not None:
+                self._by_kid.pop(kid, None)
+            with _transaction(self._conn):
+                cur = self._conn.execute("DELETE FROM user_keys WHERE user_id = ?", (user_id,))
+            return cur.rowcount > 0
+
+    def known_kids(self) -> set[int]:
+        """The ids of every key the store holds (to tell which sealed rows are erased)."""
+        with self._lock:
+            return {int(row[0]) for row in self._conn.execute("SELECT kid FROM user_keys")}
+
+    def rotate(self, new_master: bytes) -> int:
+        """Re-wrap every key under ``new_master`` in one transaction; the count re-wrapped.
+
+        The data is not touched: only the wrapping changes. After this, only
+        ``new_master`` opens the store.
+        """
+        with self._lock:
+            new = AESGCM(new_master)
+            rows = self._conn.execute("SELECT kid, wrapped FROM user_keys").fetchall()
+            with _transaction(self._conn):
+                for kid, wrapped in rows:
+                    key = _unwrap(self._master, bytes(wrapped), _kid_aad(int(kid)))
+                    self._conn.execute(
+                        "UPDATE user_keys SET wrapped = ? WHERE kid = ?",
+                        (_wrap(new, key, _kid_aad(int(kid))), kid),
+                    )
+                check = _wrap(new, _CHECK_TEXT, b"picobot-check:" + self.store_id.encode())
+                self._conn.execute("UPDATE meta SET value = ? WHERE name = 'check'", (check,))
+            self._master = new
+            return len(rows)
+
+    def backup_to(self, dest: Path) -> None:
+        """Copy the store, consistently, to a new file ``dest`` (mode 0600)."""
+        os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        target = sqlite3.connect(str(dest))
+        try:
+            with self._lock:
+                self._conn.backup(target)
+        finally:
+            target.close()
+
+    def info(self) -> KeyStoreInfo:
+        """The store's path, id and key count, and where the master key came from."""
+        with self._lock:
+            (count,) = self._conn.execute("SELECT COUNT(*) FROM user_keys").fetchone()
+        return KeyStoreInfo(self.path, self.store_id, int(count), self.master_source)
+
+    def _remember(self, user_id: str, key: UserKey) -> UserKey:
+        self._kid_of[user_id] = key.kid
+        self._by_kid[key.kid] = key
+        while len(self._by_kid) > _CACHE_SIZE:
+            self._by_kid.popitem(last=False)
+        while len(self._kid_of) > _CACHE_SIZE:
+            self._kid_of.popitem(last=False)
+        return key
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

@@ -1,0 +1,85 @@
+"""Sealing stored text with its owner's key, and opening it again.
+
+A sealed text is bytes: a version byte, the 8-byte key id, a 12-byte random nonce,
+then the AES-GCM ciphertext and tag; the first 9 bytes are authenticated too. The
+store seals in SQL (``picobot_seal(user_id, text)``) and opens in SQL
+(``picobot_open(column)``), functions :mod:`picobot.store.connect` installs on every
+connection, so a statement reads and writes plaintext exactly as before. A text
+whose key is gone (its user was purged) opens as :data:`ERASED`; a text stored in
+clear (a database not yet migrated, or opened without a key store) opens as itself.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from cryptography.exceptions import InvalidTag
+
+from picobot.store.keys.keyring import SHARED, KeyRing
+
+VERSION = 1
+_HEADER = 9
+_NONCE = 12
+_TAG = 16
+ERASED = "[erased]"
+"""What a sealed text reads as once its key was deleted."""
+PLAIN_TERMS = "plain"
+"""The index-terms scheme without a key store (words in clear, prefixed per user)."""
+
+
+class Sealer:
+    """Seals and opens texts with the key ring's user keys; without a ring, a no-op.
+
+    Thread-safe (the ring is): the functions run in each connection's own thread.
+    """
+
+    def __init__(self, ring: KeyRing | None = None) -> None:
+        self.ring = ring
+
+    @property
+    def terms_scheme(self) -> str:
+        """How the recall index's terms are made: recorded so a change rebuilds it."""
+        return PLAIN_TERMS if self.ring is None else f"keyed:{self.ring.store_id}"
+
+    def seal(self, user_id: str | None, text: str | None) -> str | bytes | None:
+        """``text`` sealed with ``user_id``'s key (the shared key for None)."""
+        if text is None or self.ring is None:
+            return text
+        key = self.ring.key(SHARED if user_id is None else str(user_id))
+        header = bytes([VERSION]) + key.kid.to_bytes(8, "big")
+        nonce = secrets.token_bytes(_NONCE)
+        plain = str(text).encode("utf-8", "surrogatepass")
+        return header + nonce + key.aead.encrypt(nonce, plain, header)
+
+    def open(self, value: object) -> str | None:
+        """The text of a stored value: opened if sealed, :data:`ERASED` if its key is gone."""
+        if value is None or isinstance(value, str):
+            return value
+        if not isinstance(value, bytes | bytearray | memoryview):
+            return str(value)
+        blob = bytes(value)
+        if self.ring is None or len(blob) < _HEADER + _NONCE + _TAG or blob[0] != VERSION:
+            return ERASED
+        key = self.ring.by_kid(int.from_bytes(blob[1:_HEADER], "big"))
+        if key is None:
+            return ERASED
+        try:
+            plain = key.aead.decrypt(
+                blob[_HEADER : _HEADER + _NONCE], blob[_HEADER + _NONCE :], blob[:_HEADER]
+            )
+        except InvalidTag:
+            return ERASED
+        return plain.decode("utf-8", "surrogatepass")
+
+    def forget(self, user_id: str) -> bool:
+        """Delete ``user_id``'s key: all they had sealed is unreadable from now on.
+
+        Whether they had one (False without a key store).
+        """
+        return self.ring is not None and self.ring.forget(user_id)
+
+    def terms_key(self, user_id: str | None) -> bytes | None:
+        """The HMAC key of ``user_id``'s index terms; None without a key store."""
+        if self.ring is None:
+            return None
+        return self.ring.key(SHARED if user_id is None else str(user_id)).terms

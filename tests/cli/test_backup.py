@@ -1,0 +1,165 @@
+"""``picobot backup``, ``restore`` and ``keys``: backups that forget purged users."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from picobot.cli.main import main
+from picobot.config.settings import Settings
+from picobot.runtime import open_database
+from picobot.store.backup import KEY_BACKUP_PREFIX, stamp
+from picobot.store.keys.keyring import KEY_STORE_FILE
+from picobot.store.keys.master import DEFAULT_KEY_FILE
+from picobot.store.keys.sealing import ERASED
+from tests.cli.test_purge import seed_with
+from tests.privacy.test_erasure import scan
+from tests.sealed import opened
+
+DATA = Path("data")
+
+
+def texts_by_user(data_dir: Path) -> dict[str, list[str]]:
+    """Every message's text, opened with ``data_dir``'s key store, by user."""
+    conn = sqlite3.connect(data_dir / "conversations.db")
+    try:
+        with opened(conn, data_dir):
+            rows = conn.execute(
+                "SELECT s.user_id, picobot_open(m.content) FROM messages m"
+                " JOIN sessions s ON s.id = m.session_id ORDER BY m.id"
+            ).fetchall()
+    finally:
+        conn.close()
+    found: dict[str, list[str]] = {}
+    for user, text in rows:
+        found.setdefault(str(user), []).append(str(text))
+    return found
+
+
+def only_file(directory: Path, pattern: str) -> Path:
+    (path,) = directory.glob(pattern)
+    return path
+
+
+def test_a_backup_taken_before_a_purge_never_reveals_the_purged_user(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed_with(DATA, "secret word zq{user_id}marker")
+    assert main(["backup", "--to", "backups"]) == 0
+    out = capsys.readouterr().out
+    backup = only_file(Path("backups"), "picobot-*.db")
+    assert str(backup) in out and "key store:" in out
+    # The backup is sealed: no marker of anyone is in its bytes.
+    assert scan(Path("backups"), ["zqtui:alicemarker", "zqtui:bobmarker"]) == {}
+    assert main(["purge", "user", "tui:alice", "--yes"]) == 0
+    # The backup restored beside the live store, read with the live keys.
+    beside = tmp_path / "beside"
+    beside.mkdir()
+    shutil.copyfile(backup, beside / "conversations.db")
+    for name in (KEY_STORE_FILE, DEFAULT_KEY_FILE):
+        shutil.copy2(DATA / name, beside / name)
+    restored = texts_by_user(beside)
+    assert restored["tui:alice"] and set(restored["tui:alice"]) == {ERASED}
+    assert "secret word zqtui:bobmarker" in restored["tui:bob"]
+
+
+def test_restore_puts_a_backup_back_and_purged_users_stay_erased(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    seed_with(DATA, "first words of {user_id}")
+    assert main(["backup", "--to", "backups"]) == 0
+    backup = only_file(Path("backups"), "picobot-*.db")
+    seed_with(DATA, "later words of {user_id}")
+    assert main(["purge", "user", "tui:alice", "--yes"]) == 0
+    capsys.readouterr()
+    assert main(["restore", str(backup)]) == 1  # refused without --yes
+    assert "--yes" in capsys.readouterr().err
+    assert main(["restore", str(backup), "--yes"]) == 0
+    restored = texts_by_user(DATA)
+    assert "first words of tui:bob" in restored["tui:bob"]
+    assert not any("later" in t for t in restored["tui:bob"])  # the backup's state
+    assert set(restored["tui:alice"]) == {ERASED}
+    # Alice writes again: a new key, and the old rows stay unreadable.
+    seed_with(DATA, "new words of {user_id}")
+    again = texts_by_user(DATA)["tui:alice"]
+    assert "new words of tui:alice" in again and ERASED in again
+
+
+def test_restore_refuses_a_file_that_is_not_a_backup(capsys: pytest.CaptureFixture[str]) -> None:
+    seed_with(DATA, "hello {user_id}")
+    Path("junk.db").write_bytes(b"not a database at all" * 100)
+    assert main(["restore", "junk.db", "--yes"]) == 1
+    assert "junk.db" in capsys.readouterr().err
+    assert "hello tui:bob" in texts_by_user(DATA)["tui:bob"]
+
+
+def test_key_store_copies_older_than_their_retention_are_deleted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    Path("config.toml").write_text("[keys]\nkey_backup_days = 2\n")
+    seed_with(DATA, "hi {user_id}")
+    copies = DATA / "key-backups"
+    copies.mkdir()
+    old = copies / f"{KEY_BACKUP_PREFIX}{stamp(time.time() - 3 * 86_400)}.db"
+    recent = copies / f"{KEY_BACKUP_PREFIX}{stamp(time.time() - 1 * 86_400)}.db"
+    for path in (old, recent):
+        path.write_bytes(b"")
+    assert main(["backup", "--json"]) == 0
+    assert not old.exists() and recent.exists()
+    assert len(list(copies.glob(f"{KEY_BACKUP_PREFIX}*.db"))) == 2
+    assert str(old) in capsys.readouterr().out
+
+
+def test_keys_status_and_rotate_from_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    seed_with(DATA, "before {user_id}")
+    assert main(["keys", "status"]) == 0
+    assert "user keys: 2" in capsys.readouterr().out
+    old = (DATA / DEFAULT_KEY_FILE).read_text()
+    assert main(["keys", "rotate"]) == 0
+    assert "re-wrapped 2 user keys" in capsys.readouterr().out
+    assert (DATA / DEFAULT_KEY_FILE).read_text() != old
+    assert "before tui:bob" in texts_by_user(DATA)["tui:bob"]
+    assert main(["keys", "new"]) == 0
+    assert len(capsys.readouterr().out.strip()) == 44
+
+
+def test_a_server_start_with_a_missing_key_file_is_a_clear_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    seed_with(DATA, "hi {user_id}")
+    (DATA / DEFAULT_KEY_FILE).unlink()
+    assert main(["sessions"]) == 3
+    assert "master key file" in capsys.readouterr().err
+
+    async def still_refused() -> None:
+        async with open_database(Settings(data={"dir": str(DATA)})):
+            pass
+
+    with pytest.raises(Exception, match="master key file"):
+        asyncio.run(still_refused())
+
+
+async def test_a_running_server_deletes_key_store_copies_past_their_retention() -> None:
+    from picobot.llm.scripted import ScriptedProvider
+    from picobot.runtime import open_runtime
+
+    copies = DATA / "key-backups"
+    copies.mkdir(parents=True)
+    old = copies / f"{KEY_BACKUP_PREFIX}{stamp(time.time() - 8 * 86_400)}.db"
+    recent = copies / f"{KEY_BACKUP_PREFIX}{stamp(time.time() - 6 * 86_400)}.db"
+    for path in (old, recent):
+        path.write_bytes(b"")
+    settings = Settings(data={"dir": str(DATA)})  # key_backup_days = 7
+    async with open_runtime(settings, provider=ScriptedProvider()):
+        for _ in range(200):
+            if not old.exists():
+                break
+            await asyncio.sleep(0.05)
+    assert not old.exists() and recent.exists()
