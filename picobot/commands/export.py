@@ -8,9 +8,10 @@ single-use download token (:mod:`picobot.services.export_tokens`) for the WebSoc
 server's ``GET /export/<token>``. On Telegram, Slack and WhatsApp the file is written
 the same way and handed over as a document in the chat (a DOCUMENT event: the webhook
 core sends it through the platform's file API, then deletes it; see
-:mod:`picobot.channels.webhook.documents`). Other channels (the generic webhook, the
-OpenAI-compatible endpoint) cannot carry a file: they are told so, and how to get the
-export.
+:mod:`picobot.channels.webhook.documents`), in a one-to-one chat only: in a group
+everyone would receive it, so the user is asked to send /export in a private chat.
+Other channels (the generic webhook, the OpenAI-compatible endpoint) cannot carry a
+file: they are told so, and how to get the export.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from picobot.kernel.commands import CommandCall, CommandRouter
-from picobot.messages import Outbound, document, notice
+from picobot.messages import Identity, Outbound, document, notice
 from picobot.services.export import ExportService
 
 FILE_CHANNELS = frozenset({"tui"})
@@ -71,6 +72,14 @@ class ExportCommands:
                     call.session_id,
                 )
             ]
+        if ident.channel in DOCUMENT_CHANNELS and not one_to_one(ident):
+            return [
+                notice(
+                    "Your export holds everything stored about you, and everyone in this "
+                    "chat would receive it: send /export in a private chat with me instead.",
+                    call.session_id,
+                )
+            ]
         if (await self._export.count(ident.user_id)).empty:
             return [notice("Nothing is stored about you yet.", call.session_id)]
         path, stats = await self._export.write_file(ident.user_id, self._clock())
@@ -89,3 +98,17 @@ class ExportCommands:
                 call.session_id,
             )
         ]
+
+
+def one_to_one(ident: Identity) -> bool:
+    """Whether the chat is the user's private chat with the bot, where a document reaches
+    no one else. Telegram: a private chat's id is the user's id (groups are negative);
+    Slack: a direct message's channel id starts with ``D``; WhatsApp: every chat is one
+    person's. Anything else is not known to be private, so no."""
+    if ident.channel == "whatsapp":
+        return True
+    if ident.channel == "telegram":
+        return ident.user_id == f"telegram:{ident.chat_id}"
+    if ident.channel == "slack":
+        return ident.chat_id.startswith("D")
+    return False

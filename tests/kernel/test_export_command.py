@@ -105,3 +105,25 @@ async def test_a_user_purge_and_retention_delete_the_export_files(tmp_path: Path
         os.utime(bob_file, (old, old))
         assert delete_files_before(data, cutoff_ts=0.0) == 1
         assert not bob_file.exists()
+
+
+async def test_a_group_chat_gets_no_document_of_anyone(tmp_path: Path) -> None:
+    # Everyone in a group would receive the file: only a one-to-one chat gets it.
+    groups = [
+        Identity("telegram", "telegram:42", "-1001234567890"),  # a supergroup
+        Identity("slack", "slack:T1:U42", "C0GENERAL"),  # a channel
+        Identity("slack", "slack:T1:U42", "G0PRIVATEGROUP"),  # a private channel, a group DM
+    ]
+    async with open_runtime(settings(tmp_path), provider=ScriptedProvider(["ok"] * 9)) as rt:
+        for who in groups:
+            await say(rt, who, f"my locker code is {MARKER}")
+            [answer] = await say(rt, who, "/export")
+            assert answer.kind is OutboundKind.NOTICE and answer.path is None
+            assert "send /export in a private chat with me" in answer.text
+        assert not export_dir(tmp_path / "data").exists()
+        for who in (
+            Identity("telegram", "telegram:42", "42"),
+            Identity("slack", "slack:T1:U42", "D0DIRECT"),
+        ):
+            [event] = await say(rt, who, "/export")
+            assert event.kind is OutboundKind.DOCUMENT
