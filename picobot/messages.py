@@ -43,14 +43,18 @@ class OutboundKind(StrEnum):
     NOTICE = "notice"
     CONFIRM_REQUEST = "confirm_request"
     ERROR = "error"
+    DOCUMENT = "document"
 
 
 @dataclass(frozen=True, slots=True)
 class Outbound:
     """One event for the channel to render.
 
-    ``text`` is the token, the full reply (DONE), the notice or the error message;
-    ``token`` is set on CONFIRM_REQUEST; ``code`` is a short machine-readable error code.
+    ``text`` is the token, the full reply (DONE), the notice, the error message or a
+    document's caption; ``token`` is set on CONFIRM_REQUEST; ``code`` is a short
+    machine-readable error code; ``path`` is set on DOCUMENT: the file to hand over (a
+    user's export file under the data directory, which the channel deletes once it is
+    sent or given up on).
     """
 
     kind: OutboundKind
@@ -58,6 +62,7 @@ class Outbound:
     session_id: str | None = None
     token: str | None = None
     code: str | None = None
+    path: str | None = None
 
 
 def storable(*texts: str) -> bool:
@@ -73,6 +78,11 @@ def storable(*texts: str) -> bool:
 def notice(text: str, session_id: str | None = None) -> Outbound:
     """Build a NOTICE event."""
     return Outbound(OutboundKind.NOTICE, text, session_id=session_id)
+
+
+def document(path: str, caption: str, session_id: str | None = None) -> Outbound:
+    """Build a DOCUMENT event: the file at ``path``, shown with ``caption``."""
+    return Outbound(OutboundKind.DOCUMENT, caption, session_id=session_id, path=path)
 
 
 def error(text: str, code: str = "error", session_id: str | None = None) -> Outbound:

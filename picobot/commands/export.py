@@ -5,8 +5,13 @@ admin export's format, docs/export-import.md) is written to a new 0600 file unde
 data directory and its path shown; purges and retention delete it
 (:mod:`picobot.store.erasure.export_files`). Over WebSocket the caller gets a
 single-use download token (:mod:`picobot.services.export_tokens`) for the WebSocket
-server's ``GET /export/<token>``. Other channels cannot hand over a file yet: they
-are told so, and how to get the export.
+server's ``GET /export/<token>``. On Telegram, Slack and WhatsApp the file is written
+the same way and handed over as a document in the chat (a DOCUMENT event: the webhook
+core sends it through the platform's file API, then deletes it; see
+:mod:`picobot.channels.webhook.documents`), in a one-to-one chat only: in a group
+everyone would receive it, so the user is asked to send /export in a private chat.
+Other channels (the generic webhook, the OpenAI-compatible endpoint) cannot carry a
+file: they are told so, and how to get the export.
 """
 
 from __future__ import annotations
@@ -15,14 +20,21 @@ import time
 from collections.abc import Callable
 
 from picobot.kernel.commands import CommandCall, CommandRouter
-from picobot.messages import Outbound, notice
+from picobot.messages import Identity, Outbound, document, notice
 from picobot.services.export import ExportService
 
 FILE_CHANNELS = frozenset({"tui"})
 """Channels whose user sits at the machine holding the data directory."""
 TOKEN_CHANNELS = frozenset({"ws"})
 """Channels whose server offers the download of a token (``GET /export/<token>``)."""
+DOCUMENT_CHANNELS = frozenset({"telegram", "slack", "whatsapp"})
+"""Channels that hand the file over in the chat, through the platform's file API."""
 EXPORT_PATH = "/export/"
+ELSEWHERE = (
+    "Use /export in the terminal UI or over WebSocket, or ask the operator for your "
+    "export (picobot export --user, or the admin API); it holds everything stored about you."
+)
+"""Where else a user gets their export, for a chat that cannot carry it."""
 
 
 class ExportCommands:
@@ -52,18 +64,32 @@ class ExportCommands:
                     call.session_id,
                 )
             ]
-        if ident.channel not in FILE_CHANNELS:
+        if ident.channel not in FILE_CHANNELS | DOCUMENT_CHANNELS:
             return [
                 notice(
-                    "Export is not available in this channel yet. Use the terminal UI's "
-                    "/export, or ask the operator for your export (picobot export --user, "
-                    "or the admin API); it holds everything stored about you.",
+                    f"This chat cannot receive files, so /export cannot send your data here. "
+                    f"{ELSEWHERE}",
+                    call.session_id,
+                )
+            ]
+        if ident.channel in DOCUMENT_CHANNELS and not one_to_one(ident):
+            return [
+                notice(
+                    "Your export holds everything stored about you, and everyone in this "
+                    "chat would receive it: send /export in a private chat with me instead.",
                     call.session_id,
                 )
             ]
         if (await self._export.count(ident.user_id)).empty:
             return [notice("Nothing is stored about you yet.", call.session_id)]
         path, stats = await self._export.write_file(ident.user_id, self._clock())
+        if ident.channel in DOCUMENT_CHANNELS:
+            caption = (
+                f"Everything stored about you, as JSON Lines: {stats.sessions} sessions, "
+                f"{stats.messages} messages, {stats.memories} notes, {stats.facts} facts. "
+                "Keep it to yourself; this server deletes its copy once it is sent."
+            )
+            return [document(str(path), caption, call.session_id)]
         return [
             notice(
                 f"Your data is in {path} (JSON Lines, readable only by this account: "
@@ -72,3 +98,17 @@ class ExportCommands:
                 call.session_id,
             )
         ]
+
+
+def one_to_one(ident: Identity) -> bool:
+    """Whether the chat is the user's private chat with the bot, where a document reaches
+    no one else. Telegram: a private chat's id is the user's id (groups are negative);
+    Slack: a direct message's channel id starts with ``D``; WhatsApp: every chat is one
+    person's. Anything else is not known to be private, so no."""
+    if ident.channel == "whatsapp":
+        return True
+    if ident.channel == "telegram":
+        return ident.user_id == f"telegram:{ident.chat_id}"
+    if ident.channel == "slack":
+        return ident.chat_id.startswith("D")
+    return False

@@ -17,12 +17,15 @@ outbound queue with retries. A platform module only knows its own wire format:
   platform's secret (see :mod:`picobot.store.channels.webhook_seen`);
 - :meth:`Platform.send` delivers one reply through the platform's API and raises
   :class:`DeliveryError` (``retry`` True for 429/5xx/network errors); a reply longer
-  than :attr:`Platform.max_text_chars` is cut into several before it is queued.
+  than :attr:`Platform.max_text_chars` is cut into several before it is queued;
+- :meth:`Platform.send_document` hands over a file (a user's ``/export``) through the
+  platform's file API, where :attr:`Platform.max_document_bytes` says it has one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
@@ -75,6 +78,17 @@ class PlatformMessage:
     sent_at: float | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A file to hand over in a chat: read from ``path`` at each attempt (never kept in
+    the queue), shown to the user as ``filename`` with ``caption``; ``size`` in bytes."""
+
+    path: Path
+    filename: str
+    caption: str
+    size: int
+
+
 class Platform(Protocol):
     """A messaging platform's webhook format and reply API."""
 
@@ -95,6 +109,12 @@ class Platform(Protocol):
         A longer reply is queued as several messages, each delivered (and retried) on
         its own, so a retry never repeats a part the chat has already shown.
         """
+        ...
+
+    @property
+    def max_document_bytes(self) -> int | None:
+        """The largest file :meth:`send_document` hands over, or None when the platform
+        cannot carry files (the user is told so instead)."""
         ...
 
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
@@ -120,4 +140,11 @@ class Platform(Protocol):
         self, session: aiohttp.ClientSession, reply_to: dict[str, Any], text: str
     ) -> None:
         """Deliver one reply; raise DeliveryError on failure."""
+        ...
+
+    async def send_document(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], document: Document
+    ) -> None:
+        """Hand over one file with its caption; raise DeliveryError on failure (a file
+        over :attr:`max_document_bytes` or a platform without files: a final one)."""
         ...

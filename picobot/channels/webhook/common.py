@@ -8,10 +8,11 @@ than 20 digits as infinity (so one absurd number makes one field bad, not a whol
 answer unreadable) and :func:`required` takes integers of at most 53 bits only, so
 nothing further down overflows a float or a SQLite column.
 
-Replying: :class:`ReplyApi` makes one JSON POST to a platform's API and classifies a
-failure as :class:`DeliveryError` (retry on 429, 5xx and network errors), with the
-platform's secrets (a Telegram bot token sits in the URL) scrubbed from every error
-text; :func:`split_text` cuts a long reply into parts the platform accepts;
+Replying: :class:`ReplyApi` makes one POST to a platform's API (JSON, or a form or a
+file for an upload) and classifies a failure as :class:`DeliveryError` (retry on 429,
+5xx and network errors), with the platform's secrets (a Telegram bot token sits in
+the URL) scrubbed from every error text; :func:`split_text` cuts a long reply into
+parts the platform accepts;
 :func:`http_url` refuses, at start-up, a configured reply URL that could never work.
 """
 
@@ -22,7 +23,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 import aiohttp
 
@@ -274,18 +275,35 @@ class ReplyApi:
         deadline: aiohttp.ClientTimeout = SEND_TIMEOUT,
         max_bytes: int | None = None,
     ) -> ApiAnswer:
-        """POST ``body``, JSON already encoded (so a signature covers the bytes sent).
+        """POST ``body``, JSON already encoded (so a signature covers the bytes sent);
+        failures as :meth:`post_data`."""
+        all_headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
+        return await self.post_data(
+            session, url, body, all_headers, deadline=deadline, max_bytes=max_bytes
+        )
+
+    async def post_data(
+        self,
+        session: aiohttp.ClientSession,
+        url: str,
+        data: bytes | aiohttp.FormData | Mapping[str, str] | BinaryIO,
+        headers: Mapping[str, str] | None = None,
+        *,
+        deadline: aiohttp.ClientTimeout = SEND_TIMEOUT,
+        max_bytes: int | None = None,
+    ) -> ApiAnswer:
+        """POST ``data`` as aiohttp encodes it: bytes as they are, a mapping as form
+        fields, a :class:`aiohttp.FormData` as multipart, an open file streamed.
 
         Network failures and an answer over ``max_bytes`` (never read whole) raise a
         retryable DeliveryError; a URL that aiohttp cannot use (not absolute, not http
         or https) a final one.
         """
-        all_headers = {"Content-Type": "application/json; charset=utf-8", **(headers or {})}
         try:
             # No redirects: a bearer token or a token in the path goes where it was
             # configured to go, or nowhere.
             async with session.post(
-                url, data=body, headers=all_headers, allow_redirects=False, timeout=deadline
+                url, data=data, headers=headers, allow_redirects=False, timeout=deadline
             ) as resp:
                 raw = await _read_at_most(resp, max_bytes)
                 if raw is None:

@@ -7,7 +7,8 @@ committed to the inbox (a message id seen before is skipped, also after a purge:
 it never times out and redelivers. A message older than ``max_message_age_secs`` by
 the time the platform signed or vouched for is acknowledged but dropped: it is a
 replay, or a redelivery so late that its answer would only confuse. The workers of
-:mod:`picobot.channels.webhook.workers` then run the turns and deliver the replies.
+:mod:`picobot.channels.webhook.workers` and :mod:`.delivery` then run the turns and
+deliver the replies.
 
 Guarantees: an acknowledged message is answered even across a crash (pending inbox
 rows and due replies are picked up by :meth:`WebhookServer.start`); a reply is
@@ -32,13 +33,8 @@ from aiohttp import web
 
 from picobot.backoff import Backoff
 from picobot.channels.webhook.base import Platform, PlatformMessage, WebhookError
-from picobot.channels.webhook.workers import (
-    TURN_TASK,
-    DeliveryWorker,
-    InboxWorker,
-    WebhookStats,
-    WorkerContext,
-)
+from picobot.channels.webhook.delivery import DeliveryWorker
+from picobot.channels.webhook.workers import TURN_TASK, InboxWorker, WebhookStats, WorkerContext
 from picobot.config.channels import WebhookSettings
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel

@@ -1,41 +1,35 @@
-"""The two background workers of the webhook core: turns and deliveries.
+"""The background workers of the webhook core: turns here, deliveries in :mod:`.delivery`.
 
 :class:`InboxWorker` runs the turns of accepted messages: one at a time per chat (so
 answers keep the order of questions), several chats at once. The replies of a turn
 are enqueued in the same transaction that marks its message done.
 
-:class:`DeliveryWorker` sends queued replies through the platform API with exponential
-backoff. Only the oldest pending reply of a chat is ever due, so replies go out in
-order even when one of them waits for a retry. A purged user's last reply is deleted
-and erased once sent or given up on (:mod:`picobot.privacy.purged_replies`).
+A DOCUMENT event (``/export``) is queued as a reply that names its file, or replaced
+by a text when the platform cannot take it (:mod:`picobot.channels.webhook.documents`).
 
 Messages and replies of a platform that is not enabled are left in their queues, out of
 the way of the others, with one warning from each worker at start.
 
-Both sleep on an :class:`asyncio.Event` (plus, for deliveries, a timer until the next
-retry is due); neither polls.
+Both sleep on an :class:`asyncio.Event`; neither polls.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from picobot.backoff import Backoff
-from picobot.channels.webhook.base import DeliveryError, Platform
+from picobot.channels.webhook import documents
+from picobot.channels.webhook.base import Platform
 from picobot.channels.webhook.common import split_text
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Inbound, OutboundKind
-from picobot.privacy.purged_replies import forget_reply
-from picobot.store.channels.webhooks import InboxItem, OutboundItem, WebhookStore
+from picobot.store.channels.webhooks import InboxItem, QueuedDocument, WebhookStore
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +45,8 @@ TURN_TASK = "webhook-chat"
 """Name of the tasks that run one chat's turns."""
 
 Spawn = Callable[[str, Coroutine[Any, Any, None]], object]
+Reply = str | QueuedDocument
+"""One reply to queue: a text, or a document (an export file) with its caption."""
 
 
 @dataclass(slots=True)
@@ -82,9 +78,15 @@ class WorkerContext:
     concurrency: int = 8
     store_retry_secs: float = 5.0
 
+    @property
+    def data_dir(self) -> Path:
+        """The data directory: where the export files that replies hand over live."""
+        return self.store.db.path.parent
 
-class _Worker:
-    """The wake-up, the in-flight set and the store-failure retry timer."""
+
+class Worker:
+    """What both workers have: the wake-up, the in-flight set and the store-failure
+    retry timer."""
 
     def __init__(self, ctx: WorkerContext) -> None:
         self.ctx = ctx
@@ -155,7 +157,7 @@ class _Worker:
         self._timers.clear()
 
 
-class InboxWorker(_Worker):
+class InboxWorker(Worker):
     """Runs the turns of pending inbox messages."""
 
     def __init__(self, ctx: WorkerContext, kernel: Kernel) -> None:
@@ -225,6 +227,7 @@ class InboxWorker(_Worker):
         if attempt is None:
             return
         session_id: str | None = None
+        replies: Sequence[Reply]
         if attempt > MAX_TURN_ATTEMPTS:
             log.error("webhook message %d given up after %d attempts", item.id, attempt - 1)
             replies, failed = [SORRY], True
@@ -247,17 +250,20 @@ class InboxWorker(_Worker):
 
     async def _turn(
         self, platform: Platform, item: InboxItem
-    ) -> tuple[list[str], bool, str | None]:
-        """The texts to send back for one message, whether the turn failed, and the
-        session it ran in (the last one its events named), which the replies belong to."""
+    ) -> tuple[list[Reply], bool, str | None]:
+        """The replies (texts, documents) to send back for one message, whether the turn
+        failed, and the session it ran in (the last one its events named), which the
+        replies belong to."""
         identity = Identity(platform.name, item.user_id, item.chat_id)
         inbound = Inbound(identity, item.text, message_id=item.message_id)
-        replies: list[str] = []
+        replies: list[Reply] = []
         session_id: str | None = None
         try:
             async for event in self.kernel.handle(inbound):
                 session_id = event.session_id or session_id
-                if event.kind in REPLY_KINDS and event.text:
+                if event.kind is OutboundKind.DOCUMENT:
+                    replies.append(documents.queued(platform, event, self.ctx.data_dir))
+                elif event.kind in REPLY_KINDS and event.text:
                     replies.append(event.text)
         except Exception:
             # The kernel handles its own failures, so this is a bug; never send str(exc).
@@ -266,127 +272,13 @@ class InboxWorker(_Worker):
         return replies, False, session_id
 
 
-def as_messages(replies: list[str], limit: int | None) -> list[str]:
-    """The replies as the platform's messages: each cut to ``limit`` (None: kept whole)."""
+def as_messages(replies: Sequence[Reply], limit: int | None) -> list[Reply]:
+    """The replies as the platform's messages: each text cut to ``limit`` (None: kept
+    whole); a document stays one (the platform shortens its caption)."""
     if limit is None:
-        return replies
-    return [part for reply in replies for part in split_text(reply, limit)]
-
-
-class DeliveryWorker(_Worker):
-    """Sends due replies through their platform, retrying with backoff."""
-
-    def __init__(
-        self,
-        ctx: WorkerContext,
-        *,
-        max_attempts: int,
-        backoff: Backoff,
-        clock: Callable[[], float],
-    ) -> None:
-        super().__init__(ctx)
-        self.max_attempts = max_attempts
-        self.backoff = backoff
-        self.clock = clock
-        self.session: aiohttp.ClientSession | None = None
-        self.idle = asyncio.Event()
-        """Set when a pass found nothing to send now and no send is in flight."""
-
-    async def run(self) -> None:
-        """Send what is due whenever woken, or when the next retry comes due."""
-        while True:
-            self.wake_event.clear()
-            timeout = None if self.stopping else await self._dispatch()
-            if not self.inflight:
-                self.idle.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake_event.wait(), timeout)
-
-    async def _dispatch(self) -> float | None:
-        """Start sending every due chat head; return seconds until the next one is due."""
-        try:
-            await self.warn_disabled_once(
-                "replies", "sent", self.ctx.store.pending_replies_by_platform
-            )
-            heads = await self.ctx.store.outbound_heads(BATCH, self.ctx.platforms.keys())
-        except StoreUnavailable:
-            log.exception("webhook outbound queue unavailable")
-            return self.ctx.store_retry_secs
-        now = self.clock()
-        next_in: float | None = None
-        for item in heads:
-            if item.id in self.inflight:
-                continue
-            if item.next_attempt_at > now:
-                wait = item.next_attempt_at - now
-                next_in = wait if next_in is None else min(next_in, wait)
-                continue
-            self.inflight.add(item.id)
-            self.ctx.spawn("webhook-send", self._deliver(item))
-        return next_in
-
-    async def _deliver(self, stale: OutboundItem) -> None:
-        parked = False
-        try:
-            async with self.slots:
-                await self._attempt(stale)
-        except StoreUnavailable:
-            log.exception("webhook outbound queue unavailable; reply %d stays pending", stale.id)
-            # Parked for a while: with a read-only store, a sent reply that cannot be
-            # marked sent would otherwise be sent again and again at once.
-            parked = True
-            self.later(lambda: self._release(stale.id))
-        finally:
-            if not parked:
-                self._release(stale.id)
-
-    async def _attempt(self, stale: OutboundItem) -> None:
-        # The dispatcher's read may predate the last attempt: use the row as it is now.
-        item = await self.ctx.store.due_item(stale.id, self.clock())
-        if item is None:
-            return
-        platform = self.ctx.platforms[item.platform]
-        if self.session is None:
-            raise RuntimeError("the delivery worker has no HTTP session")
-        try:
-            await platform.send(self.session, item.reply_to, item.text)
-        except DeliveryError as exc:
-            await self._failed(item, str(exc), exc.retry, exc.retry_after_secs)
-        except Exception as exc:
-            # A platform bug or an unwrapped network error: worth another try.
-            log.exception("%s delivery of reply %d raised", platform.name, item.id)
-            await self._failed(item, type(exc).__name__, True, None)
-        else:
-            if item.purged:
-                await forget_reply(self.ctx.store, item.id, self.clock)
-            else:
-                await self.ctx.store.mark_sent(item.id, self.clock())
-            self.ctx.stats.delivered += 1
-
-    def _release(self, outbound_id: int) -> None:
-        self.inflight.discard(outbound_id)
-        self.ctx.changed()
-        self.wake_event.set()
-
-    async def _failed(
-        self, item: OutboundItem, reason: str, retry: bool, retry_after: float | None
-    ) -> None:
-        attempts = item.attempts + 1
-        if not retry or attempts >= self.max_attempts:
-            log.warning(
-                "%s reply %d failed for good after %d attempts: %s",
-                item.platform,
-                item.id,
-                attempts,
-                reason,
-            )
-            if item.purged:
-                await forget_reply(self.ctx.store, item.id, self.clock)
-            else:
-                await self.ctx.store.mark_failed(item.id, reason)
-            self.ctx.stats.delivery_failures += 1
-            return
-        delay = self.backoff.delay(attempts, retry_after)
-        log.info("%s reply %d: %s; retry in %.1fs", item.platform, item.id, reason, delay)
-        await self.ctx.store.mark_retry(item.id, reason, self.clock() + delay)
-        self.ctx.stats.delivery_retries += 1
+        return list(replies)
+    return [
+        part
+        for reply in replies
+        for part in ([reply] if isinstance(reply, QueuedDocument) else split_text(reply, limit))
+    ]

@@ -44,6 +44,15 @@ class InboxItem:
 
 
 @dataclass(frozen=True, slots=True)
+class QueuedDocument:
+    """A reply that hands over a file: ``caption`` shown with the export file called
+    ``document`` (its name under ``<data dir>/exports``, never its content)."""
+
+    caption: str
+    document: str
+
+
+@dataclass(frozen=True, slots=True)
 class OutboundItem:
     """A reply waiting to be delivered."""
 
@@ -57,6 +66,8 @@ class OutboundItem:
     next_attempt_at: float
     inbox_id: int | None
     seq: int
+    document: str | None = None
+    """The export file this reply hands over (``text`` is its caption), or None."""
 
     @property
     def purged(self) -> bool:
@@ -92,4 +103,5 @@ def outbound_item(row: Row) -> OutboundItem:
         next_attempt_at=float(row["next_attempt_at"]),
         inbox_id=None if row["inbox_id"] is None else int(row["inbox_id"]),
         seq=int(row["seq"]),
+        document=None if row["document"] is None else str(row["document"]),
     )

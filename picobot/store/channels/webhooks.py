@@ -20,6 +20,12 @@ user``'s "y" above all) is the exception: it is queued without its user id
 (:data:`PURGED_USER`), so nothing names the purged user beyond what sending it needs
 (the chat and the text), and :meth:`WebhookStore.delete_reply` deletes it once it is
 sent or given up on (:mod:`picobot.privacy.purged_replies` then erases its bytes).
+
+A reply may hand over a file (``/export`` on a messaging platform): its ``document``
+names a user's export file under ``<data dir>/exports`` (never its content), and its
+text is the caption. The delivery worker deletes the file once the reply is sent or
+given up on (the column is cleared then); deleting the row (a purge, retention) deletes
+the file too.
 """
 
 from __future__ import annotations
@@ -31,18 +37,27 @@ from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 from picobot.store.channels.channel_state import save_offset
+from picobot.store.channels.webhook_purge import WebhookPurges
 from picobot.store.channels.webhook_rows import (
     PURGED_USER,
     InboundMessage,
     InboxItem,
     OutboundItem,
+    QueuedDocument,
     inbox_item,
     outbound_item,
 )
 from picobot.store.channels.webhook_seen import mark_seen, plain_key
 from picobot.store.db import Database
 
-__all__ = ["PURGED_USER", "InboundMessage", "InboxItem", "OutboundItem", "WebhookStore"]
+__all__ = [
+    "PURGED_USER",
+    "InboundMessage",
+    "InboxItem",
+    "OutboundItem",
+    "QueuedDocument",
+    "WebhookStore",
+]
 
 _MAX_ERROR = 300
 
@@ -71,21 +86,6 @@ _BY_PLATFORM = (
 _PENDING_MESSAGES_BY_PLATFORM = _BY_PLATFORM.format(table="webhook_inbox")
 _PENDING_REPLIES_BY_PLATFORM = _BY_PLATFORM.format(table="outbound_queue")
 
-# The inbox rows of one session's messages: a webhook message's ``source_id`` is
-# "<platform>:<message id>" (m007), which the inbox's UNIQUE (platform, message_id) finds.
-_SESSION_INBOX_IDS = """
-    SELECT i.id FROM messages m JOIN webhook_inbox i
-      ON i.platform = substr(m.source_id, 1, instr(m.source_id, ':') - 1)
-     AND i.message_id = substr(m.source_id, instr(m.source_id, ':') + 1)
-    WHERE m.session_id = ? AND m.source_id IS NOT NULL
-"""
-_SESSION_IDS = _SESSION_INBOX_IDS.replace("?", "?1")
-# A message processed in the session (m013; a command is no message of it), or one
-# stored as a message of it.
-_SESSION_INBOX = f"session_id = ?1 OR id IN ({_SESSION_IDS})"
-# A reply produced in the session (m013), or one answering a message of it.
-_OF_SESSION = f"session_id = ?1 OR inbox_id IN ({_SESSION_IDS})"
-
 
 def _names(platforms: Collection[str]) -> tuple[list[str], str]:
     """The platform names in a stable order, and the ``?`` marks of an IN list for them."""
@@ -93,8 +93,9 @@ def _names(platforms: Collection[str]) -> tuple[list[str], str]:
     return names, ", ".join("?" * len(names))
 
 
-class WebhookStore:
-    """Repository of ``webhook_inbox`` and ``outbound_queue``."""
+class WebhookStore(WebhookPurges):
+    """Repository of ``webhook_inbox`` and ``outbound_queue`` (scope deletes:
+    :class:`WebhookPurges`)."""
 
     def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
         self._db = db
@@ -205,7 +206,7 @@ class WebhookStore:
     async def mark_processed(
         self,
         inbox_id: int,
-        replies: Sequence[str],
+        replies: Sequence[str | QueuedDocument],
         *,
         platform: str,
         reply_to: dict[str, Any],
@@ -223,11 +224,17 @@ class WebhookStore:
         reply is deleted once it is sent or given up on (:meth:`delete_reply`).
         ``session_id`` is the session the replies were produced in: purging it deletes
         them (a command's reply quotes the session without being a message of it).
-        Replies are redacted before they are stored.
+        Texts and captions are redacted before they are stored; a document's file name
+        is stored as it is.
         """
         now = self._clock()
         target = json.dumps(reply_to, separators=(",", ":"))
-        texts = [self._db.redact(text) for text in replies]
+        texts = [
+            (self._db.redact(r), None)
+            if isinstance(r, str)
+            else (self._db.redact(r.caption), r.document)
+            for r in replies
+        ]
 
         def finish(conn: sqlite3.Connection) -> int:
             row = conn.execute(
@@ -245,8 +252,8 @@ class WebhookStore:
             owner = user_id if row is not None else PURGED_USER
             conn.executemany(
                 "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json,"
-                " text, next_attempt_at, created_at, inbox_id, seq, session_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " text, next_attempt_at, created_at, inbox_id, seq, session_id, document)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [
                     (
                         platform,
@@ -259,8 +266,9 @@ class WebhookStore:
                         inbox_id if row is not None else None,
                         seq,
                         session_id,
+                        document,
                     )
-                    for seq, text in enumerate(texts)
+                    for seq, (text, document) in enumerate(texts)
                 ],
             )
             return len(texts)
@@ -310,10 +318,10 @@ class WebhookStore:
         return None if row is None else outbound_item(row)
 
     async def mark_sent(self, outbound_id: int, now: float) -> None:
-        """The platform took the reply; its text is no longer needed."""
+        """The platform took the reply; its text (and file name) is no longer needed."""
         await self._db.execute_write(
             "UPDATE outbound_queue SET status = 'sent', sent_at = ?, attempts = attempts + 1,"
-            " text = '', last_error = NULL WHERE id = ?",
+            " text = '', document = NULL, last_error = NULL WHERE id = ?",
             (now, outbound_id),
         )
 
@@ -333,11 +341,12 @@ class WebhookStore:
     async def mark_failed(self, outbound_id: int, error: str) -> None:
         """Give up on a reply (attempts exhausted or a permanent error).
 
-        The text is kept for the operator until retention or a purge removes it.
+        The text is kept for the operator until retention or a purge removes it; a
+        document's name goes (the worker deletes the file).
         """
         await self._db.execute_write(
             "UPDATE outbound_queue SET status = 'failed', attempts = attempts + 1,"
-            " last_error = ? WHERE id = ?",
+            " document = NULL, last_error = ? WHERE id = ?",
             (error[:_MAX_ERROR], outbound_id),
         )
 
@@ -354,56 +363,3 @@ class WebhookStore:
             "SELECT COUNT(*) AS n FROM webhook_inbox WHERE status = 'pending'"
         )
         return int(row["n"]) if row else 0
-
-    async def count_user(self, user_id: str) -> int:
-        """Inbox and queue rows of one user (what :meth:`delete_user` removes)."""
-        return await self._count_where("user_id = ?1", "user_id = ?1", user_id)
-
-    async def delete_user(self, user_id: str) -> int:
-        """Delete every inbox and queue row of one user; return how many."""
-        return await self._delete_where("user_id = ?1", "user_id = ?1", user_id)
-
-    async def count_session(self, session_id: str) -> int:
-        """Rows of one session (what :meth:`delete_session` removes)."""
-        return await self._count_where(_OF_SESSION, _SESSION_INBOX, session_id)
-
-    async def delete_session(self, session_id: str) -> int:
-        """Delete the inbox rows of a session's messages and every reply produced in the
-        session or answering one of its messages, sent, pending or given up on (a
-        reply's text is the session's, a command's reply quotes it); return how many.
-
-        Run before the session's messages are deleted: their ``source_id`` finds the rows.
-        """
-        return await self._delete_where(_OF_SESSION, _SESSION_INBOX, session_id)
-
-    async def count_before(self, cutoff: float) -> int:
-        """Rows :meth:`delete_before` would remove for the same cutoff."""
-        return await self._count_where("created_at < ?1", "received_at < ?1", cutoff)
-
-    async def delete_before(self, cutoff: float) -> int:
-        """Delete rows older than ``cutoff``, finished or not.
-
-        Pending ones too: a message or reply still pending after the retention period
-        waits for a platform that is no longer enabled, and it holds text that
-        retention has deleted everywhere else (the stored reply, say). A row the
-        inbox worker is processing at that moment is handled as a purged one (see
-        :meth:`mark_processed`). Removing old inbox rows also ends their
-        de-duplication, which platforms only need for hours.
-        """
-        return await self._delete_where("created_at < ?1", "received_at < ?1", cutoff)
-
-    # The clauses are constants of this module, their one parameter named ?1; only its
-    # value comes from callers.
-    async def _count_where(self, outbound: str, inbox: str, param: object) -> int:
-        row = await self._db.fetchone(
-            f"SELECT (SELECT COUNT(*) FROM outbound_queue WHERE {outbound})"  # noqa: S608
-            f" + (SELECT COUNT(*) FROM webhook_inbox WHERE {inbox}) AS n",
-            (param,),
-        )
-        return int(row["n"]) if row else 0
-
-    async def _delete_where(self, outbound: str, inbox: str, param: object) -> int:
-        async with self._db.transaction() as conn:
-            a = await conn.execute(f"DELETE FROM outbound_queue WHERE {outbound}", (param,))  # noqa: S608
-            b = await conn.execute(f"DELETE FROM webhook_inbox WHERE {inbox}", (param,))  # noqa: S608
-            return a.rowcount + b.rowcount

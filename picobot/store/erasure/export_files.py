@@ -1,22 +1,28 @@
-"""A user's own export files (``/export`` in the terminal UI), under the data directory.
+"""A user's own export files (``/export`` in the terminal UI and on messaging
+platforms), under the data directory.
 
 Each file is ``<data dir>/exports/export-<user key>-<time>.jsonl``, created 0600 in a
 0700 directory; the user key is a hash of the user id, so the name holds no user id.
 They are the user's data: a user purge deletes that user's files, and retention deletes
 every file older than the retention cutoff or than ``EXPORT_FILE_TTL_SECS``, whichever
-comes first.
+comes first. A file queued as a platform document is named in the reply queue by its
+name only (:func:`export_file` finds it again) and is deleted once it is sent or given
+up on, or with its queued reply.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from pathlib import Path
 
 EXPORT_FILE_TTL_SECS = 24 * 3600.0
 """How long an export file is kept at most (retention deletes it after that)."""
 _DIR = "exports"
+_NAME = re.compile(r"export-[0-9a-f]{24}-([0-9]{8}T[0-9]{6}Z)(?:-[0-9]{1,2})?\.jsonl")
+"""The name of an export file; the group is its time stamp."""
 
 
 def export_dir(data_dir: Path) -> Path:
@@ -44,6 +50,30 @@ def new_export_file(data_dir: Path, user_id: str, now: float) -> Path:
         os.close(fd)
         return path
     raise FileExistsError(f"no free export file name in {folder}")
+
+
+def export_file(data_dir: Path, name: str) -> Path | None:
+    """The path of the export file called ``name``, or None when ``name`` is not the
+    name of one (a path, say): a queued name can only ever point into ``exports/``."""
+    if _NAME.fullmatch(name) is None:
+        return None
+    return export_dir(data_dir) / name
+
+
+def shown_name(name: str) -> str:
+    """What the user sees an export file called: ``picobot-export-<time>.jsonl`` (the
+    stored name's user key is of no use to them)."""
+    match = _NAME.fullmatch(name)
+    return f"picobot-export-{match.group(1)}.jsonl" if match else "picobot-export.jsonl"
+
+
+def delete_export_file(data_dir: Path, name: str) -> bool:
+    """Delete the export file called ``name``; whether there was one."""
+    path = export_file(data_dir, name)
+    if path is None or not path.is_file():
+        return False
+    path.unlink(missing_ok=True)
+    return True
 
 
 def delete_user_files(data_dir: Path, user_id: str) -> int:

@@ -31,7 +31,11 @@ from picobot.store.migrations.search import (
     m011_split_unspaced_scripts,
 )
 from picobot.store.migrations.vectors import m018_message_vectors
-from picobot.store.migrations.webhooks import m004_webhook_queues, m013_webhook_replay_guard
+from picobot.store.migrations.webhooks import (
+    m004_webhook_queues,
+    m013_webhook_replay_guard,
+    m021_outbound_documents,
+)
 
 if TYPE_CHECKING:
     from picobot.store.db import Database
@@ -226,6 +230,7 @@ MIGRATIONS: list[Migration] = [
     m018_message_vectors,
     m019_user_preferences,
     m020_store_meta,
+    m021_outbound_documents,
 ]
 
 

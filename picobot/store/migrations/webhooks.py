@@ -112,3 +112,15 @@ async def m013_webhook_replay_guard(conn: AsyncConnection) -> None:
             WHERE session_id IS NOT NULL;
         """,
     )
+
+
+async def m021_outbound_documents(conn: AsyncConnection) -> None:
+    """Replies that hand over a file: ``outbound_queue.document``.
+
+    The name (never the content, nor a path) of a user's export file under
+    ``<data dir>/exports`` (``/export`` on a messaging platform), sent through the
+    platform's file API with the reply's text as its caption. The file is deleted once
+    the reply is sent or given up on, and with the row (purges, retention); the column
+    is cleared then. See picobot.store.channels.webhooks.
+    """
+    await run_script(conn, "ALTER TABLE outbound_queue ADD COLUMN document TEXT;")

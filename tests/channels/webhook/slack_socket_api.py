@@ -6,6 +6,13 @@ app-level token answers ``{"ok": true, "url": "<ws url with a one-time ticket>"}
 gets ``hello``, ``events_api`` envelopes (``envelope_id``, ``payload`` = the Events
 API's ``event_callback`` body) that the app acknowledges with ``{"envelope_id"}``, and
 ``disconnect`` when Slack wants a new connection. ``chat.postMessage`` records replies.
+
+File uploads as documented for ``files.getUploadURLExternal`` (form or JSON fields
+``filename`` and ``length``; answers ``upload_url`` and ``file_id``), the upload URL
+(the bytes POSTed raw or as multipart; answers 200 ``OK - <length>``; it needs no
+token) and ``files.completeUploadExternal`` (``files: [{id, title}]``, ``channel_id``,
+``initial_comment``, ``thread_ts``; a file whose bytes differ from its ``length`` is
+refused): :attr:`SlackSocketAPI.shared` records what was shared.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -20,7 +28,7 @@ from typing import Any
 from aiohttp import web
 from websockets.asyncio.server import ServerConnection, serve
 
-from tests.channels.webhook.stand_in import StandIn, serving
+from tests.channels.webhook.stand_in import StandIn, Upload, read_form, serving
 
 APP_ID = "A0PICOBOT1"
 
@@ -43,6 +51,14 @@ class SlackSocketAPI(StandIn):
         """Every events_api envelope sent, by id."""
         self._tickets: set[str] = set()
         self._ids = itertools.count(1)
+        self.uploads: dict[str, dict[str, Any]] = {}
+        """Files by id: ``filename``, ``length`` and, once uploaded, ``content``."""
+        self.upload_auth: list[str | None] = []
+        """The Authorization header of each upload (Slack needs none)."""
+        self.shared: list[dict[str, Any]] = []
+        """Each files.completeUploadExternal call that shared files, with their bytes."""
+        self.failing_uploads: deque[int] = deque()
+        """Statuses the next files.getUploadURLExternal calls fail with."""
         self.on_connect: str | None = None
         """What a broken Slack does right after every ``hello``: ``"disconnect"`` (asks
         to reconnect) or ``"drop"`` (closes the connection); None: nothing."""
@@ -123,7 +139,60 @@ class SlackSocketAPI(StandIn):
             self.posted.append(await request.json())
             self.notify()
             return web.json_response({"ok": True, "channel": "D0CHAT", "ts": "1.000001"})
+        if method.startswith("upload/"):
+            return await self._upload(request, method.removeprefix("upload/"))
+        if method in ("files.getUploadURLExternal", "files.completeUploadExternal"):
+            if auth != f"Bearer {self.bot_token}":
+                return web.json_response({"ok": False, "error": "invalid_auth"})
+            if method == "files.completeUploadExternal":
+                return self._complete(await request.json())
+            if self.failing_uploads:
+                status = self.failing_uploads.popleft()
+                return web.json_response({"ok": False, "error": "internal_error"}, status=status)
+            fields = await request.json() if request.content_type == "application/json" else {}
+            if not fields:
+                fields, _ = await read_form(request)
+            return self._upload_url(fields)
         return web.json_response({"ok": False, "error": "unknown_method"}, status=404)
+
+    def _upload_url(self, fields: dict[str, Any]) -> web.Response:
+        length = str(fields.get("length", ""))
+        if not fields.get("filename") or not length.isdigit() or int(length) == 0:
+            return web.json_response({"ok": False, "error": "missing_argument"})
+        file_id = f"F{next(self._ids):09d}"
+        self.uploads[file_id] = {"filename": fields["filename"], "length": int(length)}
+        url = f"{self.base_url}/upload/{file_id}"
+        return web.json_response({"ok": True, "upload_url": url, "file_id": file_id})
+
+    async def _upload(self, request: web.Request, file_id: str) -> web.Response:
+        if file_id not in self.uploads:
+            return web.Response(status=404, text="not found")
+        self.upload_auth.append(request.headers.get("Authorization"))
+        if request.content_type == "multipart/form-data":
+            _, files = await read_form(request)
+            content = next(iter(files.values())).content
+        else:
+            content = await request.read()
+        self.uploads[file_id]["content"] = content
+        self.notify()
+        return web.Response(text=f"OK - {len(content)}")
+
+    def _complete(self, args: dict[str, Any]) -> web.Response:
+        files = args.get("files")
+        if not isinstance(files, list) or not files:
+            return web.json_response({"ok": False, "error": "invalid_arguments"})
+        shared = []
+        for entry in files:
+            known = self.uploads.get(str(entry.get("id")))
+            if known is None or len(known.get("content", b"")) != known["length"]:
+                return web.json_response({"ok": False, "error": "file_not_found"})
+            upload = Upload(known["filename"], "", known["content"])
+            shared.append({"id": entry["id"], "title": entry.get("title"), "upload": upload})
+        self.shared.append({**args, "files": shared})
+        self.notify()
+        return web.json_response(
+            {"ok": True, "files": [{"id": f["id"], "title": f["title"]} for f in shared]}
+        )
 
     async def socket(self, ws: ServerConnection) -> None:
         ticket = ws.request.path.partition("ticket=")[2] if ws.request else ""

@@ -1,10 +1,12 @@
-"""What the platform stand-ins share: waiting for their state, serving their handler."""
+"""What the platform stand-ins share: waiting for their state, serving their handler,
+reading the files of an upload."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Self
 
 from aiohttp import web
@@ -43,3 +45,24 @@ async def serving(
         yield str(server.make_url("")).rstrip("/")
     finally:
         await server.close()
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file part of a multipart/form-data request, as a stand-in received it."""
+
+    filename: str
+    content_type: str
+    content: bytes
+
+
+async def read_form(request: web.Request) -> tuple[dict[str, str], dict[str, Upload]]:
+    """The fields and the files of a multipart/form-data (or urlencoded) request."""
+    fields: dict[str, str] = {}
+    files: dict[str, Upload] = {}
+    for key, value in (await request.post()).items():
+        if isinstance(value, web.FileField):
+            files[key] = Upload(value.filename, value.content_type, value.file.read())
+        else:
+            fields[key] = str(value)
+    return fields, files

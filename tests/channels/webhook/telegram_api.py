@@ -1,12 +1,15 @@
 """A stand-in for the Telegram Bot API's long polling, on a real aiohttp server.
 
 As documented at core.telegram.org/bots/api: methods at ``/bot<token>/<method>``
-with parameters in the query string or a JSON body; answers ``{"ok": true, "result":
-...}`` or ``{"ok": false, "error_code", "description"[, "parameters"]}``.
+with parameters in the query string, a JSON body or multipart/form-data (a file
+upload); answers ``{"ok": true, "result": ...}`` or ``{"ok": false, "error_code",
+"description"[, "parameters"]}``.
 ``getUpdates`` holds the request until an update is there or ``timeout`` seconds
 passed, confirms (forgets) every update below ``offset``, answers 409 Conflict while a
 webhook is set; ``getWebhookInfo``/``setWebhook``/``deleteWebhook`` manage that
-webhook; ``sendMessage`` records the reply. A wrong token gets 401 Unauthorized.
+webhook; ``sendMessage`` records the reply, ``sendDocument`` the document uploaded as
+the ``document`` part (with ``chat_id`` and ``caption``). A wrong token gets 401
+Unauthorized.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.channels.webhook.stand_in import StandIn, serving
+from tests.channels.webhook.stand_in import StandIn, Upload, read_form, serving
 
 CONFLICT = (
     "Conflict: can't use getUpdates method while webhook is active;"
@@ -39,6 +42,10 @@ class TelegramAPI(StandIn):
         self.next_id = first_update_id
         self.webhook_url = ""
         self.sent: list[dict[str, Any]] = []
+        self.documents: list[tuple[dict[str, str], Upload]] = []
+        """Every document taken by sendDocument: its fields and the file."""
+        self.failing_sends: deque[int] = deque()
+        """Statuses the next sendMessage or sendDocument calls fail with."""
         self.calls: list[tuple[str, dict[str, Any]]] = []
         """Every method call with its parameters, in order."""
         self.served: list[int] = []
@@ -81,7 +88,11 @@ class TelegramAPI(StandIn):
         if token != f"bot{self.token}":
             return _error(401, "Unauthorized")
         params: dict[str, Any] = dict(request.query)
-        if request.can_read_body:
+        files: dict[str, Upload] = {}
+        if request.content_type == "multipart/form-data":
+            fields, files = await read_form(request)
+            params.update(fields)
+        elif request.can_read_body:
             params.update(await request.json())
         self.calls.append((method, params))
         self.notify()
@@ -100,6 +111,17 @@ class TelegramAPI(StandIn):
                 self.pending.clear()
             said = "Webhook was deleted" if was else "Webhook is already deleted"
             return _ok(True, description=said)
+        if method in ("sendMessage", "sendDocument") and self.failing_sends:
+            status = self.failing_sends.popleft()
+            return _error(status, "Internal Server Error" if status >= 500 else "Bad Request")
+        if method == "sendDocument":
+            upload = files.get("document")
+            if upload is None or "chat_id" not in params:
+                return _error(400, "Bad Request: there is no document in the request")
+            self.documents.append((params, upload))
+            self.notify()
+            file = {"file_name": upload.filename, "file_size": len(upload.content)}
+            return _ok({"message_id": len(self.documents), "document": file})
         if method == "sendMessage":
             self.sent.append(params)
             self.notify()

@@ -9,7 +9,8 @@ user's export answered 200 again and the user id was in the database file.
 Each test runs the exchange through a real webhook server on loopback (or the Telegram
 long-polling stand-in) with the platform's send API stood in, then scans every file
 of the data directory for the user's ids and words, as tests/privacy/test_erasure.py
-does.
+does. So does a purge that comes while the user's ``/export`` document waits to be
+sent: the send never happens, and the export file's bytes are gone with the rest.
 """
 
 from __future__ import annotations
@@ -41,12 +42,23 @@ from picobot.llm.scripted import ScriptedProvider
 from picobot.privacy.export import count_user_data
 from picobot.runtime import Runtime, open_runtime
 from picobot.store.channels.channel_state import ChannelState
+from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.export_files import export_dir
+from picobot.store.erasure.purge import PurgeStore
 from picobot.store.task_runs import PURGE_ERASE_TASK_NAME, last_run
 from tests.channels.webhook import test_slack as slack
 from tests.channels.webhook import test_slack_socket as socket_mode
 from tests.channels.webhook import test_telegram as telegram
 from tests.channels.webhook import test_whatsapp as whatsapp
-from tests.channels.webhook.conftest import PlatformAPI, Received, Running, Webhooks, rows
+from tests.channels.webhook.conftest import (
+    FakeClock,
+    PlatformAPI,
+    Received,
+    Running,
+    Webhooks,
+    rows,
+)
+from tests.channels.webhook.document_chats import PLATFORMS, document_chat
 from tests.channels.webhook.generic_client import SECRET, signed_headers
 from tests.channels.webhook.slack_socket_api import slack_socket_api
 from tests.channels.webhook.telegram_api import telegram_api
@@ -366,3 +378,51 @@ async def test_a_reply_of_a_user_not_purged_is_kept_as_before(
     assert await rows(runtime, "SELECT user_id, text, status FROM outbound_queue") == [
         (chat.user_id, "", "sent")
     ]
+
+
+@pytest.mark.parametrize("scope", ["user", "session"])
+@pytest.mark.parametrize("name", PLATFORMS)
+async def test_a_purge_before_an_export_is_delivered_stops_it_and_leaves_no_byte(
+    name: str, scope: str, webhooks: Webhooks, runtime: Runtime, client: aiohttp.ClientSession
+) -> None:
+    rng = random.Random(f"export-{name}-{scope}")
+    said = new_marker(rng)
+    clock = FakeClock()
+    async with document_chat(name) as chat:
+        bot = await webhooks.start(
+            chat.platform, clock=clock, backoff_base_secs=3600, backoff_cap_secs=3600
+        )
+        await chat.say(client, bot, "alice", f"my locker code is {said}")
+        await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivered == 1), WAIT)
+        chat.fail_uploads(1)
+        await chat.say(client, bot, "alice", "/export")
+        await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivery_retries == 1), WAIT)
+
+        # Waiting an hour for its retry: the queue names the file, the file holds the data.
+        [(document, sid)] = await rows(
+            runtime, "SELECT document, session_id FROM outbound_queue WHERE status = 'pending'"
+        )
+        path = export_dir(runtime.db.path.parent) / str(document)
+        assert said.encode() in path.read_bytes()
+        assert said not in str(document)  # a name, never the content
+
+        purges = PurgeStore(runtime.db)
+        if scope == "user":
+            await purges.delete_user(chat.user_ids["alice"])
+        else:
+            await purges.delete_session(str(sid))
+        await erase_residue(runtime.db)
+        assert not path.exists()
+        assert await rows(runtime, "SELECT * FROM outbound_queue WHERE status = 'pending'") == []
+        assert scan(runtime.db.path.parent, [said]) == {}
+
+        # The retry comes due: nothing is left to send. Bob's answer going out shows the
+        # worker looked since.
+        clock.advance(7200)
+        bot.server.wake()
+        await chat.say(client, bot, "bob", "hello")
+        await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivered == 2), WAIT)
+        assert chat.received() == []
+        assert bot.server.stats.delivery_failures == 0
+        await runtime.db.checkpoint()
+        assert scan(runtime.db.path.parent, [said]) == {}

@@ -12,7 +12,8 @@ without the timestamp header may sign the raw body alone (for clients that canno
 updated yet). Outbound: each reply is POSTed to ``callback_url`` as ``{"chat",
 "user", "text", "in_reply_to"}`` (``in_reply_to`` is the message_id as sent), signed
 the same way in the same headers, so the receiver can check that it came from PicoBot
-and is fresh.
+and is fresh. The callback carries text only: ``/export`` answers that it cannot send
+a file here, and where else the user gets their data.
 
 Trust model: this webhook trusts its signer. Whoever holds the secret (your
 integration) vouches for ``user``, and may speak as any user of this channel; without
@@ -32,7 +33,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from picobot.channels.webhook.base import PlatformMessage, WebhookError
+from picobot.channels.webhook.base import DeliveryError, Document, PlatformMessage, WebhookError
 from picobot.channels.webhook.common import ReplyApi, http_url, load_object
 from picobot.channels.webhook.signing import (
     check_timestamp,
@@ -129,6 +130,11 @@ class GenericPlatform:
         """None: the callback takes a reply of any length, whole."""
         return None
 
+    @property
+    def max_document_bytes(self) -> None:
+        """None: the callback carries no files."""
+        return None
+
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """There is no handshake."""
         return None
@@ -195,3 +201,10 @@ class GenericPlatform:
         answer = await self._api.post_body(session, self._callback_url, body, headers)
         if not answer.ok:
             raise self._api.failure(answer)
+
+    async def send_document(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], document: Document
+    ) -> None:
+        """Never called (documents are replaced by a text before they are queued): a
+        final DeliveryError."""
+        raise DeliveryError("the generic webhook carries no files", retry=False)

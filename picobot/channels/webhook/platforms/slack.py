@@ -15,7 +15,11 @@ encoded in what we post, so a reply cannot mention ``<!channel>`` or anyone else
 ``event_id``, which Slack keeps when it retries a delivery. A reply goes to
 ``POST {api_base_url}/chat.postMessage`` in the same channel, in the thread if the
 message was in one; Slack recommends at most 4000 characters per message, so longer
-replies are sent as several messages, in order.
+replies are sent as several messages, in order. A document (``/export``, at most 100
+MB) is uploaded the way Slack asks since ``files.upload`` was retired:
+``files.getUploadURLExternal`` (its file name and length) answers an upload URL and a
+file id, the bytes are POSTed to that URL, and ``files.completeUploadExternal`` shares
+the file in the channel (thread) with the caption as its comment.
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
+from picobot.channels.webhook.base import DeliveryError, Document, PlatformMessage, WebhookError
 from picobot.channels.webhook.common import (
+    ApiAnswer,
     ReplyApi,
     load_object,
     message_id,
@@ -38,6 +43,7 @@ from picobot.channels.webhook.common import (
     safe_name,
     split_text,
 )
+from picobot.channels.webhook.documents import UPLOAD_TIMEOUT, open_document
 from picobot.channels.webhook.signing import (
     check_timestamp,
     hmac_sha256_hex,
@@ -47,12 +53,15 @@ from picobot.channels.webhook.signing import (
     seen_key,
 )
 from picobot.config.channels import SlackSettings
+from picobot.config.sections import http_url_problem
 
 SIGNATURE_HEADER = "X-Slack-Signature"
 TIMESTAMP_HEADER = "X-Slack-Request-Timestamp"
 MAX_SKEW_SECS = 300
 """How far a request's timestamp may be from our clock, as Slack recommends."""
 MAX_TEXT_CHARS = 4000
+MAX_DOCUMENT_BYTES = 100 * 1000 * 1000
+"""The largest export sent as a file (Slack takes up to 1 GB; a chat is no place for more)."""
 MAX_CHALLENGE_CHARS = 256
 _ENTITY = re.compile(r"&(amp|lt|gt);")
 _DECODED = {"amp": "&", "lt": "<", "gt": ">"}
@@ -91,6 +100,9 @@ class SlackPlatform:
         self._clock = clock
         self._allowed = frozenset(settings.allowed_senders)
         self._api = ReplyApi("Slack chat.postMessage", secrets=(bot_token,))
+        self._ask = ReplyApi("Slack files.getUploadURLExternal", secrets=(bot_token,))
+        self._upload = ReplyApi("Slack file upload", secrets=(bot_token,))
+        self._complete = ReplyApi("Slack files.completeUploadExternal", secrets=(bot_token,))
 
     @classmethod
     def from_settings(
@@ -144,6 +156,11 @@ class SlackPlatform:
     def max_text_chars(self) -> int:
         """What Slack recommends for one message."""
         return MAX_TEXT_CHARS
+
+    @property
+    def max_document_bytes(self) -> int:
+        """The largest export uploaded (:data:`MAX_DOCUMENT_BYTES`)."""
+        return MAX_DOCUMENT_BYTES
 
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """Answer a signed ``url_verification`` with its challenge.
@@ -228,28 +245,82 @@ class SlackPlatform:
         Replies are queued cut to :attr:`max_text_chars` already, so each part is sent
         and retried on its own; this only splits a reply queued whole by an older version.
         """
-        channel = reply_to.get("channel")
-        if not isinstance(channel, str) or not channel:
-            raise DeliveryError("Slack reply without a channel", retry=False)
-        url = f"{self._settings.api_base_url.rstrip('/')}/chat.postMessage"
+        channel = _channel(reply_to)
         # Cut before escaping, so no entity is cut in two; an escaped part may pass the
         # recommended 4000 characters, far below the 40000 where Slack truncates.
         for part in split_text(text, MAX_TEXT_CHARS):
             payload = {"channel": channel, "text": escape(part)}
             if reply_to.get("thread_ts"):
                 payload["thread_ts"] = str(reply_to["thread_ts"])
-            answer = await self._api.post(session, url, payload, self._auth)
-            if not answer.ok:
-                raise self._api.failure(answer, answer.field("error"))
-            if answer.field("ok") is not True:
-                error = answer.field("error")
-                error = error[:100] if isinstance(error, str) and error else "no ok in the answer"
-                retry = error in TRANSIENT_ERRORS
-                raise self._api.error(
-                    f"Slack chat.postMessage failed: {error}",
-                    retry=retry,
-                    retry_after=answer.retry_after if retry else None,
-                )
+            answer = await self._api.post(
+                session, self._url("chat.postMessage"), payload, self._auth
+            )
+            _check(self._api, answer)
+
+    async def send_document(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], document: Document
+    ) -> None:
+        """Upload the file and share it in the channel (thread) with its caption.
+
+        The bot token goes to the Web API only, never to the upload URL an answer named.
+        Each attempt starts over: a file that was uploaded but not completed is never
+        shared, and Slack discards it.
+        """
+        channel = _channel(reply_to)
+        ask, upload, complete = self._ask, self._upload, self._complete
+        with open_document(document, MAX_DOCUMENT_BYTES, ask) as file:
+            size = {"filename": document.filename, "length": str(document.size)}
+            answer = await ask.post_data(
+                session, self._url("files.getUploadURLExternal"), size, self._auth
+            )
+            _check(ask, answer)
+            target, file_id = answer.field("upload_url"), answer.field("file_id")
+            if not isinstance(target, str) or http_url_problem(target) is not None:
+                raise ask.error(f"{ask.service}: no usable upload_url in the answer", retry=True)
+            if not isinstance(file_id, str) or not file_id:
+                raise ask.error(f"{ask.service}: no file_id in the answer", retry=True)
+            octets = {"Content-Type": "application/octet-stream"}
+            sent = await upload.post_data(session, target, file, octets, deadline=UPLOAD_TIMEOUT)
+            if not sent.ok:
+                raise upload.failure(sent)
+        share: dict[str, Any] = {
+            "files": [{"id": file_id, "title": document.filename}],
+            "channel_id": channel,
+        }
+        if document.caption.strip():
+            share["initial_comment"] = escape(document.caption)
+        if reply_to.get("thread_ts"):
+            share["thread_ts"] = str(reply_to["thread_ts"])
+        answer = await complete.post(
+            session, self._url("files.completeUploadExternal"), share, self._auth
+        )
+        _check(complete, answer)
+
+    def _url(self, method: str) -> str:
+        return f"{self._settings.api_base_url.rstrip('/')}/{method}"
+
+
+def _channel(reply_to: dict[str, Any]) -> str:
+    channel = reply_to.get("channel")
+    if not isinstance(channel, str) or not channel:
+        raise DeliveryError("Slack reply without a channel", retry=False)
+    return channel
+
+
+def _check(api: ReplyApi, answer: ApiAnswer) -> None:
+    """Return if a Web API call succeeded, else raise its DeliveryError: Slack reports
+    most failures as HTTP 200 with ``{"ok": false, "error"}``."""
+    if not answer.ok:
+        raise api.failure(answer, answer.field("error"))
+    if answer.field("ok") is not True:
+        error = answer.field("error")
+        error = error[:100] if isinstance(error, str) and error else "no ok in the answer"
+        retry = error in TRANSIENT_ERRORS
+        raise api.error(
+            f"{api.service} failed: {error}",
+            retry=retry,
+            retry_after=answer.retry_after if retry else None,
+        )
 
 
 def unescape(text: str) -> str:

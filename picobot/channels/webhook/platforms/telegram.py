@@ -19,8 +19,10 @@ message. Commands come as Telegram writes them and are made the kernel's: ``/sta
 (the first message of every private chat) is ``/help``, and the ``@BotUsername`` that
 groups append is dropped (a command for another bot is skipped when ``bot_username``
 is set). Replies go to ``POST {api_base_url}/bot<token>/sendMessage``, 4096
-characters per message (longer replies are sent as several messages, in order).
-The bot token is part of that URL, so it is scrubbed from every delivery error.
+characters per message (longer replies are sent as several messages, in order); a
+document (``/export``) goes to ``sendDocument`` as multipart/form-data, a file of at
+most 50 MB with a caption of at most 1024 characters. The bot token is part of those
+URLs, so it is scrubbed from every delivery error.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import aiohttp
 from aiohttp import web
 
 from picobot.backoff import RETRY_AFTER_CEILING_SECS
-from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
+from picobot.channels.webhook.base import DeliveryError, Document, PlatformMessage, WebhookError
 from picobot.channels.webhook.common import (
     ApiAnswer,
     ReplyApi,
@@ -41,6 +43,12 @@ from picobot.channels.webhook.common import (
     required,
     split_text,
 )
+from picobot.channels.webhook.documents import (
+    JSONL_TYPE,
+    UPLOAD_TIMEOUT,
+    caption,
+    open_document,
+)
 from picobot.channels.webhook.signing import require_secret, same, secret_from_env, seen_key
 from picobot.config.channels import TelegramSettings
 from picobot.errors import ConfigError
@@ -48,6 +56,10 @@ from picobot.errors import ConfigError
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"  # noqa: S105 - a header name
 MAX_TEXT_CHARS = 4096
 """Longest text of one sendMessage (Telegram counts UTF-16 code units)."""
+MAX_DOCUMENT_BYTES = 50 * 1000 * 1000
+"""The largest file a bot may send with sendDocument ("up to 50 MB")."""
+MAX_CAPTION_CHARS = 1024
+"""Longest caption of a document."""
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 """What setWebhook accepts as secret_token."""
 _COMMAND = re.compile(r"/([A-Za-z0-9_]+)(?:@([A-Za-z0-9_]+))?(?=\s|$)")
@@ -82,6 +94,7 @@ class TelegramPlatform:
         self._allowed = frozenset(settings.allowed_senders)
         self._username = settings.bot_username.lower()  # Telegram ignores its case
         self._api = ReplyApi("Telegram sendMessage", secrets=(bot_token,))
+        self._document_url, self._document_api = self.method("sendDocument")
 
     @classmethod
     def from_settings(cls, settings: TelegramSettings) -> TelegramPlatform:
@@ -123,6 +136,11 @@ class TelegramPlatform:
     def max_text_chars(self) -> int:
         """Telegram's limit of one sendMessage, in UTF-16 units."""
         return MAX_TEXT_CHARS
+
+    @property
+    def max_document_bytes(self) -> int:
+        """What sendDocument takes from a bot."""
+        return MAX_DOCUMENT_BYTES
 
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """There is no handshake: setWebhook is a call we make, not one we answer."""
@@ -205,20 +223,44 @@ class TelegramPlatform:
         Replies are queued cut to :attr:`max_text_chars` already, so each part is sent
         and retried on its own; this only splits a reply queued whole by an older version.
         """
-        chat = reply_to.get("chat_id")
-        if not isinstance(chat, int | str) or isinstance(chat, bool) or chat == "":
-            raise DeliveryError("Telegram reply without a chat_id", retry=False)
-        thread = reply_to.get("message_thread_id")
+        target = _target(reply_to)
         for part in split_text(text, MAX_TEXT_CHARS):
-            payload: dict[str, Any] = {"chat_id": chat, "text": part}
-            if thread is not None:
-                payload["message_thread_id"] = thread
-            answer = await self._api.post(session, self._send_url, payload)
-            if answer.ok and answer.field("ok") is True:
-                continue
-            raise self._api.failure(
-                answer, answer.field("description"), retry_after=retry_after(answer)
-            )
+            answer = await self._api.post(session, self._send_url, {**target, "text": part})
+            _check(self._api, answer)
+
+    async def send_document(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], document: Document
+    ) -> None:
+        """``sendDocument`` as multipart/form-data: the chat (and topic), the caption, and
+        the file as ``document`` under its file name."""
+        target = _target(reply_to)
+        api = self._document_api
+        with open_document(document, MAX_DOCUMENT_BYTES, api) as file:
+            form = aiohttp.FormData()
+            for key, value in target.items():
+                form.add_field(key, str(value))
+            if document.caption.strip():
+                form.add_field("caption", caption(document.caption, MAX_CAPTION_CHARS))
+            form.add_field("document", file, filename=document.filename, content_type=JSONL_TYPE)
+            answer = await api.post_data(session, self._document_url, form, deadline=UPLOAD_TIMEOUT)
+        _check(api, answer)
+
+
+def _target(reply_to: dict[str, Any]) -> dict[str, Any]:
+    """The chat (and forum topic) a reply goes to, as Bot API parameters."""
+    chat = reply_to.get("chat_id")
+    if not isinstance(chat, int | str) or isinstance(chat, bool) or chat == "":
+        raise DeliveryError("Telegram reply without a chat_id", retry=False)
+    target: dict[str, Any] = {"chat_id": chat}
+    if reply_to.get("message_thread_id") is not None:
+        target["message_thread_id"] = reply_to["message_thread_id"]
+    return target
+
+
+def _check(api: ReplyApi, answer: ApiAnswer) -> None:
+    """Return if the Bot API took the call, else raise its DeliveryError."""
+    if not (answer.ok and answer.field("ok") is True):
+        raise api.failure(answer, answer.field("description"), retry_after=retry_after(answer))
 
 
 def retry_after(answer: ApiAnswer) -> float | None:

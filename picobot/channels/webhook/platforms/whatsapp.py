@@ -14,7 +14,12 @@ skipped. The user id is ``whatsapp:<wa_id>@s.whatsapp.net`` from the message's
 ``timestamp`` (Unix seconds, as a string): the core drops a message older than
 ``max_message_age_secs``, so a captured request cannot be replayed for ever. Replies go to
 ``POST {graph_base_url}/{phone_number_id}/messages``, 4096 characters per message
-(longer replies are sent as several messages, in order).
+(longer replies are sent as several messages, in order). A document (``/export``, at
+most 100 MB) is uploaded first, ``POST {graph_base_url}/{phone_number_id}/media`` as
+multipart/form-data (``messaging_product``, ``type``, ``file``; as ``text/plain``, the
+one supported document type a JSON Lines file is), and the answer's media id is then
+sent as a ``document`` message with its file name and caption. Meta keeps uploaded
+media for up to 30 days.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from picobot.channels.webhook.base import DeliveryError, PlatformMessage, WebhookError
+from picobot.channels.webhook.base import DeliveryError, Document, PlatformMessage, WebhookError
 from picobot.channels.webhook.common import (
+    ApiAnswer,
     ReplyApi,
     load_object,
     message_id,
@@ -37,6 +43,7 @@ from picobot.channels.webhook.common import (
     safe_name,
     split_text,
 )
+from picobot.channels.webhook.documents import UPLOAD_TIMEOUT, caption, open_document
 from picobot.channels.webhook.signing import (
     hmac_sha256_hex,
     require_secret,
@@ -51,6 +58,12 @@ log = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 MAX_TEXT_CHARS = 4096
 """Longest text body the Cloud API accepts in one message."""
+MAX_DOCUMENT_BYTES = 100 * 1000 * 1000
+"""The largest document the Cloud API takes."""
+MAX_CAPTION_CHARS = 1024
+DOCUMENT_TYPE = "text/plain"
+"""What an export is uploaded as: JSON Lines is text, and the Cloud API supports no
+other text type for documents."""
 MAX_CHALLENGE_CHARS = 256
 _NUMBER_ID = re.compile(r"[0-9]{1,32}")
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")
@@ -83,6 +96,7 @@ class WhatsAppPlatform:
         self._auth = {"Authorization": f"Bearer {access_token}"}
         self._allowed = frozenset(settings.allowed_senders)
         self._api = ReplyApi("WhatsApp Graph API", secrets=(access_token,))
+        self._media = ReplyApi("WhatsApp media upload", secrets=(access_token,))
 
     @classmethod
     def from_settings(cls, settings: WhatsAppSettings) -> WhatsAppPlatform:
@@ -109,6 +123,11 @@ class WhatsAppPlatform:
     def max_text_chars(self) -> int:
         """The Cloud API's limit of one text body."""
         return MAX_TEXT_CHARS
+
+    @property
+    def max_document_bytes(self) -> int:
+        """The Cloud API's limit of a document."""
+        return MAX_DOCUMENT_BYTES
 
     async def handshake(self, request: web.Request, body: bytes) -> web.Response | None:
         """Answer Meta's GET subscription check; anything else is not a handshake."""
@@ -198,13 +217,7 @@ class WhatsAppPlatform:
         Replies are queued cut to :attr:`max_text_chars` already, so each part is sent
         and retried on its own; this only splits a reply queued whole by an older version.
         """
-        to = reply_to.get("to")
-        number = reply_to.get("phone_number_id") or self._settings.phone_number_id
-        if not isinstance(to, str) or not to:
-            raise DeliveryError("WhatsApp reply without a recipient", retry=False)
-        if not isinstance(number, str) or not number:
-            raise DeliveryError("no WhatsApp phone_number_id to send from", retry=False)
-        url = f"{self._settings.graph_base_url.rstrip('/')}/{number}/messages"
+        to, base = self._target(reply_to)
         for part in split_text(text, MAX_TEXT_CHARS):
             payload = {
                 "messaging_product": "whatsapp",
@@ -212,9 +225,59 @@ class WhatsAppPlatform:
                 "type": "text",
                 "text": {"body": part},
             }
-            answer = await self._api.post(session, url, payload, self._auth)
-            if not answer.ok:
-                code = answer.field("error", "code")
-                detail = f"({code}) {answer.field('error', 'message')}" if code else None
-                throttled = code in RATE_LIMIT_CODES
-                raise self._api.failure(answer, detail, retry=True if throttled else None)
+            _check(
+                self._api, await self._api.post(session, f"{base}/messages", payload, self._auth)
+            )
+
+    async def send_document(
+        self, session: aiohttp.ClientSession, reply_to: dict[str, Any], document: Document
+    ) -> None:
+        """Upload the file as media, then send it as a ``document`` message.
+
+        Each attempt uploads again: a media id is only used by the message it was
+        uploaded for.
+        """
+        to, base = self._target(reply_to)
+        with open_document(document, MAX_DOCUMENT_BYTES, self._media) as file:
+            form = aiohttp.FormData()
+            form.add_field("messaging_product", "whatsapp")
+            form.add_field("type", DOCUMENT_TYPE)
+            form.add_field("file", file, filename=document.filename, content_type=DOCUMENT_TYPE)
+            answer = await self._media.post_data(
+                session, f"{base}/media", form, self._auth, deadline=UPLOAD_TIMEOUT
+            )
+        _check(self._media, answer)
+        media_id = answer.field("id")
+        if not isinstance(media_id, str) or not media_id:
+            raise self._media.error(f"{self._media.service}: no media id in the answer", retry=True)
+        sent: dict[str, Any] = {"id": media_id, "filename": document.filename}
+        if document.caption.strip():
+            sent["caption"] = caption(document.caption, MAX_CAPTION_CHARS)
+        payload = {
+            "messaging_product": "whatsapp",
+            "recipient_type": "individual",
+            "to": to,
+            "type": "document",
+            "document": sent,
+        }
+        _check(self._api, await self._api.post(session, f"{base}/messages", payload, self._auth))
+
+    def _target(self, reply_to: dict[str, Any]) -> tuple[str, str]:
+        """The recipient of a reply, and the Graph URL of the number it is sent from."""
+        to = reply_to.get("to")
+        number = reply_to.get("phone_number_id") or self._settings.phone_number_id
+        if not isinstance(to, str) or not to:
+            raise DeliveryError("WhatsApp reply without a recipient", retry=False)
+        if not isinstance(number, str) or not number:
+            raise DeliveryError("no WhatsApp phone_number_id to send from", retry=False)
+        return to, f"{self._settings.graph_base_url.rstrip('/')}/{number}"
+
+
+def _check(api: ReplyApi, answer: ApiAnswer) -> None:
+    """Return if the Graph API took the call, else raise its DeliveryError (throttling,
+    which comes as HTTP 400, is worth retrying)."""
+    if not answer.ok:
+        code = answer.field("error", "code")
+        detail = f"({code}) {answer.field('error', 'message')}" if code else None
+        throttled = code in RATE_LIMIT_CODES
+        raise api.failure(answer, detail, retry=True if throttled else None)
