@@ -19,6 +19,7 @@ from picobot.store.connection import AsyncConnection
 from picobot.store.migrations.channels import m016_channel_offsets
 from picobot.store.migrations.events import m014_events, m017_events_autoincrement
 from picobot.store.migrations.facts import m012_learned_facts
+from picobot.store.migrations.forks import m020_fork_points
 from picobot.store.migrations.layers import m015_memory_layers
 from picobot.store.migrations.preferences import m019_user_preferences
 from picobot.store.migrations.script import run_script
@@ -224,6 +225,7 @@ MIGRATIONS: list[Migration] = [
     m017_events_autoincrement,
     m018_message_vectors,
     m019_user_preferences,
+    m020_fork_points,
 ]
 
 
