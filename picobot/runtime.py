@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from picobot.access.permissions import grants_for
+from picobot.commands.edit import EditCommands
 from picobot.commands.export import ExportCommands
 from picobot.commands.facts import FactCommands
 from picobot.commands.history import HistoryCommands
@@ -273,6 +274,7 @@ def assemble(
     SummaryCommands(SummaryRepo(db)).register(kernel.commands)
     PurgeCommands(services.purges).register(kernel)
     HistoryCommands(services.purges).register(kernel.commands)
+    EditCommands(services.sessions).register(kernel.commands)
     if isinstance(retriever, MemoryRetriever):  # a deleted message leaves its prompt at once
         services.purges.controller.on_purged.append(retriever.forget)
     # The fact commands stay with learning off: people can still see and delete theirs.

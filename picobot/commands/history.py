@@ -10,6 +10,9 @@ the messages is the platform's: PicoBot can delete only what it stored.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
+
 from picobot.errors import UserError
 from picobot.kernel.commands import CommandCall, CommandRouter
 from picobot.messages import Outbound, OutboundKind, notice
@@ -54,6 +57,24 @@ def _number(text: str, usage: str) -> int:
     return n
 
 
+async def named_message(
+    text: str,
+    usage: str,
+    session_id: str | None,
+    at_seq: Callable[[str, int], Awaitable[int | None]],
+) -> int:
+    """The message id ``text`` names: ``N`` (a message id, "message N" in /search) or
+    ``#N`` (number N of the current session ``session_id``, "#N" in /search, looked up
+    with ``at_seq``); UserError ``usage`` for anything else."""
+    if not text.startswith("#"):
+        return _number(text, usage)
+    seq = _number(text[1:], usage)
+    found = None if session_id is None else await at_seq(session_id, seq)
+    if found is None:
+        raise UserError(NO_MESSAGE)
+    return found
+
+
 class HistoryCommands:
     """The chat side of undo, rewind and deleting one message."""
 
@@ -87,18 +108,8 @@ class HistoryCommands:
         return await self._ask(call, await message_scope(self._db(), n, own=True))
 
     async def _message(self, call: CommandCall, usage: str) -> int:
-        """The message id the argument names: ``N`` (a message id, "message N" in
-        /search) or ``#N`` (number N of the current session, "#N" in /search)."""
-        text = call.args.strip()
-        if not text.startswith("#"):
-            return _number(text, usage)
-        seq = _number(text[1:], usage)
-        found = None
-        if call.session_id:
-            found = await id_at_seq(self._db(), call.session_id, seq)
-        if found is None:
-            raise UserError(NO_MESSAGE)
-        return found
+        at_seq = functools.partial(id_at_seq, self._db())
+        return await named_message(call.args.strip(), usage, call.session_id, at_seq)
 
     def _db(self) -> Database:
         return self._purges.controller.db

@@ -1,8 +1,9 @@
 """Slash commands, the same in every channel.
 
 A command is a coroutine taking a :class:`CommandCall` and returning the events to
-emit. The kernel routes any message starting with ``/`` here; unknown commands get a
-clear notice instead of going to the model.
+emit, or a :class:`TurnAfter` when it goes on as a turn (``/edit``). The kernel routes
+any message starting with ``/`` here; unknown commands get a clear notice instead of
+going to the model.
 """
 
 from __future__ import annotations
@@ -25,7 +26,19 @@ class CommandCall:
     args: str
 
 
+@dataclass(frozen=True, slots=True)
+class TurnAfter:
+    """A command's answer that goes on as a turn: ``events`` first, then ``text`` is the
+    caller's message in ``session_id`` (a session of theirs the command made current),
+    stored and answered like any message."""
+
+    events: list[Outbound]
+    session_id: str
+    text: str
+
+
 Handler = Callable[[CommandCall], Awaitable[list[Outbound]]]
+TurnHandler = Callable[[CommandCall], Awaitable[TurnAfter]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,20 +51,35 @@ class Command:
     handler: Handler
 
 
+@dataclass(frozen=True, slots=True)
+class TurnCommand:
+    """A named command that goes on as a turn, with its one-line help."""
+
+    name: str
+    usage: str
+    help: str
+    handler: TurnHandler
+
+
 class CommandRouter:
     """Parses ``/name args`` and dispatches to registered commands."""
 
     def __init__(self) -> None:
-        self._commands: dict[str, Command] = {}
+        self._commands: dict[str, Command | TurnCommand] = {}
         self.add("help", "/help", "list the commands", self._help)
 
     def add(self, name: str, usage: str, help_text: str, handler: Handler) -> None:
         """Register a command; later channels and features add theirs the same way."""
         self._commands[name] = Command(name, usage, help_text, handler)
 
+    def add_turn(self, name: str, usage: str, help_text: str, handler: TurnHandler) -> None:
+        """Register a command that goes on as a turn (see :class:`TurnAfter`)."""
+        self._commands[name] = TurnCommand(name, usage, help_text, handler)
+
     def get(self, name: str) -> Command | None:
         """The command registered as ``name`` (a feature may wrap it), or None."""
-        return self._commands.get(name)
+        command = self._commands.get(name)
+        return command if isinstance(command, Command) else None
 
     @staticmethod
     def is_command(text: str) -> bool:
@@ -60,7 +88,7 @@ class CommandRouter:
 
     async def dispatch(
         self, identity: Identity, session_id: str | None, text: str
-    ) -> list[Outbound]:
+    ) -> list[Outbound] | TurnAfter:
         """Run the command named in ``text``."""
         # Any whitespace ends the name: a line break or tab is where a space was meant.
         name, *args = text[1:].split(maxsplit=1) or [""]

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable
+from typing import TypeVar
 
 from picobot.errors import StoreUnavailable, UserError
 from picobot.messages import Identity, Outbound, error
 
 log = logging.getLogger("picobot.kernel.kernel")  # the kernel's log, where these were
+T = TypeVar("T")
 
 MODEL_FAILED = (
     "Sorry, I could not get an answer from the model just now. "
@@ -33,8 +35,8 @@ STORE_FAILED = (
 async def safely(
     identity: Identity,
     session_id: str | None,
-    work: Awaitable[list[Outbound] | None],
-) -> list[Outbound] | None:
+    work: Awaitable[T],
+) -> T | list[Outbound]:
     """Await a command-like step; UserError is shown, anything else logged generically."""
     try:
         return await work

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from picobot.access.context import Grant, ToolContext, own_data_grants
 from picobot.errors import LLMError, StoreUnavailable, UserError
-from picobot.kernel.commands import CommandRouter, SessionCommands
+from picobot.kernel.commands import CommandRouter, SessionCommands, TurnAfter
 from picobot.kernel.failures import COMMAND_FAILED as COMMAND_FAILED  # re-exported
 from picobot.kernel.failures import (
     INTERNAL_FAILED,
@@ -167,7 +167,7 @@ class Kernel:
             yield error(STORE_FAILED, code="store_unavailable")
             return
         if is_command:
-            async for event in self._command(inbound.identity, session_id, text):
+            async for event in self._command(inbound.identity, session_id, text, chat):
                 yield event
             return
         assert session_id is not None
@@ -212,12 +212,21 @@ class Kernel:
         return await self.sessions.current_or_create(ident.channel, ident.chat_id, ident.user_id)
 
     async def _command(
-        self, identity: Identity, session_id: str | None, text: str
+        self, identity: Identity, session_id: str | None, text: str, chat: ChatKey
     ) -> AsyncIterator[Outbound]:
-        events = await safely(
+        result = await safely(
             identity, session_id, self.commands.dispatch(identity, session_id, text)
         )
-        for event in events or []:
+        if not isinstance(result, TurnAfter):
+            for event in result:
+                yield event
+            return
+        for event in result.events:
+            yield event
+        # The command made the session current; its turn writes there whatever happens
+        # to the chat meanwhile (the session is the caller's, just checked).
+        self._remember(chat, result.session_id)
+        async for event in self._turn(identity, result.session_id, result.text, None, None):
             yield event
 
     async def _turn(

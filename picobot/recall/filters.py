@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from picobot.errors import UserError
+from picobot.store.conversation.branches import NOTHING_HIDDEN, Hidden
 from picobot.store.retrieval.search import SearchHit, SearchIndex, SearchQuery
 
 KINDS = ("messages", "notes", "facts", "reflections")
@@ -63,10 +64,16 @@ def parse_since(text: str, now: float) -> float:
 
 
 async def filtered_search(
-    index: SearchIndex, user_id: str, terms: Sequence[str], limit: int, flt: SearchFilter
+    index: SearchIndex,
+    user_id: str,
+    terms: Sequence[str],
+    limit: int,
+    flt: SearchFilter,
+    hidden: Hidden = NOTHING_HIDDEN,
 ) -> list[SearchHit]:
     """``user_id``'s records of the kinds, session and time of ``flt`` matching any of
-    ``terms``, best match first (matches only, no neighbouring messages)."""
+    ``terms``, best match first (matches only, no neighbouring messages), none of
+    ``hidden`` (what an edit branch leaves out of its prompt)."""
     if not terms or not flt.kinds or limit <= 0:
         return []
     query = SearchQuery(
@@ -79,5 +86,6 @@ async def filtered_search(
         include_digests="reflections" in flt.kinds,
         in_session=flt.session_id,
         since=flt.since,
+        exclude_ids=sorted(hidden.message_ids),
     )
-    return await index.filtered(query)
+    return [h for h in await index.filtered(query) if not hidden.hides(h.kind, h.row_id)]

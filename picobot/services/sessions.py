@@ -1,16 +1,20 @@
-"""Sessions and their messages as operators browse them (admin API, dashboard)."""
+"""Sessions and their messages as operators browse them (admin API, dashboard), and
+the branch ``/edit`` starts."""
 
 from __future__ import annotations
 
+from picobot.errors import UserError
+from picobot.privacy.message_scope import NO_MESSAGE
 from picobot.store.conversation.messages import MessagePage, MessageRepo
-from picobot.store.conversation.sessions import SessionInfo, SessionPage, SessionRepo
+from picobot.store.conversation.sessions import ChatKey, SessionInfo, SessionPage, SessionRepo
 from picobot.store.conversation.timeline import Timeline, session_timeline
 from picobot.store.db import Database
+from picobot.store.erasure.message_purge import id_at_seq, last_user_message, locate
 from picobot.store.overview import SessionPreview, session_family, session_previews
 
 
 class SessionService:
-    """Listings, one session, its messages, its timeline and its forks."""
+    """Listings, one session, its messages, its timeline and its forks; edit branches."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -46,3 +50,33 @@ class SessionService:
     async def family(self, session_id: str) -> tuple[list[str], list[str]]:
         """The sessions ``session_id`` was forked from, and those forked from it."""
         return await self._db.read(lambda c: session_family(c, session_id))
+
+    async def message_at(self, session_id: str, seq_order: int) -> int | None:
+        """The id of ``session_id``'s message number ``seq_order`` ("#N"), or None."""
+        return await id_at_seq(self._db, session_id, seq_order)
+
+    async def last_user_message(self, session_id: str) -> int | None:
+        """The id of ``session_id``'s last user message, or None."""
+        return await last_user_message(self._db, session_id)
+
+    async def branch_before(self, chat: ChatKey, session_id: str, message_id: int) -> str:
+        """A new session forked from ``session_id`` just before ``message_id``, made the
+        current one of ``chat`` (channel, chat id, user id); its id.
+
+        Only a message the chat's user wrote in ``session_id``, a session of theirs: any
+        other is a UserError in the same words whether it is missing or someone else's.
+        The parent is left as it was (see :mod:`picobot.store.conversation.branches`).
+        """
+        channel, chat_id, user_id = chat
+        found = await locate(self._db, message_id)
+        info = None if found is None else await self._sessions.get(found[0])
+        if found is None or info is None or info.user_id != user_id or found[2] != "user":
+            raise UserError(NO_MESSAGE)
+        where, seq, _ = found
+        if where != session_id:
+            raise UserError(
+                f"Message {message_id} is not in this session; /resume {where} to edit it there."
+            )
+        return await self._sessions.create(
+            channel, chat_id, user_id, parent_session_id=session_id, before_seq=seq
+        )

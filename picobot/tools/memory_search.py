@@ -18,6 +18,7 @@ from picobot.errors import UserError
 from picobot.llm.base import ToolSpec
 from picobot.recall.filters import SearchFilter, filtered_search, parse_kinds, parse_since
 from picobot.recall.meaning import VectorRecall
+from picobot.store.conversation.branches import NOTHING_HIDDEN, Hidden, hidden_from
 from picobot.store.retrieval.recall import RecallQuery, recall_records
 from picobot.store.retrieval.search import MAX_LIMIT, SearchHit, SearchIndex
 from picobot.tools.base import Arguments, argument_schema, parse_arguments
@@ -107,13 +108,14 @@ async def ranked(
     meaning: VectorRecall | None = None,
     text: str = "",
     context: bool = True,
+    hidden: Hidden = NOTHING_HIDDEN,
 ) -> list[SearchHit]:
     """The best ``limit`` records for ``terms``, ranked as the prompt's recall ranks them:
     matches with the messages around them (:mod:`picobot.store.retrieval.recall`), memories too,
     fused with the messages nearest in meaning to ``text`` when ``meaning`` is given.
 
     ``context=False`` leaves the neighbours out: only records that match the terms, for
-    a listing that calls them matches (``/search``)."""
+    a listing that calls them matches (``/search``). Nothing of ``hidden`` is returned."""
     limit = max(1, min(limit, MAX_LIMIT))
     query = RecallQuery(
         user_id,
@@ -121,6 +123,8 @@ async def ranked(
         candidates=limit,
         context_hits=limit if context else 0,
         include_memories=True,
+        exclude_ids=sorted(hidden.message_ids),
+        exclude_layers=hidden.layer_ids,
     )
     vectors = await meaning.query(text or " ".join(terms)) if meaning is not None else None
     read = functools.partial(recall_records, query=query, vectors=vectors)
@@ -168,6 +172,11 @@ class MemorySearchTool:
                 "The query has no searchable words (only very common ones); "
                 "use names, places or topics."
             )
+        # An edit branch's search leaves out what the edit replaced, as its prompt does.
+        hidden = NOTHING_HIDDEN
+        if ctx.session_id is not None:
+            sid = ctx.session_id
+            hidden = await self._index.read_fresh(lambda conn: hidden_from(conn, sid))
         if parsed.type is None and parsed.session is None and parsed.since is None:
             hits = await ranked(
                 self._index,
@@ -176,6 +185,7 @@ class MemorySearchTool:
                 parsed.top_k,
                 meaning=self._meaning,
                 text=parsed.query,
+                hidden=hidden,
             )
         else:
             flt = SearchFilter(
@@ -183,5 +193,5 @@ class MemorySearchTool:
                 parsed.session,
                 None if parsed.since is None else parse_since(parsed.since, time.time()),
             )
-            hits = await filtered_search(self._index, ctx.user_id, terms, parsed.top_k, flt)
+            hits = await filtered_search(self._index, ctx.user_id, terms, parsed.top_k, flt, hidden)
         return format_hits(hits, terms)

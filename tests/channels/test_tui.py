@@ -456,6 +456,27 @@ async def test_real_kernel_commands_switch_the_session(tmp_path: Path) -> None:
             assert f"session {app.session_id}" in status(app)
 
 
+async def test_real_kernel_edit_answers_in_a_new_branch(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path)
+    async with open_runtime(settings, provider=ScriptedProvider()) as rt:
+        backend = LocalBackend(rt.kernel, tui_identity(settings), "scripted")
+        app = PicoBotApp(backend)
+        async with app.run_test() as pilot:
+            await settle(pilot)
+            await say(pilot, "teh typo")
+            await settle(pilot)
+            old = app.session_id
+            await say(pilot, "/edit the typo")
+            await settle(pilot)
+            assert app.session_id not in (None, old)
+            assert f"session {app.session_id}" in status(app)
+            log = shown(app)
+            assert log[-2][0] == "notice" and f"/resume {old}" in log[-2][1]
+            assert log[-1] == ("assistant", "You said: the typo")
+            _, stored = await backend.history(10)
+            assert stored == [("user", "the typo"), ("assistant", "You said: the typo")]
+
+
 async def test_history_is_shown_after_a_restart(tmp_path: Path) -> None:
     settings = make_settings(tmp_path)
     async with open_runtime(settings, provider=ScriptedProvider()) as rt:

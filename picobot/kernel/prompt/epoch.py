@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from picobot.kernel.prompt.parts import Item
 from picobot.kernel.prompt.recall_block import RecallLine
+from picobot.store.conversation.branches import NOTHING_HIDDEN, Hidden
 from picobot.store.conversation.memory_cache import CachedMemories
 from picobot.store.conversation.messages import StoredMessage
 from picobot.store.conversation.summaries import Summary
@@ -60,3 +61,5 @@ class Fetched:
     """Every record the epoch recalled still exists (a purge may have removed some)."""
     recall: bool = True
     """The user lets the bot recall for them (``/recall``); off: no records, facts or digests."""
+    hidden: Hidden = NOTHING_HIDDEN
+    """What an edit branch leaves out of recall and facts (read only with recall on)."""

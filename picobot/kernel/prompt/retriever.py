@@ -64,6 +64,7 @@ from picobot.llm.base import ChatMessage
 from picobot.memory.facts_block import render_facts_block
 from picobot.recall.keywords import extract_terms
 from picobot.recall.meaning import VectorRecall
+from picobot.store.conversation.branches import NOTHING_HIDDEN, Hidden, hidden_from
 from picobot.store.conversation.memories import GLOBAL_USER, Memory
 from picobot.store.conversation.memory_cache import CachedMemories, MemoryCache
 from picobot.store.conversation.messages import StoredMessage, existing_ids, last_messages
@@ -323,9 +324,11 @@ class MemoryRetriever:
         return self._item(summary.summary, item_cap)
 
     def _recall_query(
-        self, request: PromptRequest, window: Sequence[StoredMessage]
+        self, request: PromptRequest, window: Sequence[StoredMessage], hidden: Hidden
     ) -> RecallQuery | None:
-        """The turn's recall, or None when there is none (off, or nothing to look for)."""
+        """The turn's recall, or None when there is none (off, or nothing to look for).
+
+        An edit branch's ``hidden`` records (what it replaced) are never recalled."""
         cfg = self._cfg
         if not cfg.enable_recall or cfg.recall_budget_tokens <= 0:
             return None
@@ -336,7 +339,8 @@ class MemoryRetriever:
         return RecallQuery(
             request.ctx.user_id,
             terms,
-            exclude_ids=[*(m.id for m in window), request.current.id],
+            exclude_ids=[*(m.id for m in window), request.current.id, *hidden.message_ids],
+            exclude_layers=hidden.layer_ids,
             include_digests=self._learning is not None and self._learning.recall_digests,
             max_digests=0 if self._learning is None else self._learning.recall_max_digests,
         )
@@ -345,7 +349,8 @@ class MemoryRetriever:
         self, request: PromptRequest, fetched: Fetched, pending: asyncio.Task[VectorQuery | None]
     ) -> Fetched:
         """The keyword matches fused with the nearest messages in meaning, in context."""
-        query = self._recall_query(request, fetched.window) if fetched.recall else None
+        recall = fetched.recall
+        query = self._recall_query(request, fetched.window, fetched.hidden) if recall else None
         if query is None:
             pending.cancel()
             return fetched
@@ -381,12 +386,14 @@ class MemoryRetriever:
             summary = get_summary(conn, sid)
         # The user's /recall switch, read in this snapshot: off, nothing recalled.
         recall = read_preferences(conn, user).recall
+        hidden = hidden_from(conn, sid) if recall else NOTHING_HIDDEN
         facts: list[Fact] = []
         if recall and self._learning is not None and self._learning.max_prompt_facts > 0:
-            learning = self._learning
-            facts = active_facts(conn, user, learning.min_confidence, learning.max_prompt_facts)
+            most, floor = self._learning.max_prompt_facts, self._learning.min_confidence
+            facts = active_facts(conn, user, floor, most + len(hidden.fact_ids))
+            facts = [f for f in facts if f.id not in hidden.fact_ids][:most]
         hits: list[SearchHit] = []
-        query = self._recall_query(request, window) if recall else None
+        query = self._recall_query(request, window, hidden) if recall else None
         if query is not None:
             # With a vector on its way (``pending``), the matches alone: fused later.
             hits = recall_records(conn, query, expand=pending is None)
@@ -396,7 +403,7 @@ class MemoryRetriever:
             shown = epoch.shown_ids()
             intact = len(existing_ids(conn, shown)) == len(shown)
             intact = intact and layers_intact(conn, epoch.shown_layers())
-        return Fetched(window, memories, summary, facts, hits, intact, recall)
+        return Fetched(window, memories, summary, facts, hits, intact, recall, hidden)
 
     def _memory_items(self, groups: Sequence[CachedMemories], item_cap: int) -> list[Item]:
         """The memories' prompt lines, at most ``max_user_memories`` (own ones first).

@@ -130,29 +130,22 @@ class SessionRepo:
         user_id: str,
         *,
         parent_session_id: str | None = None,
+        before_seq: int | None = None,
         make_current: bool = True,
     ) -> str:
         """Start a session (optionally as a fork) and make it the chat's current one.
 
-        Records ``session.started`` (``session.forked`` for a fork) in the same write.
+        A fork carries the parent's transcript; with ``before_seq`` (``/edit``) only the
+        messages before that one, and the parent's summary only if it covers none of the
+        rest (the branch's summary is written again from its own messages). Records
+        ``session.started`` (``session.forked`` for a fork) in the same write.
         """
         async with self._db.transaction() as conn:
-            session_id = await _insert(conn, channel, chat_id, user_id, parent_session_id)
-            if parent_session_id is not None:
-                # A fork carries the transcript: copy the parent's messages in order, and
-                # its summary, which covers the same seq_order values in the copy.
-                await conn.execute(
-                    "INSERT INTO messages (session_id, seq_order, role, content,"
-                    " token_estimate, created_at) SELECT ?, seq_order, role, content,"
-                    " token_estimate, created_at FROM messages WHERE session_id = ?"
-                    " ORDER BY seq_order",
-                    (session_id, parent_session_id),
-                )
-                await conn.execute(
-                    "INSERT INTO session_summaries (session_id, summary, covered_seq,"
-                    " token_estimate, updated_at) SELECT ?, summary, covered_seq,"
-                    " token_estimate, updated_at FROM session_summaries WHERE session_id = ?",
-                    (session_id, parent_session_id),
+            if parent_session_id is None:
+                session_id = await _insert(conn, channel, chat_id, user_id, None)
+            else:
+                session_id = await _fork(
+                    conn, (channel, chat_id, user_id), parent_session_id, before_seq
                 )
             if make_current:
                 await _set_current(conn, channel, chat_id, user_id, session_id)
@@ -183,18 +176,60 @@ class SessionRepo:
 
 
 async def _insert(
-    conn: AsyncConnection, channel: str, chat_id: str, user_id: str, parent: str | None
+    conn: AsyncConnection,
+    channel: str,
+    chat_id: str,
+    user_id: str,
+    parent: str | None,
+    fork: tuple[int, bool] | None = None,
 ) -> str:
+    """A new session row; a fork's ``fork`` is (its ``fork_seq``, whether ``/edit`` made it)."""
     session_id, now = new_session_id(), time.time()
+    fork_seq, edit = fork if fork is not None else (None, False)
     await conn.execute(
         "INSERT INTO sessions (id, parent_session_id, channel, chat_id, user_id,"
-        " created_at, last_active) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (session_id, parent, channel, chat_id, user_id, now, now),
+        " created_at, last_active, fork_seq, fork_edit) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_id, parent, channel, chat_id, user_id, now, now, fork_seq, int(edit)),
     )
-    kind, payload = ("session.started", {"channel": channel})
+    kind = "session.started" if parent is None else "session.forked"
+    payload: dict[str, object] = {"channel": channel}
     if parent is not None:
-        kind, payload = "session.forked", {"channel": channel, "parent_session_id": parent}
+        payload["parent_session_id"] = parent
+    if edit:
+        payload["edited_seq"] = fork_seq
     await record_event_in(conn, kind, now, user_id=user_id, session_id=session_id, payload=payload)
+    return session_id
+
+
+async def _fork(conn: AsyncConnection, chat: ChatKey, parent: str, before_seq: int | None) -> str:
+    """A fork of ``parent`` with a copy of its messages before ``before_seq`` (None: all
+    of them), and its summary if that covers only copied messages."""
+    if before_seq is None:
+        async with conn.execute(
+            "SELECT COALESCE(MAX(seq_order), 0) + 1 FROM messages WHERE session_id = ?",
+            (parent,),
+        ) as cur:
+            row = await cur.fetchone()
+        fork_seq = int(row[0]) if row else 1
+    else:
+        fork_seq = before_seq
+    channel, chat_id, user_id = chat
+    session_id = await _insert(
+        conn, channel, chat_id, user_id, parent, (fork_seq, before_seq is not None)
+    )
+    # The copies keep their seq_order, so the summary covers the same numbers in the copy.
+    await conn.execute(
+        "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
+        " created_at) SELECT ?1, seq_order, role, content, token_estimate, created_at"
+        " FROM messages WHERE session_id = ?2 AND seq_order < ?3 ORDER BY seq_order",
+        (session_id, parent, fork_seq),
+    )
+    await conn.execute(
+        "INSERT INTO session_summaries (session_id, summary, covered_seq, token_estimate,"
+        " updated_at) SELECT ?1, summary, covered_seq, token_estimate, updated_at"
+        " FROM session_summaries WHERE session_id = ?2 AND covered_seq < ?3",
+        (session_id, parent, fork_seq),
+    )
     return session_id
 
 

@@ -168,6 +168,16 @@ async def last_exchange(db: Database, session_id: str) -> list[int]:
     return await db.read(lambda c: _last_exchange(c, session_id))
 
 
+async def last_user_message(db: Database, session_id: str) -> int | None:
+    """The id of ``session_id``'s last user message, None if it has none."""
+    row = await db.fetchone(
+        "SELECT id FROM messages WHERE session_id = ? AND role = 'user'"
+        " ORDER BY seq_order DESC LIMIT 1",
+        (session_id,),
+    )
+    return int(row[0]) if row else None
+
+
 async def id_at_seq(db: Database, session_id: str, seq_order: int) -> int | None:
     """The id of ``session_id``'s message number ``seq_order`` (as /search shows ``#N``)."""
     row = await db.fetchone(

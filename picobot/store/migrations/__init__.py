@@ -19,6 +19,7 @@ from picobot.store.connection import AsyncConnection
 from picobot.store.migrations.channels import m016_channel_offsets
 from picobot.store.migrations.events import m014_events, m017_events_autoincrement
 from picobot.store.migrations.facts import m012_learned_facts
+from picobot.store.migrations.forks import m022_fork_points
 from picobot.store.migrations.keys import m020_store_meta
 from picobot.store.migrations.layers import m015_memory_layers
 from picobot.store.migrations.preferences import m019_user_preferences
@@ -231,6 +232,7 @@ MIGRATIONS: list[Migration] = [
     m019_user_preferences,
     m020_store_meta,
     m021_outbound_documents,
+    m022_fork_points,
 ]
 
 

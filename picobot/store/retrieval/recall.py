@@ -76,6 +76,8 @@ class RecallQuery:
     """Session reflections and digests compete too (the prompt's recall, while on)."""
     max_digests: int = 2
     """At most this many of those are returned (the best); see ``recall_max_digests``."""
+    exclude_layers: frozenset[int] = frozenset()
+    """Reflections and digests (their ids) left out, like ``exclude_ids`` for messages."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +124,8 @@ def keyword_matches(conn: sqlite3.Connection, query: RecallQuery) -> list[Search
         ),
     )
     if query.include_digests:
+        hidden = query.exclude_layers
+        hits = [h for h in hits if h.kind not in LAYER_KINDS or h.row_id not in hidden]
         layers = [h for h in hits if h.kind in LAYER_KINDS]
         hits = [h for h in hits if h.kind not in LAYER_KINDS or h in layers[: query.max_digests]]
     return hits
