@@ -62,6 +62,7 @@ from picobot.store.learned.fact_writes import FactStore
 from picobot.store.learned.pins import PinStore
 from picobot.store.migrations import require_current_schema
 from picobot.store.retrieval.search import SearchIndex
+from picobot.tasks.caps import StorageCaps, cap_limits
 from picobot.tasks.learning import LearningTask, extraction_input_tokens
 from picobot.tasks.reply_learning import ReplyLearner
 from picobot.tasks.retention import RetentionTask
@@ -277,6 +278,16 @@ def assemble(
     EditCommands(services.sessions).register(kernel.commands)
     if isinstance(retriever, MemoryRetriever):  # a deleted message leaves its prompt at once
         services.purges.controller.on_purged.append(retriever.forget)
+    caps = StorageCaps(
+        db,
+        cap_limits(settings.session.retention),
+        batch_size=settings.privacy.retention_batch_size,
+        clock=clock,
+    )
+    if caps.enabled:
+        kernel.after_turn.append(caps.enforce)
+        if isinstance(retriever, MemoryRetriever):
+            caps.on_trimmed.append(retriever.forget)
     # The fact commands stay with learning off: people can still see and delete theirs.
     FactCommands(services.facts).register(kernel.commands)
     PinCommands(services.pins, services.facts).register(kernel.commands)

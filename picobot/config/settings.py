@@ -17,7 +17,7 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from picobot.config.channels import ChannelsSettings, ServerSettings
@@ -47,6 +47,8 @@ _INPUT: ContextVar[dict[str, Any] | None] = ContextVar("picobot_config_input", d
 YEAR_SECS = 365 * DAY_SECS
 MAX_ROWS = 10_000
 """Bound of per-prompt row counts, which become SQL LIMITs (past 2**63 they crash)."""
+MAX_CAP = 1_000_000
+"""Bound of the storage caps (SQL LIMITs too); a larger cap is no cap at all in practice."""
 
 
 class DataSettings(Section):
@@ -66,7 +68,7 @@ class DataSettings(Section):
 
 
 class RetentionSettings(Section):
-    """How long conversation data is kept."""
+    """How long conversation data is kept, and how much of it per user and per session."""
 
     max_age_days: int = Field(default=90, ge=1, le=36_500)
     """Conversation data older than this many days is deleted. At most 36,500 (100 years):
@@ -76,6 +78,21 @@ class RetentionSettings(Section):
     erase_interval_secs: int = Field(default=86_400, ge=0, le=YEAR_SECS)
     """Least time between two erasures of what retention deleted (0: after every run; at most
     a year, so the next erasure is a date `picobot status` can show)."""
+    max_sessions_per_user: int = Field(default=0, ge=0, le=MAX_CAP)
+    """Most sessions a user keeps (0: no cap). Past it, their least recently active sessions
+    are deleted whole, with all that was derived from them, and they are told; never a
+    session in use in a chat, nor one holding a pinned message (see privacy.md)."""
+    max_messages_per_session: int = Field(default=0, ge=0, le=MAX_CAP)
+    """Most messages a session keeps (0: no cap, else at least 2). Past it, its oldest
+    exchanges are deleted, down to 90% of the cap, and the user is told; never the current
+    exchange nor a pinned message (see privacy.md)."""
+
+    @field_validator("max_messages_per_session")
+    @classmethod
+    def _one_exchange(cls, value: int) -> int:
+        if value == 1:
+            raise ValueError("must be 0 (no cap) or at least 2, so a session holds one exchange")
+        return value
 
 
 class MemorySettings(Section):

@@ -62,6 +62,7 @@ def _runs_on(parts: list[str], text: str) -> bool:
 
 Interceptor = Callable[[Identity, str], Awaitable[list[Outbound] | None]]
 Confirmation = Callable[[Identity, str, str], Awaitable[list[Outbound]]]
+AfterTurn = Callable[[ToolContext], Awaitable[list[Outbound]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +107,9 @@ class Kernel:
         # Called with the turn's context after each committed reply; listeners must
         # not block (the summarizer only schedules work here).
         self.turn_listeners: list[Callable[[ToolContext], None]] = []
+        # Awaited after each turn's reply (and each command that switched the session), in
+        # the session's lock; their notices follow the turn's events (the storage caps).
+        self.after_turn: list[AfterTurn] = []
         # Hooks that may consume a message before anything else (a pending y/n answer).
         self.interceptors: list[Interceptor] = []
         # Answers carrying a confirmation token (TUI, WebSocket); set by privacy.
@@ -228,6 +232,13 @@ class Kernel:
         self._remember(chat, result.session_id)
         async for event in self._turn(identity, result.session_id, result.text, None, None):
             yield event
+        # A session the command switched to (a new one, a fork) is held to the caps too.
+        for sid in {e.session_id for e in events or [] if e.kind is OutboundKind.SESSION}:
+            if sid and self.after_turn:
+                async with self._locks.setdefault(sid, asyncio.Lock()):
+                    after = await self._after_turn(self.context_for(identity, sid))
+                for event in after:
+                    yield event
 
     async def _turn(
         self,
@@ -327,6 +338,19 @@ class Kernel:
                     listener(ctx)
                 except Exception:
                     log.exception("turn listener failed")
+            for event in await self._after_turn(ctx):
+                yield event
+
+    async def _after_turn(self, ctx: ToolContext) -> list[Outbound]:
+        """The notices of the :attr:`after_turn` hooks; a failing hook is logged, not shown
+        (the turn it follows succeeded)."""
+        events: list[Outbound] = []
+        for hook in self.after_turn:
+            try:
+                events += await hook(ctx)
+            except Exception:
+                log.exception("after-turn work failed in session %s", ctx.session_id)
+        return events
 
     async def _generate(
         self, ctx: ToolContext, request: PromptRequest, parts: list[str]

@@ -18,7 +18,7 @@ TASK_NAME = "retention"
 ERASE_TASK_NAME = "retention-erase"
 """The ``task_runs`` row of retention's erasure: ``last_finished_at`` is the last
 erasure; with result :data:`RESIDUE_WAITING`, ``last_started_at`` is since when swept
-rows have left residue waiting for the next one."""
+rows (or rows a storage cap deleted) have left residue waiting for the next one."""
 RESIDUE_ERASED = "erased"
 RESIDUE_WAITING = "residue waiting"
 PURGE_ERASE_TASK_NAME = "purge-erase"
@@ -87,6 +87,41 @@ async def record_run(
         )
 
 
+async def note_residue(db: Database, since: float) -> None:
+    """Record that rows deleted outside a retention sweep (by a storage cap) leave residue
+    waiting for retention's next erasure; residue already waiting keeps its earlier time.
+
+    Called before the deletion, so a crash in its middle still leaves the note.
+    """
+    async with db.transaction() as conn:
+        await conn.execute(
+            "INSERT INTO task_runs (name, last_started_at, ok, result) VALUES (?1, ?2, 1, ?3)"
+            " ON CONFLICT (name) DO UPDATE SET last_started_at = excluded.last_started_at,"
+            " result = excluded.result WHERE task_runs.result IS NOT ?3",
+            (ERASE_TASK_NAME, since, RESIDUE_WAITING),
+        )
+
+
+async def record_erasure(db: Database, started_at: float, finished_at: float) -> None:
+    """Record retention's erasure, begun at ``started_at``, as the last one.
+
+    Residue noted after it began (a cap's deletion that waited for the erasure's lock)
+    stays waiting for the next erasure instead of being recorded as erased.
+    """
+    async with db.transaction() as conn:
+        # A note newer than ?2 stays (the SET expressions read the row as it was).
+        await conn.execute(
+            "INSERT INTO task_runs (name, last_started_at, last_finished_at, ok, result)"
+            " VALUES (?1, ?2, ?3, 1, ?5) ON CONFLICT (name) DO UPDATE SET"
+            " last_finished_at = excluded.last_finished_at, ok = 1, error = NULL,"
+            " last_started_at = CASE WHEN task_runs.result = ?4 AND task_runs.last_started_at"
+            " > ?2 THEN task_runs.last_started_at ELSE ?2 END,"
+            " result = CASE WHEN task_runs.result = ?4 AND task_runs.last_started_at > ?2"
+            " THEN ?4 ELSE ?5 END",
+            (ERASE_TASK_NAME, started_at, finished_at, RESIDUE_WAITING, RESIDUE_ERASED),
+        )
+
+
 async def last_run(db: Database, name: str) -> TaskRun | None:
     """The recorded last run of job ``name``, or None if it never ran."""
     row = await db.fetchone(
@@ -119,9 +154,11 @@ async def erasure_state(db: Database, erase_interval_secs: float) -> ErasureStat
     if run is None:
         return ErasureState(None, None, None, since)
     last = run.last_finished_at
-    if run.result != RESIDUE_WAITING or last is None:
+    if run.result != RESIDUE_WAITING:
         return ErasureState(last, None, None, since)
-    return ErasureState(last, run.last_started_at, last + erase_interval_secs, since)
+    # Residue noted before any erasure ever ran (a cap's) is due at once.
+    due = run.last_started_at if last is None else last + erase_interval_secs
+    return ErasureState(last, run.last_started_at, due, since)
 
 
 def purge_left_residue(run: TaskRun | None, *, may_be_running: bool = False) -> bool:

@@ -16,7 +16,9 @@ wait for the next erasure, at most that interval plus one run interval later. Th
 ``task_runs`` row ``retention-erase`` keeps the time of the last erasure and, when a
 sweep deferred it, since when residue has been waiting. A run also erases at once what
 a purge left when its erasure failed or a crash cut it short (row ``purge-erase``,
-written by :class:`~picobot.privacy.controller.PrivacyController`).
+written by :class:`~picobot.privacy.controller.PrivacyController`). The storage caps
+(:mod:`picobot.tasks.caps`) delete between runs and leave their residue to this erasure,
+noted in the ``retention-erase`` row like a deferred sweep's.
 
 Every real run is recorded in the ``task_runs`` table (migration m003): start, end,
 ok, a one-line result or the error. The supervisor's JobStatus is lost on restart;
@@ -41,7 +43,6 @@ from picobot.store.erasure.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeSt
 from picobot.store.task_runs import (
     ERASE_TASK_NAME,
     PURGE_ERASE_TASK_NAME,
-    RESIDUE_ERASED,
     RESIDUE_WAITING,
     TASK_NAME,
     TaskRun,
@@ -49,6 +50,7 @@ from picobot.store.task_runs import (
     error_text,
     last_run,
     purge_left_residue,
+    record_erasure,
     record_run,
     record_start,
 )
@@ -201,8 +203,9 @@ class RetentionTask:
         # leave residue on disk for as long as it ran ahead.
         overdue = last is None or now < last or now - last >= self._erase_interval
         if suspect or purge_left or (waiting and overdue):
+            began = self._clock()
             await erase_residue(self._db, vacuum=self._vacuum)
-            await self._record_erasure(now, self._clock(), RESIDUE_ERASED)
+            await record_erasure(self._db, began, self._clock())
             if purge_left and purge is not None and purge.last_started_at is not None:
                 await record_run(
                     self._db,
@@ -218,12 +221,17 @@ class RetentionTask:
         assert last is not None  # deferring needs an earlier erasure
         if state.waiting_since is None:
             # last_started_at becomes "residue waiting since"; the last erasure stays.
-            await self._record_erasure(now, last, RESIDUE_WAITING)
+            await self._record_waiting(now, last)
         return False, last + self._erase_interval
 
-    async def _record_erasure(self, since: float, erased: float, result: str) -> None:
+    async def _record_waiting(self, since: float, erased: float) -> None:
         await record_run(
-            self._db, ERASE_TASK_NAME, started_at=since, finished_at=erased, ok=True, result=result
+            self._db,
+            ERASE_TASK_NAME,
+            started_at=since,
+            finished_at=erased,
+            ok=True,
+            result=RESIDUE_WAITING,
         )
 
     async def _record_failure(self, started: float, exc: Exception) -> None:

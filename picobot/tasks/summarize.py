@@ -319,6 +319,7 @@ class Summarizer:
             self._clock(),
             replaces=previous.covered_seq if previous else 0,
             actor="supervisor",
+            folded=[m.id for m in batch],
         )
         if saved:
             for listener in self.on_summarized:

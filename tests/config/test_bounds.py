@@ -31,6 +31,9 @@ BOUNDS = [
     # The next erasure's date passed year 9999: `picobot status` crashed formatting it.
     ("session.retention", "erase_interval_secs", 365 * 86_400),
     ("session.retention", "cleanup_interval_secs", 365 * 86_400),
+    # The storage caps become SQL LIMITs and counts.
+    ("session.retention", "max_sessions_per_user", 1_000_000),
+    ("session.retention", "max_messages_per_session", 1_000_000),
     # SQL LIMITs: SQLite refuses integers past 2**63 ("Python int too large").
     ("session.memory", "max_session_messages", 10_000),
     ("session.memory", "max_user_memories", 10_000),

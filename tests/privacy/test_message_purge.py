@@ -16,6 +16,7 @@ from picobot.privacy.controller import PrivacyController
 from picobot.privacy.message_scope import MessagesScope, message_scope, rewind_scope, undo_scope
 from picobot.privacy.scopes import Actor
 from picobot.store.db import Database
+from picobot.store.erasure.message_purge import MessagePurge
 from picobot.store.learned.digests import DigestStore, Provenance
 from picobot.store.learned.fact_rules import Observation
 from picobot.store.learned.fact_writes import FactStore
@@ -179,17 +180,34 @@ async def test_a_user_cannot_plan_messages_of_another(db: Database, rng: random.
         await PrivacyController(db).plan(scope, Actor("test:bob"))
 
 
+async def extracted_up_to(db: Database, seq: int) -> None:
+    """Fact extraction has read session s1 up to message number ``seq``."""
+    await db.write(
+        lambda c: c.execute(
+            "INSERT INTO fact_progress (session_id, covered_seq, updated_at) VALUES ('s1', ?, 0)",
+            (seq,),
+        )
+    )
+
+
 async def test_fact_extraction_reads_the_messages_written_after_an_undo(
     db: Database, rng: random.Random
 ) -> None:
-    chat = Chat(rng)
-    await chat.fill(db)
-    await db.write(
-        lambda c: c.execute(
-            "INSERT INTO fact_progress (session_id, covered_seq, updated_at) VALUES ('s1', 4, 0)"
-        )
-    )
+    await Chat(rng).fill(db)
+    await extracted_up_to(db, 4)
     await purge(db, await undo_scope(db, "s1"))
     # The next message takes sequence number 3 again: extraction has not read it.
     assert await add_message(db, "s1", "new words") == 3
     assert await scalar(db, "SELECT covered_seq FROM fact_progress") == 2
+
+
+async def test_removing_the_oldest_messages_leaves_the_extraction_cursor(
+    db: Database, rng: random.Random
+) -> None:
+    chat = Chat(rng)
+    await chat.fill(db)
+    await extracted_up_to(db, 3)
+    # What a message cap removes: the first exchange. Messages 3 and 4 were read already.
+    await MessagePurge(db).delete("s1", [chat.ids["u1"], chat.ids["a1"]])
+    assert await scalar(db, "SELECT covered_seq FROM fact_progress") == 3
+    assert await add_message(db, "s1", "new words") == 5

@@ -22,6 +22,7 @@ from picobot.store.conversation.messages import MessageRepo, StoredMessage
 from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.db import Database
+from picobot.store.erasure.message_purge import MessagePurge
 from picobot.tasks.summarize import PROMPT_OVERHEAD_TOKENS, Summarizer
 from picobot.tasks.supervisor import TaskSupervisor
 from picobot.text.tokens import CharTokenEstimator, prompt_cost
@@ -412,3 +413,20 @@ async def test_a_slower_process_cannot_roll_the_summary_back(
         await other.close()
     stored = await slow_summarizer.repo.get(sid)
     assert stored is not None and (stored.summary, stored.covered_seq) == ("FAST: 1-35", 35)
+
+
+async def test_a_summary_of_messages_deleted_meanwhile_is_not_written(
+    db: Database, sup: TaskSupervisor
+) -> None:
+    # A storage cap takes the oldest exchange while the model is folding it (its first
+    # summary, so no earlier one tells that something changed).
+    sid = await new_session(db)
+    await add_messages(db, sid, 30)
+    gated = GatedProvider("summary of 1-20")
+    pending = asyncio.create_task(make(db, gated, sup).summarize_session(sid))
+    await gated.entered.wait()
+    first = [m.id for m in await all_messages(db, sid) if m.seq_order <= 2]
+    assert (await MessagePurge(db).delete(sid, first)).messages == 2
+    gated.release.set()
+    assert await pending is False
+    assert await SummaryRepo(db).get(sid) is None

@@ -6,12 +6,14 @@ events (a user purge), a session's (a session purge: anything written after its 
 went), events older than the retention cutoff, and the learned facts' events when the
 facts go. A user or session purge then leaves exactly one ``purge.completed`` row,
 written in the transaction of its last delete, that names neither the user nor the
-session: the scope's kind, the counts and the operator who ran it.
+session: the scope's kind, the counts and the operator who ran it. A storage cap takes
+the events of what it deleted and leaves one ``retention.capped`` row against the user.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from typing import Any
 
@@ -113,6 +115,30 @@ async def finish_purge(
     payload: dict[str, Any] = {"scope": kind, "counts": counts}
     last = {"type_": "purge.completed", "now": now, "actor": actor, "payload": payload}
     return await _delete_where(db, where, params, batch_size, last)
+
+
+async def finish_session_cap(
+    db: Database, sessions: list[str], record: dict[str, Any], batch_size: int
+) -> int:
+    """Delete what is left of the events of ``sessions``, which a storage cap deleted
+    (those written after their rows went), then record ``record`` (the keyword arguments
+    of :func:`record_event`, its ``retention.capped``) in the last batch's transaction."""
+    where = "session_id IN (SELECT value FROM json_each(?))"
+    return await _delete_where(db, where, (json.dumps(sessions),), batch_size, record)
+
+
+async def finish_message_cap(
+    db: Database, session_id: str, first_kept: int, record: dict[str, Any], batch_size: int
+) -> int:
+    """Delete the events of ``session_id`` recorded before message ``first_kept`` was
+    stored (its messages a storage cap deleted, their tool calls, summaries and facts),
+    then record ``record`` as :func:`finish_session_cap` does."""
+    where = (
+        "session_id = ?1 AND id < COALESCE((SELECT MIN(id) FROM events WHERE session_id = ?1"
+        " AND type = 'message.appended' AND json_extract(payload_json, '$.message_id') = ?2),"
+        " 0)"
+    )
+    return await _delete_where(db, where, (session_id, first_kept), batch_size, record)
 
 
 async def record_purge_step(

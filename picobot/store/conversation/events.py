@@ -42,6 +42,7 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "purge.confirmed",
         "purge.completed",
         "retention.completed",
+        "retention.capped",
     }
 )
 

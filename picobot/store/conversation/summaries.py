@@ -7,7 +7,9 @@ or replaces the summary row.
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from picobot.store.conversation.events import record_event_in
@@ -78,6 +80,7 @@ class SummaryRepo:
         *,
         replaces: int | None = None,
         actor: str | None = None,
+        folded: Sequence[int] = (),
     ) -> bool:
         """Insert or replace the session's summary; return whether it was written.
 
@@ -86,7 +89,9 @@ class SummaryRepo:
         by a summary of the data it deleted. With ``replaces``, the ``covered_seq`` of
         the summary this one was built on (0: none), nothing is written either if the
         stored summary is another by now: another process folded further meanwhile,
-        and writing would roll its summary back.
+        and writing would roll its summary back. With ``folded``, the ids of the messages
+        newly folded into it, nothing is written when one of them is gone (a storage cap or
+        ``/delete`` took it while the model summarized).
 
         The summary is model output: it is redacted (:attr:`Database.redact`) first. A
         written summary records ``summary.updated`` (how far it covers) in the same write.
@@ -100,6 +105,8 @@ class SummaryRepo:
                 " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM messages"
                 " WHERE session_id = ? AND seq_order = ?) AND (? < 0 OR COALESCE("
                 "(SELECT covered_seq FROM session_summaries WHERE session_id = ?), 0) = ?)"
+                " AND (SELECT COUNT(*) FROM messages WHERE id IN (SELECT value FROM"
+                " json_each(?))) = ?"
                 " ON CONFLICT (session_id) DO UPDATE SET summary = excluded.summary,"
                 " covered_seq = excluded.covered_seq,"
                 " token_estimate = excluded.token_estimate,"
@@ -107,6 +114,7 @@ class SummaryRepo:
                 (
                     *(session_id, summary, covered_seq, token_estimate, now),
                     *(session_id, covered_seq, check, session_id, check),
+                    *(json.dumps(list(folded)), len(folded)),
                 ),
             )
             written = cur.rowcount > 0

@@ -1,15 +1,16 @@
 """Counting and deleting chosen messages of one session, with what was derived from them.
 
-What ``/undo``, ``/rewind`` and deleting one message remove (see
-:mod:`picobot.privacy.message_scope`): the messages (the m002 triggers drop their
+What ``/undo``, ``/rewind``, deleting one message (see
+:mod:`picobot.privacy.message_scope`) and the message cap (:mod:`picobot.tasks.caps`)
+remove: the messages (the m002 triggers drop their
 search-index entries, the foreign key their vectors), the tool records of the turns
 they opened, the webhook rows they came in with and the replies queued for them, the
 session's summary if it covered any of them (the summary task writes it again from
 what remains), the facts learned only from them (facts with other sources lose these
 sources), and the session's reflections, whose digests above are emptied and marked
 stale as a session purge does (the reflection task rebuilds them). Fact extraction's
-cursor of the session goes back to before the first removed message, since the next
-messages take the removed ones' sequence numbers. Everything goes in
+cursor of the session goes back to the last message left when it was past it, since
+the next messages take the numbers after that one (a removed tail's). Everything goes in
 one transaction; call :func:`picobot.store.erasure.erase.erase_residue` afterwards to
 make the text unrecoverable from the file and its WAL.
 """
@@ -120,13 +121,16 @@ class MessagePurge:
                 key,
             )
             await delete_message_facts(conn, real)
-            # New messages take the removed ones' sequence numbers: fact extraction must
-            # read them, so its cursor goes back to before the first removed message.
+            # New messages take the numbers after the last one left, which a removed tail
+            # had: fact extraction must read them, so its cursor goes back to that last
+            # one. (Removing the oldest messages leaves it: what follows was read.)
+            left = (
+                "SELECT COALESCE(MAX(seq_order), 0) FROM messages WHERE session_id = ?1"
+                " AND id NOT IN (SELECT value FROM json_each(?2))"
+            )
             await conn.execute(
-                "UPDATE fact_progress SET covered_seq = (SELECT MIN(seq_order) - 1 FROM"
-                " messages WHERE id IN (SELECT value FROM json_each(?2))) WHERE session_id = ?1"
-                " AND covered_seq >= (SELECT MIN(seq_order) FROM messages WHERE id IN"
-                " (SELECT value FROM json_each(?2)))",
+                f"UPDATE fact_progress SET covered_seq = ({left}) WHERE session_id = ?1"  # noqa: S608
+                f" AND covered_seq > ({left})",
                 (session_id, real),
             )
             await delete_session_layers(conn, session_id)
