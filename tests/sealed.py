@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from picobot.config.keys import KeySettings
 from picobot.store.connect import install_functions
+from picobot.store.db import Database
 from picobot.store.keys import open_keyring
 from picobot.store.keys.keyring import KEY_STORE_FILE
 from picobot.store.keys.sealing import Sealer
@@ -26,3 +27,23 @@ def opened(conn: sqlite3.Connection, data_dir: Path) -> Iterator[sqlite3.Connect
     finally:
         if ring is not None:
             ring.close()
+
+
+async def sealed_tails(db: Database, markers: Iterable[str]) -> dict[str, bytes]:
+    """Each marker's message as stored (sealed), by its last 20 bytes: what a byte scan
+    looks for to tell that the row's ciphertext is gone too, not only unreadable."""
+    found: dict[str, bytes] = {}
+    for marker in markers:
+        rows = await db.fetchall(
+            "SELECT content FROM messages WHERE instr(picobot_open(content), ?) > 0", (marker,)
+        )
+        for row in rows:
+            if isinstance(row[0], bytes):
+                found[marker] = bytes(row[0])[-20:]
+    return found
+
+
+def scan_bytes(data_dir: Path, tails: dict[str, bytes]) -> set[str]:
+    """The markers whose sealed bytes (:func:`sealed_tails`) are in a file under ``data_dir``."""
+    blobs = [p.read_bytes() for p in sorted(data_dir.rglob("*")) if p.is_file()]
+    return {marker for marker, tail in tails.items() if any(tail in b for b in blobs)}

@@ -224,21 +224,22 @@ class Kernel:
         if not isinstance(result, TurnAfter):
             for event in result:
                 yield event
+            # A session the command switched to (a new one, a fork) is held to the caps too.
+            for sid in {e.session_id for e in result if e.kind is OutboundKind.SESSION}:
+                if sid and self.after_turn:
+                    async with self._locks.setdefault(sid, asyncio.Lock()):
+                        after = await self._after_turn(self.context_for(identity, sid))
+                    for event in after:
+                        yield event
             return
         for event in result.events:
             yield event
         # The command made the session current; its turn writes there whatever happens
-        # to the chat meanwhile (the session is the caller's, just checked).
+        # to the chat meanwhile (the session is the caller's, just checked). The turn
+        # applies the caps afterwards, as every turn does.
         self._remember(chat, result.session_id)
         async for event in self._turn(identity, result.session_id, result.text, None, None):
             yield event
-        # A session the command switched to (a new one, a fork) is held to the caps too.
-        for sid in {e.session_id for e in events or [] if e.kind is OutboundKind.SESSION}:
-            if sid and self.after_turn:
-                async with self._locks.setdefault(sid, asyncio.Lock()):
-                    after = await self._after_turn(self.context_for(identity, sid))
-                for event in after:
-                    yield event
 
     async def _turn(
         self,

@@ -33,14 +33,16 @@ async def current(rt: Runtime, who: Identity) -> str:
 
 async def transcript(rt: Runtime, session_id: str) -> list[str]:
     rows = await rt.db.fetchall(
-        "SELECT content FROM messages WHERE session_id = ? ORDER BY seq_order", (session_id,)
+        "SELECT picobot_open(content) FROM messages WHERE session_id = ? ORDER BY seq_order",
+        (session_id,),
     )
     return [str(r[0]) for r in rows]
 
 
 async def message_id(rt: Runtime, session_id: str, content: str) -> int:
     row = await rt.db.fetchone(
-        "SELECT id FROM messages WHERE session_id = ? AND content = ?", (session_id, content)
+        "SELECT id FROM messages WHERE session_id = ? AND picobot_open(content) = ?",
+        (session_id, content),
     )
     assert row is not None
     return int(row[0])

@@ -60,6 +60,7 @@ from tests.channels.websocket.test_server import (
 from tests.config.test_bounds import WriteConfig, refused
 from tests.privacy.test_erasure import new_marker, scan
 from tests.privacy.test_purge_store import add_summary, add_tool, integrity_ok
+from tests.sealed import scan_bytes, sealed_tails
 
 PRIVATE = Identity("telegram", "telegram:42", "42")
 GROUP = Identity("telegram", "telegram:42", "-100")
@@ -203,7 +204,12 @@ async def test_the_session_cap_deletes_the_oldest_session_whole_and_says_so(
         second = await chat(alice, f"second session {kept[1]}")
         assert frame_notices(second) == []  # two sessions: at the cap, not past it
         data_dir = db.path.parent
-        assert set(scan(data_dir, gone + kept)) == set(gone + kept)
+        await db.checkpoint()
+        # Messages are sealed (their ciphertext is looked for); derived rows are in clear.
+        sealed = await sealed_tails(db, gone + kept)
+        assert set(sealed) == {gone[0], *kept}
+        assert scan_bytes(data_dir, sealed) == set(sealed)
+        assert set(scan(data_dir, gone)) == set(gone) - {gone[0]}
         frames = await chat(alice, "/new")
     third = session_of(frames)
 
@@ -233,7 +239,7 @@ async def test_the_session_cap_deletes_the_oldest_session_whole_and_says_so(
     report = await RetentionTask(db, max_age_days=90).run()  # as `picobot retention run`
     assert report.erased
     assert scan(data_dir, gone) == {}
-    assert set(scan(data_dir, kept)) == set(kept)
+    assert scan_bytes(data_dir, sealed) == set(kept)
     await integrity_ok(db)
 
 
@@ -265,7 +271,7 @@ async def test_pinned_messages_and_their_sessions_are_kept(tmp_path: Path) -> No
             "The oldest message of this session was deleted: this server keeps at most 2"
             " messages per session."
         ]
-        rows = await rt.db.fetchall("SELECT content FROM messages ORDER BY seq_order")
+        rows = await rt.db.fetchall("SELECT picobot_open(content) FROM messages ORDER BY seq_order")
         assert [r[0] for r in rows] == [
             "pin this one",
             "a second exchange",

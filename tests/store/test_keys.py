@@ -212,3 +212,15 @@ def test_key_files_are_never_world_readable(tmp_path: Path) -> None:
         conn.close()
     assert {"meta", "user_keys"} <= names
     assert stat.S_IMODE((tmp_path / KEY_STORE_FILE).stat().st_mode) & 0o077 == 0
+
+
+def test_long_words_are_not_stemmed_and_word_forms_still_match() -> None:
+    from picobot.store.retrieval.terms import keyed_word, stem
+
+    # The stemmer's work is not linear in a word's length: a long word is only folded.
+    assert stem("Running") == "run"
+    assert stem("A" * 65 + "ING") == "a" * 65 + "ing"
+    key = b"k" * 32
+    assert keyed_word(key, "Pizzas") == keyed_word(key, "pizza")
+    assert keyed_word(key, "Généralement") == keyed_word(key, "generalement")
+    assert keyed_word(key, "pizza") != keyed_word(b"o" * 32, "pizza")

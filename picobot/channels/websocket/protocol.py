@@ -137,6 +137,10 @@ def _event_frame(event: Outbound, reply_to: str | None) -> Frame:
         )
     if kind is OutboundKind.SESSION:
         return SessionFrame(type="session", session_id=sid or "", reply_to=reply_to)
+    if kind is OutboundKind.DOCUMENT:
+        # Documents are for platform channels (their file APIs); a client here gets the
+        # caption as a notice and never the server's file path.
+        return TextFrame(type="notice", text=event.text, session_id=sid, reply_to=reply_to)
     # Every other kind is text; a kind TextFrame does not list fails here, loudly.
     return TextFrame.model_validate(
         {"type": kind.value, "text": event.text, "session_id": sid, "reply_to": reply_to}

@@ -109,13 +109,29 @@ _PORTER = snowballstemmer.stemmer("porter")
 _STEM_LOCK = threading.Lock()
 
 
-@functools.lru_cache(maxsize=65_536)
+STEM_MAX_CHARS = 64
+"""Longer words are folded but not stemmed (as FTS5's porter tokenizer leaves tokens
+over 64 bytes): stemming is not linear in a word's length, and a message may hold one
+word of a megabyte."""
+
+
 def stem(word: str) -> str:
     """``word`` folded and stemmed as SQLite's ``porter unicode61 remove_diacritics 2``
     tokenizer would: lower case, no diacritics, Porter's stem."""
-    folded = "".join(
+    if len(word) > STEM_MAX_CHARS:
+        return _fold(word)
+    return _stem_short(word)
+
+
+def _fold(word: str) -> str:
+    return "".join(
         c for c in unicodedata.normalize("NFKD", word.lower()) if not unicodedata.combining(c)
     )
+
+
+@functools.lru_cache(maxsize=65_536)
+def _stem_short(word: str) -> str:
+    folded = _fold(word)
     with _STEM_LOCK:  # the stemmer object keeps state between calls
         return str(_PORTER.stemWord(folded))
 

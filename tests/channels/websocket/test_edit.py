@@ -42,7 +42,7 @@ async def test_edit_over_websocket_streams_the_new_answer_in_a_branch(server: Se
     ]
     # The old version is still there, as it was, a session of the same user.
     rows = await server.runtime.db.fetchall(
-        "SELECT content FROM messages WHERE session_id = ? ORDER BY seq_order", (old,)
+        "SELECT picobot_open(content) FROM messages WHERE session_id = ? ORDER BY seq_order", (old,)
     )
     assert [r[0] for r in rows] == ["keep this", "You said: keep this", "a typo here",
                                     "You said: a typo here"]  # fmt: skip
@@ -55,7 +55,7 @@ async def test_edit_of_another_users_message_over_websocket_is_refused(server: S
         await chat(bob, "bob's secret plan")
         bob_session, _ = await server.stored(USER_B)
         row = await server.runtime.db.fetchone(
-            "SELECT id FROM messages WHERE content = 'bob''s secret plan'"
+            "SELECT id FROM messages WHERE picobot_open(content) = 'bob''s secret plan'"
         )
         assert row is not None
         await chat(alice, "hello")

@@ -55,12 +55,20 @@ def _event(kind: OutboundKind) -> Outbound:
     return Outbound(kind, "" if kind is OutboundKind.SESSION else "text", session_id="s")
 
 
-@pytest.mark.parametrize("kind", list(OutboundKind))
+@pytest.mark.parametrize("kind", [k for k in OutboundKind if k is not OutboundKind.DOCUMENT])
 def test_every_kernel_event_is_a_documented_frame(kind: OutboundKind) -> None:
     # A new kind of kernel event must get a frame before a channel can send it.
     frame = encode_event(_event(kind), "7")
     validator("server").validate(json.loads(frame))
     assert parse_server_frame(frame).event == _event(kind)
+
+
+def test_a_document_event_reaches_a_client_as_its_caption_without_the_path() -> None:
+    event = Outbound(OutboundKind.DOCUMENT, "Your data", session_id="s", path="/srv/x.jsonl")
+    frame = encode_event(event, "7")
+    validator("server").validate(json.loads(frame))
+    assert "/srv/x.jsonl" not in frame
+    assert parse_server_frame(frame).event == Outbound(OutboundKind.NOTICE, "Your data", "s")
 
 
 @pytest.mark.parametrize(
