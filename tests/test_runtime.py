@@ -127,7 +127,7 @@ async def test_secrets_are_redacted_before_storage_index_and_model(tmp_path: Pat
         await say(rt, ALICE, f"my aws key is {key} keep it safe")
         await say(rt, ALICE, f"/remember aws: {key}")
         rows = await rt.db.fetchall("SELECT picobot_open(content) FROM messages")
-        memories = await rt.db.fetchall("SELECT content FROM user_memories")
+        memories = await rt.db.fetchall("SELECT picobot_open(content) FROM user_memories")
         hits = await rt.db.fetchall(
             "SELECT count(*) FROM search_index WHERE search_index MATCH ?", (f'"{key.lower()}"',)
         )

@@ -80,7 +80,8 @@ def install_functions(conn: sqlite3.Connection, sealer: Sealer | None = None) ->
     """Install PicoBot's SQL functions on ``conn`` (every store connection; tools, benches).
 
     ``picobot_seal(user_id, text)`` and ``picobot_open(value)`` seal and open stored
-    text (:mod:`picobot.store.keys.sealing`); ``picobot_index_text(user_id, text)``
+    text (:mod:`picobot.store.keys.sealing`), ``picobot_seal_bytes`` and
+    ``picobot_open_bytes`` a vector; ``picobot_index_text(user_id, text)``
     makes the recall index's terms of a (sealed) text and ``picobot_match(user_id,
     terms_json)`` the MATCH expression of a query, both under the user's term key.
     """
@@ -95,6 +96,8 @@ def install_functions(conn: sqlite3.Connection, sealer: Sealer | None = None) ->
     conn.create_function(INDEX_TEXT_FUNCTION, 2, index, deterministic=True)
     conn.create_function("picobot_seal", 2, seal.seal)
     conn.create_function("picobot_open", 1, seal.open)
+    conn.create_function("picobot_seal_bytes", 2, seal.seal_bytes)
+    conn.create_function("picobot_open_bytes", 1, seal.open_bytes)
     conn.create_function("picobot_match", 2, match)
 
 

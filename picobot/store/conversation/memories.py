@@ -96,7 +96,7 @@ def _cap_message(user_id: str, count: int, max_count: int) -> str:
     return f"You already have {count} memories, the most allowed; /forget one first."
 
 
-_COLUMNS = "id, user_id, key, content, created_at, updated_at, sensitive"
+_COLUMNS = "id, user_id, key, picobot_open(content) AS content, created_at, updated_at, sensitive"
 
 
 def _memory(row: Row) -> Memory:
@@ -194,7 +194,7 @@ class MemoryRepo:
                 exists = await cur.fetchone() is not None
             if exists:
                 await conn.execute(
-                    "UPDATE user_memories SET content = ?, updated_at = ?,"
+                    "UPDATE user_memories SET content = picobot_seal(user_id, ?), updated_at = ?,"
                     " sensitive = coalesce(?, sensitive) WHERE user_id = ? AND key = ?",
                     (content, ts, None if sensitive is None else int(sensitive), user_id, key),
                 )
@@ -209,7 +209,7 @@ class MemoryRepo:
                 await conn.execute(
                     "INSERT INTO user_memories"
                     " (user_id, key, content, created_at, updated_at, sensitive)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    " VALUES (?1, ?2, picobot_seal(?1, ?3), ?4, ?5, ?6)",
                     (user_id, key, content, ts, ts, int(bool(sensitive))),
                 )
             async with conn.execute(

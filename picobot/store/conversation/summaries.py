@@ -53,8 +53,8 @@ def _message(row: Row) -> StoredMessage:
 def get_summary(conn: sqlite3.Connection, session_id: str) -> Summary | None:
     """The session's summary, or None (in a reader thread)."""
     row = conn.execute(
-        "SELECT session_id, summary, covered_seq, token_estimate, updated_at"
-        " FROM session_summaries WHERE session_id = ?",
+        "SELECT session_id, picobot_open(summary) AS summary, covered_seq, token_estimate,"
+        " updated_at FROM session_summaries WHERE session_id = ?",
         (session_id,),
     ).fetchone()
     return _summary(row) if row else None
@@ -102,7 +102,8 @@ class SummaryRepo:
             cur = await conn.execute(
                 "INSERT INTO session_summaries"
                 " (session_id, summary, covered_seq, token_estimate, updated_at)"
-                " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM messages"
+                " SELECT ?1, picobot_seal((SELECT user_id FROM sessions WHERE id = ?1), ?2),"
+                " ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM messages"
                 " WHERE session_id = ? AND seq_order = ?) AND (? < 0 OR COALESCE("
                 "(SELECT covered_seq FROM session_summaries WHERE session_id = ?), 0) = ?)"
                 " AND (SELECT COUNT(*) FROM messages WHERE id IN (SELECT value FROM"

@@ -101,7 +101,8 @@ def session_timeline(conn: sqlite3.Connection, session_id: str, limit: int = MAX
         )
     for r in capped(
         conn.execute(
-            "SELECT f.id, f.subject, f.category, f.text, f.confidence, f.active,"
+            "SELECT f.id, f.subject, f.category, picobot_open(f.text) AS text, f.confidence,"
+            " f.active,"
             " MIN(s.created_at) AS at FROM fact_sources s JOIN facts f ON f.id = s.fact_id"
             " WHERE s.session_id = ? GROUP BY f.id ORDER BY at LIMIT ?",
             (session_id, limit + 1),

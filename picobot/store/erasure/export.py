@@ -105,7 +105,8 @@ async def iter_user_records(
     }
     async for row in _pages(
         db,
-        "SELECT id, key, content, created_at, updated_at, sensitive FROM user_memories"
+        "SELECT id, key, picobot_open(content) AS content, created_at, updated_at, sensitive"
+        " FROM user_memories"
         " WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
         (user_id,),
         key=lambda r: (r["id"],),
@@ -195,8 +196,8 @@ async def fact_records(db: Database, user_id: str) -> AsyncIterator[Record]:
     """The ``fact`` records of ``user_id``: each fact with its sources and history."""
     async for row in _pages(
         db,
-        "SELECT id, subject, category, text, confidence, active, pinned, created_at,"
-        " updated_at FROM facts WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
+        "SELECT id, subject, category, picobot_open(text) AS text, confidence, active, pinned,"
+        " created_at, updated_at FROM facts WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
         (user_id,),
         key=lambda r: (r["id"],),
         start=(0,),
@@ -207,7 +208,8 @@ async def fact_records(db: Database, user_id: str) -> AsyncIterator[Record]:
             (row["id"],),
         )
         history = await db.fetchall(
-            "SELECT at, reason, old_text, new_text, old_confidence, new_confidence,"
+            "SELECT at, reason, picobot_open(old_text) AS old_text, picobot_open(new_text)"
+            " AS new_text, old_confidence, new_confidence,"
             " old_active, new_active, session_id, actor FROM fact_history WHERE fact_id = ?"
             " ORDER BY id",
             (row["id"],),
@@ -257,7 +259,8 @@ async def _session_records(db: Database, session: Row) -> AsyncIterator[Record]:
         "state": _state(session["state_json"]),
     }
     summary = await db.fetchone(
-        "SELECT summary, covered_seq, updated_at FROM session_summaries WHERE session_id = ?",
+        "SELECT picobot_open(summary) AS summary, covered_seq, updated_at"
+        " FROM session_summaries WHERE session_id = ?",
         (sid,),
     )
     if summary is not None:
@@ -271,7 +274,8 @@ async def _session_records(db: Database, session: Row) -> AsyncIterator[Record]:
     async for msg in _pages(
         db,
         "SELECT m.seq_order, m.role, picobot_open(m.content) AS content, m.token_estimate,"
-        " m.created_at, v.model AS vector_model, v.vector FROM messages m"
+        " m.created_at, v.model AS vector_model, picobot_open_bytes(v.vector) AS vector"
+        " FROM messages m"
         " LEFT JOIN message_vectors v ON v.message_id = m.id"
         " WHERE m.session_id = ? AND m.seq_order > ? ORDER BY m.seq_order LIMIT ?",
         (sid,),

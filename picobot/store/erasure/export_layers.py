@@ -19,7 +19,8 @@ async def layer_records(db: Database, user_id: str) -> AsyncIterator[Record]:
     """``user_id``'s ``reflection``, ``digest`` and ``pin`` records, in that order."""
     async for row in pages(
         db,
-        "SELECT id, level, session_id, first_message_id, last_message_id, text, parent_id,"
+        "SELECT id, level, session_id, first_message_id, last_message_id,"
+        " picobot_open(text) AS text, parent_id,"
         " stale, created_at, updated_at FROM digests WHERE user_id = ? AND text <> ''"
         " AND (level, id) > (?, ?) ORDER BY level, id LIMIT ?",
         (user_id,),

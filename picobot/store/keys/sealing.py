@@ -18,6 +18,9 @@ from cryptography.exceptions import InvalidTag
 from picobot.store.keys.keyring import SHARED, KeyRing
 
 VERSION = 1
+"""The first byte of a sealed text."""
+BYTES_VERSION = 2
+"""The first byte of sealed bytes (a vector)."""
 _HEADER = 9
 _NONCE = 12
 _TAG = 16
@@ -42,14 +45,20 @@ class Sealer:
         return PLAIN_TERMS if self.ring is None else f"keyed:{self.ring.store_id}"
 
     def seal(self, user_id: str | None, text: str | None) -> str | bytes | None:
-        """``text`` sealed with ``user_id``'s key (the shared key for None)."""
-        if text is None or self.ring is None:
+        """``text`` sealed with ``user_id``'s key (the shared key for None).
+
+        The empty text stays empty: it says nothing, and the store tests for it
+        (a digest emptied until it is rebuilt).
+        """
+        if text is None or self.ring is None or text == "":
             return text
-        key = self.ring.key(SHARED if user_id is None else str(user_id))
-        header = bytes([VERSION]) + key.kid.to_bytes(8, "big")
-        nonce = secrets.token_bytes(_NONCE)
-        plain = str(text).encode("utf-8", "surrogatepass")
-        return header + nonce + key.aead.encrypt(nonce, plain, header)
+        return self._seal(VERSION, user_id, str(text).encode("utf-8", "surrogatepass"))
+
+    def seal_bytes(self, user_id: str | None, data: bytes | None) -> bytes | None:
+        """``data`` (a vector) sealed with ``user_id``'s key; as is without a key store."""
+        if data is None or self.ring is None:
+            return data
+        return self._seal(BYTES_VERSION, user_id, bytes(data))
 
     def open(self, value: object) -> str | None:
         """The text of a stored value: opened if sealed, :data:`ERASED` if its key is gone."""
@@ -57,19 +66,42 @@ class Sealer:
             return value
         if not isinstance(value, bytes | bytearray | memoryview):
             return str(value)
+        plain = self._open(VERSION, bytes(value))
+        return ERASED if plain is None else plain.decode("utf-8", "surrogatepass")
+
+    def open_bytes(self, value: object) -> bytes | None:
+        """The bytes of a stored value sealed by :meth:`seal_bytes`; None if its key is gone.
+
+        Vectors stored without sealing (no key store when written) come back as they
+        are: they are float16 arrays (an even length), and sealing adds 37 bytes (an odd
+        length).
+        """
+        if not isinstance(value, bytes | bytearray | memoryview):
+            return None
         blob = bytes(value)
-        if self.ring is None or len(blob) < _HEADER + _NONCE + _TAG or blob[0] != VERSION:
-            return ERASED
+        if not blob or blob[0] != BYTES_VERSION or len(blob) % 2 == 0:
+            return blob
+        return self._open(BYTES_VERSION, blob)
+
+    def _seal(self, version: int, user_id: str | None, plain: bytes) -> bytes:
+        assert self.ring is not None
+        key = self.ring.key(SHARED if user_id is None else str(user_id))
+        header = bytes([version]) + key.kid.to_bytes(8, "big")
+        nonce = secrets.token_bytes(_NONCE)
+        return header + nonce + key.aead.encrypt(nonce, plain, header)
+
+    def _open(self, version: int, blob: bytes) -> bytes | None:
+        if self.ring is None or len(blob) < _HEADER + _NONCE + _TAG or blob[0] != version:
+            return None
         key = self.ring.by_kid(int.from_bytes(blob[1:_HEADER], "big"))
         if key is None:
-            return ERASED
+            return None
         try:
-            plain = key.aead.decrypt(
+            return key.aead.decrypt(
                 blob[_HEADER : _HEADER + _NONCE], blob[_HEADER + _NONCE :], blob[:_HEADER]
             )
         except InvalidTag:
-            return ERASED
-        return plain.decode("utf-8", "surrogatepass")
+            return None
 
     def forget(self, user_id: str) -> bool:
         """Delete ``user_id``'s key: all they had sealed is unreadable from now on.

@@ -28,7 +28,8 @@ LAYER_KINDS = frozenset({"reflection", "digest"})
 
 _COLUMNS = (
     "id, user_id, level, session_id, first_message_id, last_message_id, first_seq,"
-    " last_seq, text, token_estimate, parent_id, stale, created_at, updated_at"
+    " last_seq, picobot_open(text) AS text, token_estimate, parent_id, stale, created_at,"
+    " updated_at"
 )
 
 
@@ -179,7 +180,8 @@ class DigestStore:
             cur = conn.execute(
                 "INSERT INTO digests (user_id, level, session_id, first_message_id,"
                 " last_message_id, first_seq, last_seq, text, token_estimate, created_at,"
-                " updated_at) VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " updated_at) VALUES (?1, 0, ?2, ?3, ?4, ?5, ?6, picobot_seal(?1, ?7), ?8, ?9,"
+                " ?10)",
                 (
                     user_id,
                     source.session_id,
@@ -242,7 +244,7 @@ class DigestStore:
                 return None
             cur = conn.execute(
                 "INSERT INTO digests (user_id, level, text, token_estimate, created_at,"
-                " updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+                " updated_at) VALUES (?1, ?2, picobot_seal(?1, ?3), ?4, ?5, ?6)",
                 (user_id, level, text, tokens, now, now),
             )
             did = int(cur.lastrowid or 0)
@@ -270,7 +272,8 @@ class DigestStore:
             if not _unchanged(children(conn, digest.id), sources):
                 return False
             cur = conn.execute(
-                "UPDATE digests SET text = ?, token_estimate = ?, stale = 0, updated_at = ?"
+                "UPDATE digests SET text = picobot_seal(user_id, ?), token_estimate = ?, stale = 0,"
+                " updated_at = ?"
                 " WHERE id = ? AND stale = 1",
                 (text, tokens, now, digest.id),
             )

@@ -49,7 +49,9 @@ def record_change(
     conn.execute(
         "INSERT INTO fact_history (fact_id, at, reason, old_text, new_text, old_confidence,"
         " new_confidence, old_active, new_active, session_id, actor)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " VALUES (?1, ?2, ?3, picobot_seal((SELECT user_id FROM facts WHERE id = ?1), ?4),"
+        " picobot_seal((SELECT user_id FROM facts WHERE id = ?1), ?5), ?6, ?7, ?8, ?9, ?10,"
+        " ?11)",
         (
             new.id,
             now,
@@ -110,7 +112,7 @@ def set_fact(
         sets.append("active = ?")
         params.append(int(act))
     if text is not None and text != fact.text:
-        sets.append("text = ?")
+        sets.append("text = picobot_seal(user_id, ?)")
         params.append(text)
     if touch is not None:
         sets.append("updated_at = ?, decay_steps = 0")
@@ -153,7 +155,7 @@ def insert_fact(
     confidence = clamp(confidence)
     cur = conn.execute(
         "INSERT INTO facts (user_id, subject, category, text, confidence, active, created_at,"
-        " updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        " updated_at) VALUES (?1, ?2, ?3, picobot_seal(?1, ?4), ?5, ?6, ?7, ?8)",
         (user_id, subject, category, text, confidence, int(is_active(confidence, rules)), now, now),
     )
     fact = get_fact(conn, int(cur.lastrowid or 0))

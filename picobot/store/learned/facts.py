@@ -18,7 +18,8 @@ from picobot.store.db import Row
 from picobot.store.learned.fact_rules import normalize_subject, validate_category
 
 _COLUMNS = (
-    "id, user_id, subject, category, text, confidence, active, pinned, created_at, updated_at"
+    "id, user_id, subject, category, picobot_open(text) AS text, confidence, active, pinned,"
+    " created_at, updated_at"
 )
 
 
@@ -105,7 +106,8 @@ class FactFilter:
         if self.text:
             # instr on lower(): LIKE would treat % and _ in the operator's text as wildcards.
             parts.append(
-                "(instr(lower(text), ?) > 0 OR instr(lower(COALESCE(subject, '')), ?) > 0)"
+                "(instr(lower(picobot_open(text)), ?) > 0"
+                " OR instr(lower(COALESCE(subject, '')), ?) > 0)"
             )
             params += [self.text.lower(), self.text.lower()]
         if self.pinned is not None:
@@ -258,8 +260,9 @@ def fact_history(conn: sqlite3.Connection, fact_id: int) -> list[FactChange]:
     """Every recorded change of a fact, oldest first."""
     rows = _rows(
         conn,
-        "SELECT at, reason, old_text, new_text, old_confidence, new_confidence, old_active,"
-        " new_active, session_id, actor FROM fact_history WHERE fact_id = ? ORDER BY id",
+        "SELECT at, reason, picobot_open(old_text) AS old_text, picobot_open(new_text) AS"
+        " new_text, old_confidence, new_confidence, old_active, new_active, session_id, actor"
+        " FROM fact_history WHERE fact_id = ? ORDER BY id",
         (fact_id,),
     )
     return [

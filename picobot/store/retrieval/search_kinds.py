@@ -55,14 +55,14 @@ def joins(*, facts: bool, layers: bool) -> tuple[str, str, str, str, str]:
     text = time = join = ""
     session, role = "m.session_id", "m.role"
     if facts:
-        text += ", COALESCE(f.subject || ': ', '') || f.text"
+        text += ", COALESCE(f.subject || ': ', '') || picobot_open(f.text)"
         time += ", f.updated_at"
         join += (
             f" LEFT JOIN facts f ON h.id < -{FACT_ROWID_BASE} AND h.id >= -{REFLECTION_ROWID_BASE}"
             f" AND f.id = -h.id - {FACT_ROWID_BASE}"
         )
     if layers:
-        text += ", d.text"
+        text += ", picobot_open(d.text)"
         time += ", d.updated_at"
         session = "COALESCE(m.session_id, d.session_id)"
         role = (

@@ -91,7 +91,8 @@ def store_vectors(conn: sqlite3.Connection, model: str, rows: Sequence[tuple[int
     for message_id, blob in rows:
         cur = conn.execute(
             "INSERT INTO message_vectors (message_id, model, vector)"
-            " SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM messages WHERE id = ?1)"
+            " SELECT ?1, ?2, picobot_seal_bytes(s.user_id, ?3) FROM messages m"
+            " JOIN sessions s ON s.id = m.session_id WHERE m.id = ?1"
             " ON CONFLICT (message_id) DO UPDATE SET model = excluded.model,"
             " vector = excluded.vector",
             (message_id, model, blob),
@@ -118,13 +119,18 @@ def nearest_messages(
     import numpy as np
 
     rows = conn.execute(
-        "SELECT v.message_id, v.vector FROM sessions s JOIN messages m ON m.session_id = s.id"
+        "SELECT v.message_id, picobot_open_bytes(v.vector) FROM sessions s"
+        " JOIN messages m ON m.session_id = s.id"
         " JOIN message_vectors v ON v.message_id = m.id WHERE s.user_id = ? AND v.model = ?",
         (user_id, model),
     ).fetchall()
     width = query.shape[0] * 2
     excluded = set(exclude_ids)
-    kept = [(int(r[0]), r[1]) for r in rows if len(r[1]) == width and int(r[0]) not in excluded]
+    kept = [
+        (int(r[0]), r[1])
+        for r in rows
+        if r[1] is not None and len(r[1]) == width and int(r[0]) not in excluded
+    ]
     if not kept or limit <= 0:
         return []
     ids = np.fromiter((i for i, _ in kept), dtype=np.int64, count=len(kept))

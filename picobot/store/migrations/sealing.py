@@ -1,0 +1,58 @@
+"""The migration that lets the recall index read sealed notes and facts."""
+
+from __future__ import annotations
+
+from picobot.store.connection import AsyncConnection
+from picobot.store.migrations.facts import FACT_ROWID_BASE
+from picobot.store.migrations.script import run_script
+
+
+async def m023_sealed_index_triggers(conn: AsyncConnection) -> None:
+    """Index triggers of notes and facts that open their text before indexing it.
+
+    Notes and fact texts are sealed with their user's key (picobot.store.keys); the
+    triggers joined them to the note's key or the fact's subject as text, which a sealed
+    value cannot be. Same rows, same rowids; the terms come from the opened text.
+    """
+    base = FACT_ROWID_BASE
+    fact_body = (
+        "picobot_index_text(NEW.user_id,"
+        " COALESCE(NEW.subject || ': ', '') || picobot_open(NEW.text))"
+    )
+    note_body = "picobot_index_text(NEW.user_id, NEW.key || ': ' || picobot_open(NEW.content))"
+    await run_script(
+        conn,
+        # base and the bodies are constants of this module.
+        f"""
+        DROP TRIGGER search_memories_ai;
+        DROP TRIGGER search_memories_au;
+        CREATE TRIGGER search_memories_ai AFTER INSERT ON user_memories
+        WHEN NEW.sensitive = 0 BEGIN
+            INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
+            VALUES (-NEW.id, 'u' || lower(hex(NEW.user_id)) || 'x', {note_body},
+                    NULL, NULL, NEW.updated_at);
+        END;
+        CREATE TRIGGER search_memories_au AFTER UPDATE ON user_memories BEGIN
+            DELETE FROM search_index WHERE rowid = -OLD.id;
+            INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
+            SELECT -NEW.id, 'u' || lower(hex(NEW.user_id)) || 'x', {note_body},
+                   NULL, NULL, NEW.updated_at
+            WHERE NEW.sensitive = 0;
+        END;
+        DROP TRIGGER search_facts_ai;
+        DROP TRIGGER search_facts_au;
+        CREATE TRIGGER search_facts_ai AFTER INSERT ON facts WHEN NEW.active BEGIN
+            INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
+            VALUES (-({base} + NEW.id), 'u' || lower(hex(NEW.user_id)) || 'x', {fact_body},
+                    NULL, NULL, NEW.updated_at);
+        END;
+        CREATE TRIGGER search_facts_au AFTER UPDATE OF user_id, subject, text, active ON facts
+        BEGIN
+            DELETE FROM search_index WHERE rowid = -({base} + OLD.id);
+            INSERT INTO search_index (rowid, owner, body, session_id, seq_order, created_at)
+            SELECT -({base} + NEW.id), 'u' || lower(hex(NEW.user_id)) || 'x', {fact_body},
+                   NULL, NULL, NEW.updated_at
+            WHERE NEW.active;
+        END;
+        """,  # noqa: S608
+    )
