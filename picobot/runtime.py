@@ -105,7 +105,7 @@ SchemaPolicy = Literal["migrate", "current", "as_is"]
 
 @asynccontextmanager
 async def open_database(
-    settings: Settings, *, schema: SchemaPolicy = "migrate"
+    settings: Settings, *, schema: SchemaPolicy = "migrate", keys_for_migrate: bool = False
 ) -> AsyncIterator[Database]:
     """Open the configured database and close it on exit.
 
@@ -113,10 +113,13 @@ async def open_database(
     writes); ``"current"`` changes nothing and refuses a schema that is not current
     (commands that only read, see :func:`require_current_schema`); ``"as_is"``
     changes and checks nothing (``picobot status`` and ``migrate`` look for themselves).
+    The key store is opened when it exists, and made when the schema is migrated
+    (``keys_for_migrate``: by ``picobot migrate``, which migrates by itself).
     """
+    makes_keys = schema == "migrate" or keys_for_migrate
     keys = (
         open_keyring(settings.data_dir, settings.keys)
-        if schema == "migrate" or (settings.data_dir / KEY_STORE_FILE).exists()
+        if makes_keys or (settings.data_dir / KEY_STORE_FILE).exists()
         else None
     )
     try:

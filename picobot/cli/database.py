@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -120,19 +121,32 @@ def run_sessions(args: argparse.Namespace, settings: Settings) -> int:
 # --- migrate ------------------------------------------------------------------------------
 
 
-async def _migrate(settings: Settings) -> tuple[list[tuple[int, str]], list[str], int]:
-    """Apply pending migrations; return (all applied versions, applied now, known)."""
+async def _migrate(settings: Settings) -> tuple[list[tuple[int, str]], list[str], int, int]:
+    """Apply pending migrations, then seal what is stored in clear (resumable, in
+    batches); return (all applied versions, applied now, known, rows sealed now)."""
     from picobot.runtime import open_database
+    from picobot.store.erasure.erase import erase_residue
+    from picobot.store.keys.backfill import seal_existing
+    from picobot.store.keys.binding import bind_key_store
     from picobot.store.migrations import MIGRATIONS, applied_versions, apply_migrations
 
-    async with open_database(settings, schema="as_is") as db:
+    def progress(column: str, rows: int) -> None:
+        print(f"sealing {column}: {rows:,} rows", file=sys.stderr)
+
+    async with open_database(settings, schema="as_is", keys_for_migrate=True) as db:
         applied_now = await apply_migrations(db)
-        return await applied_versions(db), applied_now, len(MIGRATIONS)
+        await bind_key_store(db)
+        sealed = await seal_existing(db, progress=progress)
+        if sealed:
+            # The text in clear must not survive in free pages, the WAL or old index
+            # segments (the index was rebuilt under keyed terms when the keys came).
+            await erase_residue(db)
+        return await applied_versions(db), applied_now, len(MIGRATIONS), sealed
 
 
 def run_migrate(args: argparse.Namespace, settings: Settings) -> int:
     """Create or upgrade the database and report its schema versions."""
-    versions, applied_now, known = asyncio.run(_migrate(settings))
+    versions, applied_now, known, sealed = asyncio.run(_migrate(settings))
     current = max((v for v, _ in versions), default=0)
     if args.json:
         print_json(
@@ -141,6 +155,7 @@ def run_migrate(args: argparse.Namespace, settings: Settings) -> int:
                 "schema_version": current,
                 "known_version": known,
                 "applied_now": applied_now,
+                "sealed_now": sealed,
                 "migrations": [
                     {"version": v, "name": name, "applied_now": name in applied_now}
                     for v, name in versions
@@ -154,4 +169,6 @@ def run_migrate(args: argparse.Namespace, settings: Settings) -> int:
         print(f"  {version:>3}  {name}{mark}")
     state = "up to date" if not applied_now else f"applied {len(applied_now)} migration(s)"
     print(f"schema version: {current} of {known}; {state}")
+    if sealed:
+        print(f"sealed {sealed:,} rows stored in clear with their users' keys")
     return EXIT_OK

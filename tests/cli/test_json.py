@@ -203,6 +203,7 @@ def test_migrate_json(capsys: pytest.CaptureFixture[str]) -> None:
         "schema_version",
         "known_version",
         "applied_now",
+        "sealed_now",
         "migrations",
     }
     assert first["database"] == str(DB)

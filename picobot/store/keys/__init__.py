@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from picobot.config.keys import MASTER_KEY_ENV, KeySettings
-from picobot.errors import ConfigError
+from picobot.errors import ConfigError, StoreUnavailable
 from picobot.store.keys.keyring import KEY_STORE_FILE, KeyRing
 from picobot.store.keys.master import (
     PENDING_SUFFIX,
@@ -35,6 +35,12 @@ def open_keyring(
     the only key that opens it) is finished here.
     """
     env = os.environ if environ is None else environ
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreUnavailable(
+            f"cannot create data directory {data_dir}: {exc.strerror or exc}"
+        ) from None
     store = data_dir / KEY_STORE_FILE
     key_file = key_file_path(data_dir, settings.master_key_file)
     exists = store.exists()

@@ -24,7 +24,10 @@ from picobot.store.migrations.keys import m020_store_meta
 from picobot.store.migrations.layers import m015_memory_layers
 from picobot.store.migrations.preferences import m019_user_preferences
 from picobot.store.migrations.script import run_script
-from picobot.store.migrations.sealing import m023_sealed_index_triggers
+from picobot.store.migrations.sealing import (
+    m023_sealed_index_triggers,
+    m024_vectors_survive_sealing,
+)
 from picobot.store.migrations.search import (
     m002_search_index,
     m005_user_terms,
@@ -235,6 +238,7 @@ MIGRATIONS: list[Migration] = [
     m021_outbound_documents,
     m022_fork_points,
     m023_sealed_index_triggers,
+    m024_vectors_survive_sealing,
 ]
 
 

@@ -56,3 +56,21 @@ async def m023_sealed_index_triggers(conn: AsyncConnection) -> None:
         END;
         """,  # noqa: S608
     )
+
+
+async def m024_vectors_survive_sealing(conn: AsyncConnection) -> None:
+    """A message's vector is dropped when its text changes, not when it is sealed.
+
+    ``picobot migrate`` seals texts stored before per-user keys in place: the stored
+    value changes, the text does not, and the vector still holds.
+    """
+    await run_script(
+        conn,
+        """
+        DROP TRIGGER message_vectors_edited;
+        CREATE TRIGGER message_vectors_edited AFTER UPDATE OF content ON messages
+        WHEN picobot_open(NEW.content) IS NOT picobot_open(OLD.content) BEGIN
+            DELETE FROM message_vectors WHERE message_id = OLD.id;
+        END;
+        """,
+    )
