@@ -43,6 +43,7 @@ from picobot.store.task_runs import (
     PURGE_ERASE_TASK_NAME,
     RESIDUE_ERASED,
     error_text,
+    note_residue,
     record_run,
     record_start,
 )
@@ -220,12 +221,23 @@ class PrivacyController:
         The purge is recorded (``task_runs`` row ``purge-erase``) before anything is
         deleted and again once the residue is erased: if it fails or the process dies
         in between, the next retention run erases what it left behind.
+
+        A user purge with per-user keys is a key deletion: the key goes first (see
+        ``PurgeStore.delete_user``), so whatever was sealed with it is unreadable at
+        once, in these files and every backup; the rows are deleted in batches, the WAL
+        is checkpointed, and the file is not rewritten (a VACUUM stalls every other
+        writer): a stale copy of what is stored in clear (note names, fact subjects)
+        left in a page waits for retention's next erasure, noted as residue before
+        anything is deleted.
         """
         await self.authorize(plan.scope, plan.actor)
         started, started_at = time.monotonic(), self._clock()
         scope = plan.scope
+        shredded = scope.kind == "user" and self._db.sealer.keyed
         await record_start(self._db, PURGE_ERASE_TASK_NAME, started_at)
         try:
+            if shredded:
+                await note_residue(self._db, started_at)
             counts = await self._delete(plan)
             # Before the erasure, so the erased bytes include the events it deletes.
             user_id, session_id = rules_for(scope).owner(scope)
@@ -239,7 +251,9 @@ class PrivacyController:
                 now=self._clock(),
                 batch_size=self._batch,
             )
-            await erase_residue(self._db)
+            # A key deletion needs no index merge and no rewrite of the file; the WAL's
+            # copies of what was in clear go with the checkpoint.
+            await erase_residue(self._db, vacuum=not shredded, index=not shredded)
         except Exception as exc:
             await self._record(started_at, error=error_text(exc))
             raise

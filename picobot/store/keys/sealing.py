@@ -40,6 +40,11 @@ class Sealer:
         self.ring = ring
 
     @property
+    def keyed(self) -> bool:
+        """Whether texts are sealed (a key store is open)."""
+        return self.ring is not None
+
+    @property
     def terms_scheme(self) -> str:
         """How the recall index's terms are made: recorded so a change rebuilds it."""
         return PLAIN_TERMS if self.ring is None else f"keyed:{self.ring.store_id}"
