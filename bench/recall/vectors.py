@@ -17,6 +17,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from picobot.config.keys import KeySettings
+from picobot.store.connect import install_functions
+from picobot.store.keys import open_keyring
+from picobot.store.keys.sealing import Sealer
 from picobot.store.retrieval.terms import has_content
 
 PROVIDER_ENV = "PICOBOT_EMBEDDINGS__PROVIDER"
@@ -30,14 +34,18 @@ def vectors_on(settings_env: Mapping[str, str]) -> bool:
 
 
 def _missing(db_path: Path) -> int:
+    """Messages with content and no vector yet (texts opened with the server's keys)."""
+    ring = open_keyring(db_path.parent, KeySettings(), {})
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
+        install_functions(conn, Sealer(ring))
         rows = conn.execute(
-            "SELECT m.content FROM messages m WHERE m.role IN ('user', 'assistant')"
+            "SELECT picobot_open(m.content) FROM messages m WHERE m.role IN ('user', 'assistant')"
             " AND NOT EXISTS (SELECT 1 FROM message_vectors v WHERE v.message_id = m.id)"
         ).fetchall()
     finally:
         conn.close()
+        ring.close()
     return sum(has_content(str(r[0])) for r in rows)
 
 
