@@ -37,14 +37,19 @@ from pathlib import Path
 
 import numpy as np
 
+from picobot.config.keys import KeySettings
 from picobot.store.connect import install_functions
 from picobot.store.db import Database
+from picobot.store.keys import open_keyring
+from picobot.store.keys.keyring import KEY_STORE_FILE, KeyRing
+from picobot.store.keys.master import DEFAULT_KEY_FILE
+from picobot.store.keys.sealing import Sealer
 from picobot.store.migrations import MIGRATIONS
 from picobot.store.retrieval.search_writes import index_pending
 from picobot.store.retrieval.terms import index_text
 from picobot.store.task_runs import ERASE_TASK_NAME, RESIDUE_ERASED, TASK_NAME
 
-GEN_VERSION = 2
+GEN_VERSION = 3
 """Bump when the generator changes, so cached corpora are rebuilt."""
 
 VOCABULARY_SIZE = 30_000
@@ -200,25 +205,38 @@ def cache_path(cache_dir: Path, scale: Scale, seed: int) -> Path:
     return cache_dir / name
 
 
+def keys_dir(corpus: Path) -> Path:
+    """The key store and master key that seal ``corpus`` (a directory beside it)."""
+    return corpus.with_name(corpus.stem + ".keys")
+
+
 def ensure_corpus(cache_dir: Path, scale: Scale, seed: int, progress: Progress) -> Path:
-    """The cached corpus file, generated first if it is not there yet."""
+    """The cached corpus file, generated first if it is not there yet.
+
+    Its texts are sealed with per-user keys, as a server stores them; the keys live
+    in :func:`keys_dir` and travel with every copy (:func:`work_copy`).
+    """
     path = cache_path(cache_dir, scale, seed)
-    if path.exists():
+    if path.exists() and (keys_dir(path) / KEY_STORE_FILE).exists():
         progress(f"corpus {scale.name}: cached at {path}")
         return path
     cache_dir.mkdir(parents=True, exist_ok=True)
     building = path.with_name(path.name + ".building")
     for stale in _db_files(building):
         stale.unlink(missing_ok=True)
+    shutil.rmtree(keys_dir(path), ignore_errors=True)
     started = time.perf_counter()
     progress(f"corpus {scale.name}: generating {scale.messages:,} messages (seed {seed})")
     asyncio.run(_create_schema(building))
-    conn = _bulk_connection(building)
+    ring = open_keyring(keys_dir(path), KeySettings(), {})
+    conn = _bulk_connection(building, ring)
     try:
+        _bind(conn, ring)
         populate(conn, TextGen(seed), range(scale.users), scale, progress)
         conn.execute("PRAGMA journal_mode=WAL")
     finally:
         conn.close()
+        ring.close()
     os.replace(building, path)
     progress(f"corpus {scale.name}: done in {time.perf_counter() - started:.1f} s")
     return path
@@ -231,8 +249,19 @@ def work_copy(corpus: Path, work_dir: Path) -> Path:
     for stale in _db_files(dest):
         stale.unlink(missing_ok=True)
     shutil.copyfile(corpus, dest)
+    for name in (KEY_STORE_FILE, DEFAULT_KEY_FILE):
+        (work_dir / name).unlink(missing_ok=True)
+        shutil.copy2(keys_dir(corpus) / name, work_dir / name)
     _retention_done(dest)
     return dest
+
+
+def _bind(conn: sqlite3.Connection, ring: KeyRing) -> None:
+    """Record the key store and the keyed index terms, as a server's first start does."""
+    conn.executemany(
+        "INSERT INTO store_meta (name, value) VALUES (?, ?)",
+        [("key_store", ring.store_id), ("index_terms", Sealer(ring).terms_scheme)],
+    )
 
 
 def _retention_done(db_path: Path) -> None:
@@ -261,13 +290,15 @@ def _retention_done(db_path: Path) -> None:
 
 def add_victim(db_path: Path, sessions: int, seed: int, progress: Progress) -> str:
     """Give user :data:`VICTIM` ``sessions`` sessions of 100 messages; return the user id."""
-    conn = _bulk_connection(db_path, wal=True)
+    ring = open_keyring(db_path.parent, KeySettings(), {})
+    conn = _bulk_connection(db_path, ring, wal=True)
     try:
         scale = Scale("victim", users=1, sessions_per_user=sessions)
         populate(conn, TextGen(seed, stream=seed + 1), [VICTIM], scale, progress, current=False)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
+        ring.close()
     return user_id(VICTIM)
 
 
@@ -325,7 +356,7 @@ def _populate(
     notes = gen.texts_for([u for u in users for _ in range(MEMORIES_PER_USER)], 6, 16)
     conn.executemany(
         "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?)",
+        " VALUES (?1, ?2, picobot_seal(?1, ?3), ?4, ?5)",
         (
             (user_id(u), f"note_{j}", notes[i * MEMORIES_PER_USER + j], base, base + j)
             for i, u in enumerate(users)
@@ -356,7 +387,8 @@ def _populate(
     conn.execute("BEGIN")
     conn.executemany(
         "INSERT INTO session_summaries (session_id, summary, covered_seq, token_estimate,"
-        " updated_at) VALUES (?, ?, ?, ?, ?)",
+        " updated_at) VALUES (?1, picobot_seal((SELECT user_id FROM sessions WHERE id = ?1),"
+        " ?2), ?3, ?4, ?5)",
         (
             (session_id(u, k), summaries[i], min(SUMMARY_COVERS, per), 150, base)
             for i, (u, k) in enumerate(
@@ -372,7 +404,8 @@ def _flush(conn: sqlite3.Connection, batch: list[tuple[str, int, str, str, int, 
     conn.execute("BEGIN")
     conn.executemany(
         "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?)",
+        " created_at) VALUES (?1, ?2, ?3,"
+        " picobot_seal((SELECT user_id FROM sessions WHERE id = ?1), ?4), ?5, ?6)",
         batch,
     )
     index_pending(conn, None)  # as the server's indexer does: one segment per batch
@@ -392,11 +425,12 @@ async def _create_schema(path: Path) -> None:
     await db.close()
 
 
-def _bulk_connection(path: Path, *, wal: bool = False) -> sqlite3.Connection:
+def _bulk_connection(path: Path, ring: KeyRing, *, wal: bool = False) -> sqlite3.Connection:
     # Bulk-load settings: no sync and (for a new file) no journal; a crash leaves only
     # the ``.building`` file, which the next run deletes and regenerates.
     conn = sqlite3.connect(path, isolation_level=None)
-    install_functions(conn)  # the index triggers compute per-user terms
+    # Texts are sealed and the index triggers compute keyed per-user terms.
+    install_functions(conn, Sealer(ring))
     if not wal:
         conn.execute("PRAGMA journal_mode=OFF")
     conn.execute("PRAGMA synchronous=OFF")
