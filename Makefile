@@ -54,7 +54,7 @@ bench: $(BENCH_STAMP)
 eval: $(BENCH_STAMP)
 	$(BIN)/python -m bench.recall $(EVAL_ARGS)
 
-# The bundled model's first chats: 50 first messages, before vs now (docs/models.md).
+# The bundled model's first hour: 50 first messages, then a scripted 30-turn chat (docs/models.md).
 firstchat: $(STAMP)
 	$(BIN)/python -m bench.firstchat $(FIRSTCHAT_ARGS)
 

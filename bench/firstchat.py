@@ -11,7 +11,12 @@ guard, the system prompt that remote models get) and ``now`` (the shipped defaul
 each with a fixed sampling seed, so the figures are reproducible and time per reply is
 a ratio to a same-run baseline.
 Targets: no reply ends in a loop or at ``max_tokens``; the median reply is under 80 words.
-Results: ``bench/results/firstchat.json`` and ``firstchat.md`` (the table, also printed).
+
+Then, in the same run, a scripted 30-turn chat (:mod:`bench.chat_script`): one user,
+``/remember``, ``/new``, ``/resume``, ``/fork``, a message in French and a request for
+English, each turn's time to first token as a ratio to the median of turns 1-5. It runs
+twice: without kept prompt states (``[llm] prompt_states = 0``) and with the defaults.
+Results: ``bench/results/firstchat.json`` and ``firstchat.md`` (the tables, also printed).
 """
 
 from __future__ import annotations
@@ -28,6 +33,15 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.chat_script import (
+    as_rows,
+    chat_missed,
+    chat_table,
+    load_average,
+    run_chat,
+    summarize_chat,
+    turns_table,
+)
 from bench.first_messages import first_messages
 from picobot.config.settings import DEFAULT_SYSTEM_PROMPT, Settings
 from picobot.llm.base import ChatMessage, Completion, Finish, LLMProvider, StreamEvent, ToolSpec
@@ -57,6 +71,8 @@ CONFIGS: dict[str, dict[str, dict[str, Any]]] = {
 }
 """Settings overrides of each configuration, by section, on top of the defaults (and of
 ``PICOBOT_*`` variables, which may try other values) and the sampling seed."""
+CHAT_CONFIGS: dict[str, int] = {"no kept prompts": 0, "now": 4}
+"""The scripted chat's configurations: ``[llm] prompt_states`` of each."""
 
 
 class FinishRecorder:
@@ -201,27 +217,77 @@ async def run(
     }
 
 
+async def run_chats(names: list[str], sampling_seed: int) -> dict[str, Any]:
+    """Play the scripted chat under each configuration; return the report."""
+    turns = {}
+    with tempfile.TemporaryDirectory(prefix="picobot-firstchat-chat-") as tmp:
+        for name in names:
+            print(f"running the scripted chat ({name})...", file=sys.stderr)
+            turns[name] = await run_chat(
+                Path(tmp) / name.replace(" ", "-"),
+                prompt_states=CHAT_CONFIGS[name],
+                sampling_seed=sampling_seed,
+            )
+    return {
+        "sampling_seed": sampling_seed,
+        "configs": {name: {"llm": {"prompt_states": CHAT_CONFIGS[name]}} for name in names},
+        "summary": {name: summarize_chat(t) for name, t in turns.items()},
+        "turns": {name: as_rows(t) for name, t in turns.items()},
+        "tables": {
+            name: turns_table(t, summarize_chat(t)["baseline_ttft_secs"])
+            for name, t in turns.items()
+        },
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run, print the table, write the results; exit 1 when ``now`` misses a target."""
+    """Run, print the tables, write the results; exit 1 when ``now`` misses a target."""
     parser = argparse.ArgumentParser(prog="python -m bench.firstchat", description=__doc__)
     parser.add_argument("--messages", type=int, default=50, help="first messages (default 50)")
     parser.add_argument("--seed", type=int, default=2026, help="seed of the messages")
     parser.add_argument(
         "--sampling-seed", type=int, default=SAMPLING_SEED, help="seed of the model's sampling"
     )
-    parser.add_argument("--only-now", action="store_true", help="skip the 'before' baseline")
+    parser.add_argument("--only-now", action="store_true", help="skip the baselines")
+    parser.add_argument(
+        "--part",
+        choices=("all", "first", "chat"),
+        default="all",
+        help="the first messages, the scripted chat, or both (default)",
+    )
     args = parser.parse_args(argv)
-    names = ["now"] if args.only_now else ["before", "now"]
-    report = asyncio.run(run(names, args.messages, args.seed, args.sampling_seed))
-    text = table(report["summary"])
-    print(text)
+    load = {"before": load_average()}
+    report: dict[str, Any] = {}
+    sections = ["# First chats with the bundled model"]
+    missed = False
+    if args.part in ("all", "first"):
+        names = ["now"] if args.only_now else ["before", "now"]
+        report = asyncio.run(run(names, args.messages, args.seed, args.sampling_seed))
+        text = table(report["summary"])
+        print(text)
+        sections.append(f"## First messages\n\n{text}")
+        now = report["summary"]["now"]
+        missed = bool(
+            now["loop_share"]
+            or now["max_tokens_share"]
+            or now["median_words"] >= MEDIAN_WORDS_TARGET
+        )
+    if args.part in ("all", "chat"):
+        names = ["now"] if args.only_now else list(CHAT_CONFIGS)
+        chat = asyncio.run(run_chats(names, args.sampling_seed))
+        report["chat"] = chat
+        text = chat_table(chat["summary"])
+        print(f"\n{text}")
+        sections.append(f"## A scripted 30-turn chat\n\n{text}")
+        for name, turns in chat["tables"].items():
+            sections.append(f"### Turns ({name})\n\n{turns}")
+        missed = missed or chat_missed(chat["summary"]["now"])
+    load["after"] = load_average()
+    report["load_average"] = load
+    sections.append(f"Load average (1, 5, 15 min): {load['before']} before, {load['after']} after.")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "firstchat.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
-    (RESULTS / "firstchat.md").write_text(f"# First chats with the bundled model\n\n{text}\n")
-    now = report["summary"]["now"]
-    missed = (
-        now["loop_share"] or now["max_tokens_share"] or now["median_words"] >= MEDIAN_WORDS_TARGET
-    )
+    (RESULTS / "firstchat.md").write_text("\n\n".join(sections) + "\n")
     return 1 if missed else 0
 
 

@@ -64,6 +64,7 @@ from picobot.store.migrations import require_current_schema
 from picobot.store.retrieval.search import SearchIndex
 from picobot.tasks.caps import StorageCaps, cap_limits
 from picobot.tasks.learning import LearningTask, extraction_input_tokens
+from picobot.tasks.purge_watch import PurgeWatch
 from picobot.tasks.reply_learning import ReplyLearner
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
@@ -430,6 +431,14 @@ async def open_runtime(
             ),
             run_at_start=True,
         )
+        # The local model's kept prompts hold user content: a purge (here or by another
+        # process) or a retention run that deleted something drops them all.
+        forget_prompts = getattr(llm, "forget_prompts", None)
+        if forget_prompts is not None:
+            services.purges.controller.after_purge.append(forget_prompts)
+            retention.on_deleted.append(forget_prompts)
+            watch = PurgeWatch(db, forget_prompts)
+            tasks.every("prompt-states", MEMORY_CACHE_PRUNE_SECS, watch.check, run_at_start=True)
         if learning is not None:
             learning.clock = kernel.clock
             learn = settings.memory.learning

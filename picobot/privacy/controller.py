@@ -145,6 +145,9 @@ class PrivacyController:
         self.on_purged: list[Callable[[str], None]] = []
         """Called with the session id after a purge of (part of) a session executed:
         what caches its prompt forgets it (see :meth:`MemoryRetriever.forget`)."""
+        self.after_purge: list[Callable[[], None]] = []
+        """Called after every purge executed, whatever its scope: what keeps evaluated
+        prompts drops them (see :meth:`LocalProvider.forget_prompts`)."""
 
     async def authorize(self, scope: PurgeScope, actor: Actor) -> None:
         """Raise AccessDenied unless ``actor`` may purge ``scope``."""
@@ -261,6 +264,8 @@ class PrivacyController:
         if session_id is not None:
             for forget in self.on_purged:
                 forget(session_id)
+        for drop in self.after_purge:
+            drop()
         result = PurgeResult(scope, counts, time.monotonic() - started)
         observe_purge(scope.kind)
         # Scope, actor, counts and duration; never content.

@@ -128,6 +128,9 @@ class RetentionTask:
         self._erase_interval = erase_interval_secs
         self._first_run = True
         self._actor = actor  # who runs it, as the retention.completed event says
+        self.on_deleted: list[Callable[[], None]] = []
+        """Called after a run that deleted something: what keeps evaluated prompts drops
+        them (see :meth:`LocalProvider.forget_prompts`)."""
 
     def cutoff(self) -> float:
         """The current cutoff: data created before it has expired."""
@@ -161,6 +164,9 @@ class RetentionTask:
                 payload={"counts": asdict(counts)},
             )
             erased, due = await self._erase(previous, counts, started)
+            if counts.total:
+                for drop in self.on_deleted:
+                    drop()
         except Exception as exc:
             log.exception("retention failed after %.2fs", time.monotonic() - t0)
             await self._record_failure(started, exc)

@@ -157,3 +157,27 @@ async def test_every_message_keeps_half_the_recall_budget_in_a_heavy_window(
     # Most turns still continue their epoch: the window gives way only now and then.
     kept = sum(is_prefix(a, b) for a, b in itertools.pairwise(prompts))
     assert kept >= len(prompts) // 2
+
+
+async def test_a_fork_starts_where_its_parent_stands(db: Database) -> None:
+    w = World(db, max_session_messages=20, window_drop_messages=10)
+    parent = await w.session()
+    # 13 turns: the parent's epoch started afresh at turn 12, a window of 10 messages
+    # that has grown to 12 since; a fork's own start would keep the last 10 only.
+    prompts = await chat(w, parent, [f"message {i}" for i in range(13)])
+    assert not is_prefix(prompts[-3], prompts[-2])
+    child = await w.sessions.create("tui", "tui:alice", "tui:alice", parent_session_id=parent)
+    w.retriever.inherit(parent, child)
+    forked = await w.build(child, "in the fork")
+    assert is_prefix(prompts[-1], forked)
+    assert forked[len(stable(prompts[-1]))] == prompts[-1][-1]
+
+
+async def test_a_fork_of_a_session_without_an_epoch_starts_its_own(db: Database) -> None:
+    w = World(db)
+    parent = await w.session()
+    await w.say(parent, "hello", "hi")
+    child = await w.sessions.create("tui", "tui:alice", "tui:alice", parent_session_id=parent)
+    w.retriever.inherit(parent, child)  # nothing to inherit: no prompt was built yet
+    forked = await w.build(child, "in the fork")
+    assert [m.content for m in forked[1:]] == ["hello", "hi", "in the fork"]

@@ -129,6 +129,22 @@ class MemoryRetriever:
         so its next prompt is built afresh from what is stored."""
         self._epochs.pop(session_id, None)
 
+    def inherit(self, parent_id: str, child_id: str) -> None:
+        """Start a fork's epoch where its parent's stands (the fork holds the same messages
+        at the same places), so its first prompt shares the parent's prefix, which the
+        model has evaluated, instead of starting a window of its own."""
+        epoch = self._epochs.get(parent_id)
+        if epoch is None:
+            return
+        self._epochs[child_id] = Epoch(
+            epoch.start_seq,
+            epoch.with_summary,
+            epoch.with_facts,
+            epoch.message_id,
+            list(epoch.recalled),
+            epoch.facts,
+        )
+
     def _item(self, text: str, cap: int) -> Item:
         text = truncate_to_tokens(self._est, text, cap)
         return Item(text, self._est.estimate(text) + 1)
