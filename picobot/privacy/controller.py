@@ -228,7 +228,7 @@ class PrivacyController:
         A user purge with per-user keys is a key deletion: the key goes first (see
         ``PurgeStore.delete_user``), so whatever was sealed with it is unreadable at
         once, in these files and every backup; the rows are deleted in batches, the WAL
-        is checkpointed, and the file is not rewritten (a VACUUM stalls every other
+        is checkpointed, and the file is not rewritten (a rewrite stalls every other
         writer): a stale copy of what is stored in clear (note names, fact subjects)
         left in a page waits for retention's next erasure, noted as residue before
         anything is deleted.
