@@ -1,9 +1,11 @@
 """purge: delete a user with 100,000 messages while other users keep chatting.
 
-The victim is built into the working copy first (plain ``sqlite3``, triggers on). The
-purge then runs the steps of ``PrivacyController.execute`` one by one, each timed:
+The victim is built into the working copy first (plain ``sqlite3``, triggers on, texts
+sealed with the victim's key). The purge then runs the steps of
+``PrivacyController.execute`` one by one, each timed: the key deletion,
 ``PurgeStore.delete_user`` (batches of 500 rows, one transaction each) and
-``erase_residue`` (FTS5 merge steps, ``VACUUM``, PASSIVE then TRUNCATE checkpoint).
+``erase_residue`` as a user purge with per-user keys runs it (PASSIVE then TRUNCATE
+checkpoint; no index merge, no ``VACUUM``).
 Meanwhile ``purge_loops`` other users run turns back to back through ``Kernel.handle``;
 their latency during the purge is compared with the same loops' latency without one.
 """
@@ -59,11 +61,15 @@ async def _timed_purge(db: Database, victim: str, phases: dict[str, float]) -> i
     t = time.perf_counter()
     plan = await controller.plan(UserScope(victim), actor)
     phases["plan_count_s"] = time.perf_counter() - t
-    t = time.perf_counter()
     await controller.authorize(plan.scope, actor)
+    t = time.perf_counter()
+    db.sealer.forget(victim)  # what delete_user does first; timed on its own
+    phases["key_delete_s"] = time.perf_counter() - t
+    t = time.perf_counter()
     counts = await PurgeStore(db).delete_user(victim)
     phases["delete_rows_s"] = time.perf_counter() - t
-    await erase_residue(db, timings=phases)
+    keyed = db.sealer.keyed
+    await erase_residue(db, vacuum=not keyed, index=not keyed, timings=phases)
     return counts.messages
 
 
