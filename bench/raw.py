@@ -15,7 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from picobot.config.keys import KeySettings
 from picobot.store.connect import install_functions
+from picobot.store.keys import open_keyring
+from picobot.store.keys.sealing import Sealer
 from picobot.store.retrieval.recall import RecallQuery, recall_records
 from picobot.store.retrieval.search import SearchHit
 from picobot.store.retrieval.search_writes import index_range
@@ -59,7 +62,10 @@ class RawStore:
 
     def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        install_functions(self.conn)  # as picobot.store.db does on its connections
+        # As picobot.store.db does on its connections, with the data directory's keys:
+        # the same statements find the same (keyed) index terms and open the same texts.
+        self._ring = open_keyring(path.parent, KeySettings(), {})
+        install_functions(self.conn, Sealer(self._ring))
         for pragma in (
             f"busy_timeout={busy_timeout_ms}",
             "foreign_keys=ON",
@@ -69,8 +75,9 @@ class RawStore:
             self.conn.execute(f"PRAGMA {pragma}").fetchall()
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connection and the key store."""
         self.conn.close()
+        self._ring.close()
 
     def recall(self, query: RecallQuery) -> list[SearchHit]:
         """The retriever's recall statements on this plain connection."""

@@ -224,3 +224,16 @@ def test_long_words_are_not_stemmed_and_word_forms_still_match() -> None:
     assert keyed_word(key, "Pizzas") == keyed_word(key, "pizza")
     assert keyed_word(key, "Généralement") == keyed_word(key, "generalement")
     assert keyed_word(key, "pizza") != keyed_word(b"o" * 32, "pizza")
+
+
+def test_a_forgotten_key_is_gone_even_when_its_user_left_the_cache_first(
+    tmp_path: Path,
+) -> None:
+    ring = open_keyring(tmp_path, KeySettings(), {})
+    sealer = Sealer(ring)
+    sealed = sealer.seal("alice", "hello")
+    assert sealer.open(sealed) == "hello"  # alice's key is cached by its id
+    ring._kid_of.clear()  # the user cache evicted her; the id cache did not
+    assert sealer.forget("alice")
+    assert sealer.open(sealed) == ERASED
+    ring.close()

@@ -186,11 +186,12 @@ class KeyRing:
 
     def by_kid(self, kid: int) -> UserKey | None:
         """The key with id ``kid``, or None when it was forgotten (or never existed)."""
+        # The hot path (every sealed value read): a dict lookup needs no lock, and a
+        # key's place in the eviction order is refreshed when it is used to seal.
+        cached = self._by_kid.get(kid)
+        if cached is not None:
+            return cached
         with self._lock:
-            cached = self._by_kid.get(kid)
-            if cached is not None:
-                self._by_kid.move_to_end(kid)
-                return cached
             row = self._conn.execute(
                 "SELECT user_id, wrapped FROM user_keys WHERE kid = ?", (kid,)
             ).fetchone()
@@ -205,9 +206,12 @@ class KeyRing:
         From the moment this returns, nothing sealed with the key can be read again.
         """
         with self._lock:
-            kid = self._kid_of.pop(user_id, None)
-            if kid is not None:
-                self._by_kid.pop(kid, None)
+            self._kid_of.pop(user_id, None)
+            # The two caches evict apart: the key's id comes from the file, not the cache.
+            for (kid,) in self._conn.execute(
+                "SELECT kid FROM user_keys WHERE user_id = ?", (user_id,)
+            ).fetchall():
+                self._by_kid.pop(int(kid), None)
             with _transaction(self._conn):
                 cur = self._conn.execute("DELETE FROM user_keys WHERE user_id = ?", (user_id,))
             return cur.rowcount > 0
