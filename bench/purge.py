@@ -3,7 +3,8 @@
 The victim is built into the working copy first (plain ``sqlite3``, triggers on, texts
 sealed with the victim's key). The purge then runs the steps of
 ``PrivacyController.execute`` one by one, each timed: the key deletion,
-``PurgeStore.delete_user`` (batches of 500 rows, one transaction each) and
+``PurgeStore.delete_user`` (batches of 100 rows once the key is gone, one transaction
+each) and
 ``erase_residue`` as a user purge with per-user keys runs it (PASSIVE then TRUNCATE
 checkpoint; no index merge, no ``VACUUM``).
 Meanwhile ``purge_loops`` other users run turns back to back through ``Kernel.handle``;
