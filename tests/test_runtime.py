@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from picobot.config.settings import DEFAULT_SYSTEM_PROMPT, LOCAL_SYSTEM_PROMPT, Settings
-from picobot.llm.base import ToolCall
+from picobot.llm.base import ChatMessage, ToolCall
 from picobot.llm.scripted import ScriptedProvider, ScriptedTurn
 from picobot.memory.markers import INSTRUCTIONS as MARKER_INSTRUCTIONS
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
@@ -38,6 +38,11 @@ async def until_indexed(rt: Runtime) -> None:
             await asyncio.sleep(0.05)
 
 
+def last_chat_prompt(provider: ScriptedProvider, text: str) -> list[ChatMessage]:
+    """The newest prompt that ends with the user's ``text`` (background prompts do not)."""
+    return next(p for p in reversed(provider.prompts) if p[-1].content == text)
+
+
 def settings(tmp_path: Path, **memory: object) -> Settings:
     return Settings(data={"dir": str(tmp_path / "data")}, session={"memory": memory})
 
@@ -54,9 +59,10 @@ async def test_memory_saved_in_one_session_shapes_later_sessions_of_that_user_on
         assert first[-1].kind == OutboundKind.DONE
         await say(rt, ALICE, "/new")
         await say(rt, ALICE, "what do you know about me?")
-        alice_prompt = provider.prompts[-1]
+        # The chat's prompt, not a reflection of the ended session the background ran.
+        alice_prompt = last_chat_prompt(provider, "what do you know about me?")
         await say(rt, BOB, "what do you know about me?")
-        bob_prompt = provider.prompts[-1]
+        bob_prompt = last_chat_prompt(provider, "what do you know about me?")
     assert "- pet: a cat named Tom" in alice_prompt[1].content
     assert alice_prompt[1].role == "user" and "<data" in alice_prompt[1].content
     assert "Tom" not in str(bob_prompt)
