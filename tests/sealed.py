@@ -29,17 +29,31 @@ def opened(conn: sqlite3.Connection, data_dir: Path) -> Iterator[sqlite3.Connect
             ring.close()
 
 
+SEALED_COLUMNS = (
+    ("messages", "content"),
+    ("tool_records", "arguments"),
+    ("tool_records", "result"),
+    ("webhook_inbox", "text"),
+    ("outbound_queue", "text"),
+)
+"""Every (table, column) the store seals: where :func:`sealed_tails` looks."""
+
+
 async def sealed_tails(db: Database, markers: Iterable[str]) -> dict[str, bytes]:
-    """Each marker's message as stored (sealed), by its last 20 bytes: what a byte scan
-    looks for to tell that the row's ciphertext is gone too, not only unreadable."""
+    """Each marker's row as stored (sealed), by its last 20 bytes: what a byte scan
+    looks for to tell that the row's ciphertext is gone too, not only unreadable.
+
+    A marker is looked for in every sealed column (:data:`SEALED_COLUMNS`); of the
+    sealed values holding it, the last one found is kept.
+    """
+    wanted = list(markers)
     found: dict[str, bytes] = {}
-    for marker in markers:
-        rows = await db.fetchall(
-            "SELECT content FROM messages WHERE instr(picobot_open(content), ?) > 0", (marker,)
-        )
-        for row in rows:
-            if isinstance(row[0], bytes):
-                found[marker] = bytes(row[0])[-20:]
+    for table, column in SEALED_COLUMNS:
+        sql = f"SELECT {column} FROM {table} WHERE instr(picobot_open({column}), ?) > 0"  # noqa: S608
+        for marker in wanted:
+            for row in await db.fetchall(sql, (marker,)):
+                if isinstance(row[0], bytes):
+                    found[marker] = bytes(row[0])[-20:]
     return found
 
 

@@ -205,11 +205,12 @@ async def test_the_session_cap_deletes_the_oldest_session_whole_and_says_so(
         assert frame_notices(second) == []  # two sessions: at the cap, not past it
         data_dir = db.path.parent
         await db.checkpoint()
-        # Messages are sealed (their ciphertext is looked for); derived rows are in clear.
+        # Messages and tool records are sealed (their ciphertext is looked for); other
+        # derived rows are in clear.
         sealed = await sealed_tails(db, gone + kept)
-        assert set(sealed) == {gone[0], *kept}
+        assert set(sealed) == {gone[0], gone[2], *kept}  # the message, the tool record
         assert scan_bytes(data_dir, sealed) == set(sealed)
-        assert set(scan(data_dir, gone)) == set(gone) - {gone[0]}
+        assert set(scan(data_dir, gone)) == set(gone) - {gone[0], gone[2]}
         frames = await chat(alice, "/new")
     third = session_of(frames)
 
