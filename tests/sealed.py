@@ -11,6 +11,7 @@ from picobot.config.keys import KeySettings
 from picobot.store.connect import install_functions
 from picobot.store.db import Database
 from picobot.store.keys import open_keyring
+from picobot.store.keys.backfill import SEALED_COLUMNS
 from picobot.store.keys.keyring import KEY_STORE_FILE
 from picobot.store.keys.sealing import Sealer
 
@@ -30,16 +31,24 @@ def opened(conn: sqlite3.Connection, data_dir: Path) -> Iterator[sqlite3.Connect
 
 
 async def sealed_tails(db: Database, markers: Iterable[str]) -> dict[str, bytes]:
-    """Each marker's message as stored (sealed), by its last 20 bytes: what a byte scan
-    looks for to tell that the row's ciphertext is gone too, not only unreadable."""
+    """Each marker's row as stored (sealed), by its last 20 bytes: what a byte scan
+    looks for to tell that the row's ciphertext is gone too, not only unreadable.
+
+    A marker is looked for in every sealed text column (the store's
+    :data:`~picobot.store.keys.backfill.SEALED_COLUMNS`); of the sealed values holding
+    it, the last one found is kept.
+    """
+    wanted = list(markers)
     found: dict[str, bytes] = {}
-    for marker in markers:
-        rows = await db.fetchall(
-            "SELECT content FROM messages WHERE instr(picobot_open(content), ?) > 0", (marker,)
-        )
-        for row in rows:
-            if isinstance(row[0], bytes):
-                found[marker] = bytes(row[0])[-20:]
+    for sealed in SEALED_COLUMNS:
+        if sealed.function != "picobot_seal":
+            continue  # vectors hold no words
+        table, column = sealed.table, sealed.column
+        sql = f"SELECT {column} FROM {table} WHERE instr(picobot_open({column}), ?) > 0"  # noqa: S608
+        for marker in wanted:
+            for row in await db.fetchall(sql, (marker,)):
+                if isinstance(row[0], bytes):
+                    found[marker] = bytes(row[0])[-20:]
     return found
 
 

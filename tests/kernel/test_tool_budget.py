@@ -61,9 +61,8 @@ async def test_a_huge_tool_output_is_cut_and_the_prompt_rebuilt_within_budget(
     # The first round took the tool share: the next call offers no tools.
     assert provider.tools_seen[-2] and provider.tools_seen[-1] == []
     # The record keeps the whole output.
-    with sqlite3.connect(db.path) as conn:
-        (kept,) = conn.execute("SELECT result FROM tool_records").fetchone()
-    assert kept.endswith("TAIL")
+    kept = await db.fetchone("SELECT picobot_open(result) AS result FROM tool_records")
+    assert kept is not None and str(kept["result"]).endswith("TAIL")
 
 
 async def test_small_outputs_leave_the_prompt_and_tools_alone(make_kernel: KernelFactory) -> None:

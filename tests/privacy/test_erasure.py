@@ -67,6 +67,7 @@ from tests.privacy.test_purge_store import (
     add_tool,
     integrity_ok,
 )
+from tests.sealed import scan_bytes, sealed_tails
 
 TAIL = 20
 
@@ -458,13 +459,21 @@ async def test_purged_session_leaves_no_queued_reply_and_no_replay_behind(
                 status, _ = await post_generic(http, url, message("/summary", "m2", user="ann"))
                 assert status == 200
                 await bot.server.wait_for(lambda s: s.processed == 2)
-                queued = await rows(rt, "SELECT text FROM outbound_queue WHERE text != ''")
+                queued = await rows(
+                    rt, "SELECT picobot_open(text) AS t FROM outbound_queue WHERE t != ''"
+                )
                 assert any(summed in str(text) for (text,) in queued)
+                # The queued reply is sealed: its ciphertext is what must go.
+                sealed = await sealed_tails(rt.db, [said, summed])
+                assert set(sealed) == {said, summed}
+                await rt.db.checkpoint()
+                assert scan_bytes(rt.db.path.parent, sealed) == {said, summed}
 
                 counts = await PurgeStore(rt.db).delete_session(sid)
                 assert counts.webhook_rows == 4  # two messages, two replies
                 await erase_residue(rt.db)
                 assert scan(rt.db.path.parent, [said, summed, msg_id]) == {}
+                assert scan_bytes(rt.db.path.parent, sealed) == set()
 
                 # The captured request replayed: acknowledged, not stored again.
                 async with http.post(url, data=first, headers=captured) as resp:

@@ -496,7 +496,9 @@ async def test_tool_call_arguments_are_stored_without_their_secrets(tmp_path: Pa
         inbound = Inbound(Identity("tui", "tui:alice", "local"), "save")
         events = [event async for event in rt.kernel.handle(inbound)]
         assert events[-1].text == "saved"
-        rows = await rt.db.fetchall("SELECT arguments, ok FROM tool_records")
+        rows = await rt.db.fetchall(
+            "SELECT picobot_open(arguments) AS arguments, ok FROM tool_records"
+        )
     assert [r["ok"] for r in rows] == [1, 1, 1]
     for (_, secret), row in zip(_ESCAPED_CONTENTS, rows, strict=True):
         assert secret not in row["arguments"]

@@ -54,7 +54,11 @@ class DeliveryWorker(Worker):
         """Send what is due whenever woken, or when the next retry comes due."""
         while True:
             self.wake_event.clear()
-            timeout = None if self.stopping else await self._dispatch()
+            if self.stopping:
+                # Ends by itself: Python 3.11's wait_for below returns, swallowing the
+                # cancellation of close(), when a wake-up (a send released) comes with it.
+                return
+            timeout = await self._dispatch()
             if not self.inflight:
                 self.idle.set()
             with contextlib.suppress(TimeoutError):

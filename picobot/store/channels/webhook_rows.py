@@ -10,7 +10,19 @@ from picobot.store.db import Row
 
 PURGED_USER = ""
 """The ``user_id`` of a reply whose message was purged before it was answered: the
-user is gone, and the reply must not bring their id back (nor count as their data)."""
+user is gone, and the reply must not bring their id back (nor count as their data).
+Its text is sealed with the shared key (:data:`picobot.store.keys.keyring.SHARED`)."""
+
+INBOX_COLUMNS = (
+    "id, platform, message_id, user_id, chat_id, picobot_open(text) AS text, reply_to_json,"
+    " attempts"
+)
+"""What :func:`inbox_item` reads, the text opened (it is sealed with its user's key)."""
+OUTBOUND_COLUMNS = (
+    "id, platform, user_id, chat_id, reply_to_json, picobot_open(text) AS text, attempts,"
+    " next_attempt_at, inbox_id, seq, document"
+)
+"""What :func:`outbound_item` reads, the text opened (sealed with its owner's key)."""
 
 
 class InboundMessage(Protocol):

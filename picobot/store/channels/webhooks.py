@@ -12,8 +12,11 @@ Replies of one chat go out in queue order: only the oldest pending reply of a ch
 
 Text is kept only while it is needed: a processed inbox row and a sent reply have
 their text blanked (the conversation itself lives in ``messages``); what remains is
-ids and timestamps for de-duplication and metrics. A user purge deletes a user's rows
-by their ``user_id``, a session purge those of its messages.
+ids and timestamps for de-duplication and metrics. While it is kept, a text (a
+document's caption too) is sealed with its user's key (``picobot_seal``, see
+:mod:`picobot.store.keys.sealing`), so purging the user makes it unreadable at once.
+A user purge deletes a user's rows by their ``user_id``, a session purge those of its
+messages.
 
 A reply to a message that was purged while its turn ran (the answer to ``/purge
 user``'s "y" above all) is the exception: it is queued without its user id
@@ -39,6 +42,8 @@ from typing import Any
 from picobot.store.channels.channel_state import save_offset
 from picobot.store.channels.webhook_purge import WebhookPurges
 from picobot.store.channels.webhook_rows import (
+    INBOX_COLUMNS,
+    OUTBOUND_COLUMNS,
     PURGED_USER,
     InboundMessage,
     InboxItem,
@@ -63,23 +68,23 @@ _MAX_ERROR = 300
 
 
 # The oldest pending reply of each chat; later replies of a chat wait behind it.
-_HEADS = """
-    SELECT o.* FROM outbound_queue o
-    WHERE o.status = 'pending' {extra}
+_HEADS = f"""
+    SELECT {OUTBOUND_COLUMNS} FROM outbound_queue o
+    WHERE o.status = 'pending' {{extra}}
       AND NOT EXISTS (
         SELECT 1 FROM outbound_queue e
         WHERE e.status = 'pending' AND e.platform = o.platform
           AND e.chat_id = o.chat_id AND e.id < o.id)
     ORDER BY o.next_attempt_at, o.id
     LIMIT ?
-"""
+"""  # noqa: S608 - constant column list
 
 
-_PENDING_INBOX = """
-    SELECT * FROM webhook_inbox
-    WHERE status = 'pending' AND id > ? AND platform IN ({marks})
+_PENDING_INBOX = f"""
+    SELECT {INBOX_COLUMNS} FROM webhook_inbox
+    WHERE status = 'pending' AND id > ? AND platform IN ({{marks}})
     ORDER BY id LIMIT ?
-"""
+"""  # noqa: S608 - constant column list
 _BY_PLATFORM = (
     "SELECT platform, COUNT(*) AS n FROM {table} WHERE status = 'pending' GROUP BY platform"
 )
@@ -113,7 +118,8 @@ class WebhookStore(WebhookPurges):
 
         ``seen_key`` is the message's replay-guard key (:mod:`picobot.store.channels.webhook_seen`;
         unkeyed when not given): a message whose key was ever recorded is a duplicate,
-        also after its inbox row was purged. The text is redacted before it is stored.
+        also after its inbox row was purged. The text is redacted, then sealed with the
+        user's key, before it is stored.
         """
         key = seen_key if seen_key is not None else plain_key(platform, msg.message_id)
         return (await self.accept_many(platform, [(msg, key)]))[0]
@@ -157,7 +163,8 @@ class WebhookStore(WebhookPurges):
                     continue
                 cur = conn.execute(
                     "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
-                    " reply_to_json, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " reply_to_json, received_at) VALUES (?1, ?2, ?3, ?4, picobot_seal(?3, ?5),"
+                    " ?6, ?7)"
                     " ON CONFLICT (platform, message_id) DO NOTHING",
                     params,
                 )
@@ -224,8 +231,9 @@ class WebhookStore(WebhookPurges):
         reply is deleted once it is sent or given up on (:meth:`delete_reply`).
         ``session_id`` is the session the replies were produced in: purging it deletes
         them (a command's reply quotes the session without being a message of it).
-        Texts and captions are redacted before they are stored; a document's file name
-        is stored as it is.
+        Texts and captions are redacted and sealed with the owner's key (the shared
+        key for :data:`PURGED_USER`) before they are stored; a document's file name is
+        stored as it is.
         """
         now = self._clock()
         target = json.dumps(reply_to, separators=(",", ":"))
@@ -253,7 +261,7 @@ class WebhookStore(WebhookPurges):
             conn.executemany(
                 "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json,"
                 " text, next_attempt_at, created_at, inbox_id, seq, session_id, document)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " VALUES (?1, ?2, ?3, ?4, picobot_seal(?2, ?5), ?6, ?7, ?8, ?9, ?10, ?11)",
                 [
                     (
                         platform,
@@ -311,7 +319,8 @@ class WebhookStore(WebhookPurges):
     async def due_item(self, outbound_id: int, now: float) -> OutboundItem | None:
         """The reply as stored now, if it is still pending and due (else None)."""
         row = await self._db.fetchone(
-            "SELECT * FROM outbound_queue WHERE id = ? AND status = 'pending'"
+            f"SELECT {OUTBOUND_COLUMNS} FROM outbound_queue WHERE id = ?"  # noqa: S608
+            " AND status = 'pending'"
             " AND next_attempt_at <= ?",
             (outbound_id, now),
         )

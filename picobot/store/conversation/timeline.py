@@ -75,7 +75,8 @@ def session_timeline(conn: sqlite3.Connection, session_id: str, limit: int = MAX
         )
     for r in capped(
         conn.execute(
-            "SELECT name, arguments, result, ok, created_at FROM tool_records"
+            "SELECT name, picobot_open(arguments) AS arguments, picobot_open(result) AS result,"
+            " ok, created_at FROM tool_records"
             " WHERE session_id = ? ORDER BY id LIMIT ?",
             (session_id, limit + 1),
         ).fetchall()

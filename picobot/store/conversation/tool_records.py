@@ -1,4 +1,7 @@
-"""Tool records: what tools ran in a session, for audit, export and purge."""
+"""Tool records: what tools ran in a session, for audit, export and purge.
+
+Arguments and results are sealed with the user's key (:mod:`picobot.store.keys.sealing`).
+"""
 
 from __future__ import annotations
 
@@ -29,7 +32,8 @@ class ToolRecordRepo:
     ) -> None:
         """Store one invocation; ``arguments`` is the raw JSON text the model sent.
 
-        Both texts are redacted (:attr:`Database.redact`) before they are stored, and
+        Both texts are redacted (:attr:`Database.redact`), then sealed with
+        ``user_id``'s key (read them through ``picobot_open``), before they are stored, and
         ``tool.completed`` (record id, ok, and ``event_name``: the tool's name when the
         caller knows it is a real one, else "unknown") is recorded in the same write,
         after ``tool.started`` (the name only, ``at`` = ``started_at``) when
@@ -41,9 +45,9 @@ class ToolRecordRepo:
         async with self._db.transaction() as conn:
             cur = await conn.execute(
                 "INSERT INTO tool_records (session_id, user_id, name, arguments, result, ok,"
-                " created_at) SELECT ?, ?, ?, ?, ?, ?, ?"
-                " WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?)",
-                (session_id, user_id, name, arguments, result, int(ok), created_at, session_id),
+                " created_at) SELECT ?1, ?2, ?3, picobot_seal(?2, ?4), picobot_seal(?2, ?5),"
+                " ?6, ?7 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)",
+                (session_id, user_id, name, arguments, result, int(ok), created_at),
             )
             if cur.rowcount == 0:
                 # Purged while the tool ran: said plainly, not as a foreign-key failure.

@@ -136,9 +136,10 @@ async def iter_user_records(
         async for record in _session_records(db, session):
             yield record
     for kind, table, plain, times in _WEBHOOK_TABLES:
+        columns = (f"picobot_open({c}) AS {c}" if c == "text" else c for c in (*plain, *times))
         async for row in _pages(
             db,
-            f"SELECT id, {', '.join((*plain, *times))} FROM {table}"  # noqa: S608 - fixed names
+            f"SELECT id, {', '.join(columns)} FROM {table}"  # noqa: S608 - fixed names
             " WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
             (user_id,),
             key=lambda r: (r["id"],),
@@ -175,7 +176,8 @@ async def iter_user_records(
         }
 
 
-# The webhook tables' rows of the user: (record type, table, columns as stored, times).
+# The webhook tables' rows of the user: (record type, table, columns, times); their
+# ``text`` is sealed, and read opened.
 _WEBHOOK_TABLES = (
     (
         "webhook_message",
@@ -301,7 +303,8 @@ async def _session_records(db: Database, session: Row) -> AsyncIterator[Record]:
         yield record
     async for tool in _pages(
         db,
-        "SELECT id, name, arguments, result, ok, created_at FROM tool_records"
+        "SELECT id, name, picobot_open(arguments) AS arguments, picobot_open(result) AS result,"
+        " ok, created_at FROM tool_records"
         " WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?",
         (sid,),
         key=lambda r: (r["id"],),

@@ -47,6 +47,10 @@ SEALED_COLUMNS: tuple[SealedColumn, ...] = (
         "fact_history", "new_text", "(SELECT f.user_id FROM facts f WHERE f.id = t.fact_id)"
     ),
     SealedColumn("digests", "text", "t.user_id"),
+    SealedColumn("tool_records", "arguments", "t.user_id"),
+    SealedColumn("tool_records", "result", "t.user_id"),
+    SealedColumn("webhook_inbox", "text", "t.user_id"),
+    SealedColumn("outbound_queue", "text", "t.user_id"),
     SealedColumn(
         "message_vectors",
         "vector",

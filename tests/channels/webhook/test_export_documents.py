@@ -126,7 +126,8 @@ async def test_a_document_given_up_on_is_deleted_like_any_reply_given_up_on(
         assert exports(runtime) == []
         [(status, text, document, attempts)] = await rows(
             runtime,
-            "SELECT status, text, document, attempts FROM outbound_queue WHERE status != 'sent'",
+            "SELECT status, picobot_open(text), document, attempts FROM outbound_queue"
+            " WHERE status != 'sent'",
         )
         assert (status, document, attempts) == ("failed", None, 3)
         assert str(text).startswith("Everything stored about you")  # kept for the operator

@@ -84,7 +84,7 @@ async def test_a_secret_waiting_in_the_inbox_is_stored_redacted(
     status, _ = await post_generic(client, bot.url("generic"), message(f"my key {key}", "m1"))
     assert status == 200
     await provider.entered.wait()  # accepted, the turn waits at the model
-    ((text,),) = await rows(bot.runtime, "SELECT text FROM webhook_inbox")
+    ((text,),) = await rows(bot.runtime, "SELECT picobot_open(text) FROM webhook_inbox")
     assert key not in str(text) and "[REDACTED:" in str(text)
     provider.gate.set()
     await bot.server.wait_for(lambda s: s.delivered == 1)

@@ -292,6 +292,11 @@ async def test_while_the_answer_waits_it_keeps_only_what_sending_needs(
     assert chat_id == chat.ids[1] and json.loads(str(target))["chat"] == chat.ids[1]
     assert await rows(runtime, "SELECT * FROM webhook_inbox") == []
     assert await export_status(client, admin, chat.user_id) == 404
+    # The answer names the user: it waits sealed (with the shared key), readable to send.
+    [(stored,)] = await rows(runtime, "SELECT text FROM outbound_queue")
+    assert isinstance(stored, bytes) and chat.user_id.encode() not in stored
+    [(text,)] = await rows(runtime, "SELECT picobot_open(text) FROM outbound_queue")
+    assert str(text).startswith("Deleted all data of user") and chat.user_id in str(text)
     await runtime.db.checkpoint()
     assert scan(runtime.db.path.parent, [said]) == {}
 

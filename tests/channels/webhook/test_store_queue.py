@@ -196,7 +196,9 @@ async def test_a_session_purge_takes_its_webhook_rows_and_no_others(
 
     inbox = await rows(bot.runtime, "SELECT message_id FROM webhook_inbox ORDER BY id")
     assert [json.loads(str(m))[-1] for (m,) in inbox] == ["m2", "m3"]
-    queue = await rows(bot.runtime, "SELECT status, text FROM outbound_queue ORDER BY id")
+    queue = await rows(
+        bot.runtime, "SELECT status, picobot_open(text) FROM outbound_queue ORDER BY id"
+    )
     assert len(queue) == 2 and ("failed", "You said: first TOPSECRET") not in queue
     assert all(status == "sent" for status, _ in queue)
 

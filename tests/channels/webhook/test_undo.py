@@ -44,9 +44,9 @@ async def test_undo_over_telegram_removes_what_picobot_stored(
     assert sent()[3].startswith("Deleted the last exchange")
     stored = [str(r[0]) for r in await rows(runtime, "SELECT picobot_open(content) FROM messages")]
     assert len(stored) == 2 and all(kept in m for m in stored)
-    inbox = await rows(runtime, "SELECT text FROM webhook_inbox")
+    inbox = await rows(runtime, "SELECT picobot_open(text) FROM webhook_inbox")
     assert not [r for r in inbox if regret in str(r[0])]
-    outbound = await rows(runtime, "SELECT text FROM outbound_queue")
+    outbound = await rows(runtime, "SELECT picobot_open(text) FROM outbound_queue")
     assert not [r for r in outbound if regret in str(r[0])]
     # Kept text reads back above; in the files it is sealed, so no scan finds either.
     assert scan(runtime.db.path.parent, [regret]) == {}
