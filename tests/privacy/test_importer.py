@@ -315,7 +315,11 @@ async def test_the_runtime_redacts_imported_messages_like_live_ones(data_dir: Pa
     leak = "my key is sk-proj-ABCDEFGHIJKLMNOPQRSTUVWX and password: hunter22"
     data["sessions"][1]["messages"][1]["content"] = leak
     write(data_dir, data)
-    settings = Settings(data={"dir": str(data_dir)})  # type: ignore[arg-type]
+    # The snapshot is from 2024: a 90-day retention run at start would race the reads.
+    settings = Settings(
+        data={"dir": str(data_dir)},  # type: ignore[arg-type]
+        session={"retention": {"max_age_days": 36_500}},  # type: ignore[arg-type]
+    )
     async with open_runtime(settings, provider=ScriptedProvider()) as rt:
         live = rt.db.redact(leak)
         row = await rt.db.fetchone(
