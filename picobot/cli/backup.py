@@ -11,6 +11,7 @@ or one JSON object with ``--json`` (docs/cli.md).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -102,12 +103,28 @@ def run_restore(args: argparse.Namespace, settings: Settings) -> int:
             " run again with --yes"
         )
     size = restore_database(Path(args.file), settings.db_path)
+    erased = asyncio.run(_drop_users_without_keys(settings))
     if args.json:
-        print_json({"database": str(settings.db_path), "bytes": size, "from": args.file})
+        print_json(
+            {"database": str(settings.db_path), "bytes": size, "from": args.file, "erased": erased}
+        )
         return EXIT_OK
     print(f"restored {settings.db_path} from {args.file} ({size:,} bytes)")
-    print("users purged since the backup stay erased: their keys are gone")
+    print(f"deleted the rows of {len(erased)} user(s) purged since the backup (keys gone)")
     return EXIT_OK
+
+
+async def _drop_users_without_keys(settings: Settings) -> list[str]:
+    """Delete what the restored database holds of users whose key is gone; their ids."""
+    from picobot.runtime import open_database
+    from picobot.store.erasure.purge import PurgeStore
+    from picobot.store.keys.orphans import users_without_keys
+
+    async with open_database(settings) as db:
+        users = await users_without_keys(db)
+        for user in users:
+            await PurgeStore(db).delete_user(user)
+        return users
 
 
 def run_keys(args: argparse.Namespace, settings: Settings) -> int:

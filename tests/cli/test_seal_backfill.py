@@ -111,3 +111,17 @@ def test_every_sealed_column_reads_back_through_the_store() -> None:
             assert column.column in names, column
     finally:
         conn.close()
+
+
+def test_rows_in_clear_and_old_vectors_never_count_as_a_purged_user() -> None:
+    from picobot.store.keys.orphans import users_without_keys
+
+    asyncio.run(seed_in_clear())
+
+    async def orphans() -> list[str]:
+        async with open_database(Settings(data={"dir": str(DATA)})) as db:
+            return await users_without_keys(db)
+
+    assert asyncio.run(orphans()) == []  # texts in clear, a float16 vector: no key needed
+    assert main(["migrate"]) == 0
+    assert asyncio.run(orphans()) == []  # all sealed under a key the store holds
