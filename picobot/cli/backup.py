@@ -135,7 +135,10 @@ def run_keys(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.action == "new":
         key = encode_key(new_key())
-        print_json({"master_key": key}) if args.json else print(key)
+        if args.json:
+            print_json({"master_key": key})
+        else:
+            print(key)
         return EXIT_OK
     if args.action == "rotate":
         new_file = Path(args.new_key_file) if args.new_key_file else None
