@@ -122,16 +122,17 @@ class Database:
             raise StoreUnavailable(explain(exc, path)) from None
         db = cls(path, writer, conns[:-1], conns[-1], sealer)
         db._busy_timeout_ms = busy_timeout_ms
-        if migrate:
-            from picobot.store.keys.binding import bind_key_store
-            from picobot.store.migrations import apply_migrations
+        from picobot.store.keys.binding import bind_key_store
 
-            try:
+        try:
+            if migrate:
+                from picobot.store.migrations import apply_migrations
+
                 await apply_migrations(db)
-                await bind_key_store(db)
-            except BaseException:
-                await db.close()
-                raise
+            await bind_key_store(db, write=migrate)
+        except BaseException:
+            await db.close()
+            raise
         return db
 
     @property

@@ -237,3 +237,14 @@ def test_a_forgotten_key_is_gone_even_when_its_user_left_the_cache_first(
     assert sealer.forget("alice")
     assert sealer.open(sealed) == ERASED
     ring.close()
+
+
+async def test_a_reading_command_is_refused_under_another_key_store_too(tmp_path: Path) -> None:
+    async with open_runtime(settings(tmp_path), provider=ScriptedProvider(["ok"])) as rt:
+        await say(rt, ALICE, "hello")
+    data = tmp_path / "data"
+    (data / KEY_STORE_FILE).unlink()
+    open_keyring(data, KeySettings(), {}).close()  # a new, empty store under the same key
+    with pytest.raises(StoreUnavailable, match="is sealed with key store"):
+        async with open_database(settings(tmp_path), schema="current"):
+            pass

@@ -18,14 +18,20 @@ from picobot.store.retrieval.search_writes import requeue_index
 log = logging.getLogger(__name__)
 
 
-async def bind_key_store(db: Database) -> None:
+async def bind_key_store(db: Database, *, write: bool = True) -> None:
     """Check (and on first use record) which key store seals ``db``; rebuild stale terms.
 
     Without a key store (``Database.open`` by tools and tests) nothing is checked or
-    written. Raises StoreUnavailable for a database bound to another key store.
+    written; with ``write`` False (a command that only reads) only the check is made.
+    Raises StoreUnavailable for a database bound to another key store.
     """
     ring = db.sealer.ring
     if ring is None:
+        return
+    table = await db.fetchone(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'store_meta'"
+    )
+    if table is None:  # a schema from before keys: migrating binds it
         return
     meta = {str(r[0]): str(r[1]) for r in await db.fetchall("SELECT name, value FROM store_meta")}
     bound = meta.get("key_store")
@@ -36,7 +42,7 @@ async def bind_key_store(db: Database) -> None:
             " from [keys] backup_dir); see docs/privacy.md#per-user-keys"
         )
     scheme = db.sealer.terms_scheme
-    if bound is not None and meta.get("index_terms") == scheme:
+    if not write or (bound is not None and meta.get("index_terms") == scheme):
         return
 
     def bind(conn: sqlite3.Connection) -> int:
