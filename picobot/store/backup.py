@@ -45,23 +45,31 @@ def backup_database(source: Path, dest: Path) -> int:
     """Copy the database ``source`` to the new file ``dest`` (0600); its size in bytes."""
     if not source.exists():
         raise StoreUnavailable(f"database {source} does not exist: nothing to back up")
-    os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     src = sqlite3.connect(f"{source.resolve().as_uri()}?mode=ro", uri=True)
     try:
-        target = sqlite3.connect(str(dest))
-        try:
-            src.backup(target)
-            # A self-contained file: no WAL beside it.
-            target.execute("PRAGMA journal_mode=DELETE")
-        finally:
-            target.close()
+        _copy(src, dest)
     except sqlite3.Error as exc:
         dest.unlink(missing_ok=True)
         raise StoreUnavailable(f"backup of {source} failed: {exc}") from None
     finally:
         src.close()
-    fsync_path(dest)
     return dest.stat().st_size
+
+
+def _copy(src: sqlite3.Connection, dest: Path) -> None:
+    """Copy the open database ``src`` into the new file ``dest`` (0600), durably.
+
+    One snapshot (SQLite's online backup API), written as a self-contained file: no
+    WAL beside it.
+    """
+    os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    target = sqlite3.connect(str(dest))
+    try:
+        src.backup(target)
+        target.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        target.close()
+    fsync_path(dest)
 
 
 def backup_keys(
@@ -134,15 +142,9 @@ def restore_database(backup: Path, live: Path) -> int:
         if ok != "ok":
             raise StoreUnavailable(f"backup {backup} is damaged: {ok}")
         tmp.unlink(missing_ok=True)
-        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        target = sqlite3.connect(str(tmp))
-        try:
-            src.backup(target)
-        finally:
-            target.close()
+        _copy(src, tmp)
     finally:
         src.close()
-    fsync_path(tmp)
     for suffix in ("-wal", "-shm"):
         live.with_name(live.name + suffix).unlink(missing_ok=True)
     os.replace(tmp, live)
