@@ -102,7 +102,7 @@ def run_restore(args: argparse.Namespace, settings: Settings) -> int:
             f"restore replaces {settings.db_path} with {args.file}: stop the server, then"
             " run again with --yes"
         )
-    size = restore_database(Path(args.file), settings.db_path)
+    size = restore_database(Path(args.file), settings.db_path, _key_store_id(settings))
     erased = asyncio.run(_drop_users_without_keys(settings))
     if args.json:
         print_json(
@@ -112,6 +112,17 @@ def run_restore(args: argparse.Namespace, settings: Settings) -> int:
     print(f"restored {settings.db_path} from {args.file} ({size:,} bytes)")
     print(f"deleted the rows of {len(erased)} user(s) purged since the backup (keys gone)")
     return EXIT_OK
+
+
+def _key_store_id(settings: Settings) -> str:
+    """The id of the data directory's key store (opened with the configured master key)."""
+    from picobot.store.keys import open_keyring
+
+    ring = open_keyring(settings.data_dir, settings.keys)
+    try:
+        return ring.store_id
+    finally:
+        ring.close()
 
 
 async def _drop_users_without_keys(settings: Settings) -> list[str]:

@@ -117,12 +117,13 @@ def key_backup_time(path: Path) -> float | None:
         return None
 
 
-def restore_database(backup: Path, live: Path) -> int:
+def restore_database(backup: Path, live: Path, key_store: str | None = None) -> int:
     """Put the database backup ``backup`` in place of ``live``; its size in bytes.
 
     The server must be stopped. The backup is checked first (a readable SQLite file
-    holding PicoBot's schema, integrity ok), copied beside ``live`` and renamed over
-    it, so an interruption leaves either the old database or the restored one.
+    holding PicoBot's schema, integrity ok, sealed under ``key_store`` when it is
+    sealed at all), copied beside ``live`` and renamed over it, so an interruption or
+    a refusal leaves either the old database or the restored one.
     """
     try:
         src = sqlite3.connect(f"{backup.resolve().as_uri()}?mode=ro", uri=True)
@@ -141,6 +142,7 @@ def restore_database(backup: Path, live: Path) -> int:
             raise StoreUnavailable(f"{backup} is not a PicoBot database backup (no schema)")
         if ok != "ok":
             raise StoreUnavailable(f"backup {backup} is damaged: {ok}")
+        _check_key_store(src, backup, key_store)
         tmp.unlink(missing_ok=True)
         _copy(src, tmp)
     finally:
@@ -150,6 +152,26 @@ def restore_database(backup: Path, live: Path) -> int:
     os.replace(tmp, live)
     fsync_path(live.parent)
     return live.stat().st_size
+
+
+def _check_key_store(src: sqlite3.Connection, backup: Path, key_store: str | None) -> None:
+    """Refuse a backup sealed under another key store than ``key_store``.
+
+    Restored, it would be refused at every start (every text would read as erased),
+    and the database it replaced would be gone. A backup from before per-user keys
+    (no ``store_meta``, or nothing recorded) is sealed by ``picobot migrate``.
+    """
+    try:
+        row = src.execute("SELECT value FROM store_meta WHERE name = 'key_store'").fetchone()
+    except sqlite3.OperationalError:  # no store_meta: a schema from before per-user keys
+        return
+    if row is None or key_store is None or str(row[0]) == key_store:
+        return
+    raise StoreUnavailable(
+        f"backup {backup} is sealed with key store {row[0]}, but this data directory's"
+        f" key store is {key_store}: restore it together with its own key store copy"
+        " (see docs/privacy.md#backups-that-forget); nothing was replaced"
+    )
 
 
 def backup_name(now: float | None = None) -> str:

@@ -99,6 +99,30 @@ def test_restore_refuses_a_file_that_is_not_a_backup(capsys: pytest.CaptureFixtu
     assert "hello tui:bob" in texts_by_user(DATA)["tui:bob"]
 
 
+def test_restore_refuses_a_backup_sealed_under_another_key_store(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    seed_with(DATA, "kept words of {user_id}")
+    assert main(["backup", "--to", "backups"]) == 0
+    backup = only_file(Path("backups"), "picobot-*.db")
+    foreign = Path("foreign.db")
+    shutil.copyfile(backup, foreign)
+    conn = sqlite3.connect(foreign)
+    with conn:
+        conn.execute("UPDATE store_meta SET value = 'feedfacefeedface' WHERE name = 'key_store'")
+    conn.close()
+    seed_with(DATA, "newer words of {user_id}")
+    capsys.readouterr()
+    assert main(["restore", str(foreign), "--yes"]) == 1
+    err = capsys.readouterr().err
+    assert "feedfacefeedface" in err and "nothing was replaced" in err
+    # The live database is the one from before the attempt, newer rows included.
+    assert "newer words of tui:bob" in texts_by_user(DATA)["tui:bob"]
+    # The backup sealed under this key store is restored.
+    assert main(["restore", str(backup), "--yes"]) == 0
+    assert "newer words of tui:bob" not in texts_by_user(DATA)["tui:bob"]
+
+
 def test_key_store_copies_older_than_their_retention_are_deleted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
