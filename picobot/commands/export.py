@@ -6,10 +6,12 @@ data directory and its path shown; purges and retention delete it
 (:mod:`picobot.store.erasure.export_files`). Over WebSocket the caller gets a
 single-use download token (:mod:`picobot.services.export_tokens`) for the WebSocket
 server's ``GET /export/<token>``. On Telegram, Slack and WhatsApp the file is written
-the same way and handed over as a document in the chat (a DOCUMENT event: the webhook
-core sends it through the platform's file API, then deletes it; see
-:mod:`picobot.channels.webhook.documents`), in a one-to-one chat only: in a group
-everyone would receive it, so the user is asked to send /export in a private chat.
+the same way, sealed with the user's key while it waits (opened in memory to be
+uploaded; :mod:`picobot.store.keys.sealed_files`), and handed over as a document in
+the chat (a DOCUMENT event: the webhook core sends it through the platform's file
+API, then deletes it; see :mod:`picobot.channels.webhook.documents`), in a one-to-one
+chat only: in a group everyone would receive it, so the user is asked to send /export
+in a private chat.
 Other channels (the generic webhook, the OpenAI-compatible endpoint) cannot carry a
 file: they are told so, and how to get the export.
 """
@@ -82,8 +84,11 @@ class ExportCommands:
             ]
         if (await self._export.count(ident.user_id)).empty:
             return [notice("Nothing is stored about you yet.", call.session_id)]
-        path, stats = await self._export.write_file(ident.user_id, self._clock())
-        if ident.channel in DOCUMENT_CHANNELS:
+        # A platform document waits on disk until sent: sealed with the user's key.
+        # The terminal UI's file is for its user to read: plain.
+        sent = ident.channel in DOCUMENT_CHANNELS
+        path, stats = await self._export.write_file(ident.user_id, self._clock(), sealed=sent)
+        if sent:
             caption = (
                 f"Everything stored about you, as JSON Lines: {stats.sessions} sessions, "
                 f"{stats.messages} messages, {stats.memories} notes, {stats.facts} facts. "

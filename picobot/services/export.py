@@ -16,6 +16,7 @@ from picobot.services.export_tokens import ExportTokens
 from picobot.store.db import Database
 from picobot.store.erasure.export import ExportStats, count_user_data
 from picobot.store.erasure.export_files import new_export_file
+from picobot.store.keys.sealed_files import sealed_text_file
 
 
 class ExportService:
@@ -34,13 +35,23 @@ class ExportService:
         """The JSONL export of ``user_id``, one line at a time."""
         return _jsonl(self._db, user_id)
 
-    async def write_file(self, user_id: str, now: float) -> tuple[Path, ExportStats]:
+    async def write_file(
+        self, user_id: str, now: float, *, sealed: bool = False
+    ) -> tuple[Path, ExportStats]:
         """Write ``user_id``'s JSONL export to a new 0600 file under the data directory
-        (``exports/``; purges and retention delete it); the file and what it holds."""
+        (``exports/``; purges and retention delete it); the file and what it holds.
+
+        ``sealed``: the file is sealed with the user's key (a file that waits to be sent,
+        read back with :func:`picobot.store.keys.sealed_files.open_sealed`).
+        """
         path = new_export_file(self._db.path.parent, user_id, now)
         try:
-            with path.open("w", encoding="utf-8") as out:
-                stats = await export_user(self._db, user_id, out)
+            if sealed:
+                with sealed_text_file(path, self._db.sealer, user_id) as out:
+                    stats = await export_user(self._db, user_id, out)
+            else:
+                with path.open("w", encoding="utf-8") as out:
+                    stats = await export_user(self._db, user_id, out)
         except BaseException:
             path.unlink(missing_ok=True)
             raise

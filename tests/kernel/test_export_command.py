@@ -17,6 +17,8 @@ from picobot.runtime import Runtime, open_runtime
 from picobot.store.erasure.erase import erase_residue
 from picobot.store.erasure.export_files import delete_files_before, export_dir
 from picobot.store.erasure.purge import PurgeStore
+from picobot.store.keys.sealed_files import MAGIC, read_sealed
+from picobot.store.keys.sealing import Sealer
 from tests.privacy.test_erasure import scan
 
 ALICE = Identity("tui", "tui:alice", "local")
@@ -34,12 +36,16 @@ def settings(tmp_path: Path) -> Settings:
     return Settings(data={"dir": str(tmp_path / "data")}, llm={"provider": "scripted"})
 
 
-def private_export(name: str, data: Path) -> str:
-    """The text of the export file at ``name``, checked to be a 0600 file of ``data``."""
+def private_export(name: str, data: Path, sealer: Sealer | None = None) -> str:
+    """The text of the export file at ``name``, checked to be a 0600 file of ``data``;
+    with ``sealer``, checked to be sealed and opened with it."""
     path = Path(name)
     assert path.parent == export_dir(data)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    return path.read_text(encoding="utf-8")
+    if sealer is None:
+        return path.read_text(encoding="utf-8")
+    assert path.read_bytes().startswith(MAGIC)
+    return read_sealed(path, sealer).decode("utf-8")
 
 
 def path_in(answer: str) -> Path:
@@ -83,7 +89,7 @@ async def test_messaging_platforms_get_a_document_of_the_callers_data(tmp_path: 
         [event] = await say(rt, PLATFORM, "/export")
         assert event.kind is OutboundKind.DOCUMENT and event.path is not None
         assert event.text.startswith("Everything stored about you, as JSON Lines: 1 sessions")
-        body = private_export(event.path, tmp_path / "data")
+        body = private_export(event.path, tmp_path / "data", rt.db.sealer)
         assert MARKER in body and "bob's own words" not in body
         assert json.loads(body.splitlines()[0])["user_id"] == PLATFORM.user_id
 

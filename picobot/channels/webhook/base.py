@@ -31,6 +31,8 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp import web
 
+from picobot.store.keys.sealing import Sealer
+
 
 class WebhookError(Exception):
     """A bad webhook request: answered with ``status`` and a short ``reason``."""
@@ -80,13 +82,15 @@ class PlatformMessage:
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """A file to hand over in a chat: read from ``path`` at each attempt (never kept in
-    the queue), shown to the user as ``filename`` with ``caption``; ``size`` in bytes."""
+    """A file to hand over in a chat: read from ``path`` and opened with ``sealer`` at
+    each attempt (never kept in the queue), shown to the user as ``filename`` with
+    ``caption``; ``size`` in bytes once opened."""
 
     path: Path
     filename: str
     caption: str
     size: int
+    sealer: Sealer
 
 
 class Platform(Protocol):

@@ -119,7 +119,9 @@ class DeliveryWorker(Worker):
             if item.document is None:
                 await platform.send(self.session, item.reply_to, item.text)
             else:
-                await documents.send(platform, self.session, item, self.ctx.data_dir)
+                await documents.send(
+                    platform, self.session, item, self.ctx.data_dir, self.ctx.store.db.sealer
+                )
         except DeliveryError as exc:
             await self._failed(item, str(exc), exc.retry, exc.retry_after_secs)
         except Exception as exc:

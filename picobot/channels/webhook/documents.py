@@ -8,7 +8,8 @@ directory (``exports/``, 0600) and emits a DOCUMENT event naming it
   the platform has a file API and the file is within its limit; otherwise the file is
   deleted at once and the user gets a text saying why and where else to get the data;
 - sends it (:func:`send`) through :meth:`Platform.send_document`, which opens the file
-  again at every attempt, so a retry sends the same bytes and a purge that deleted the
+  again at every attempt (it is sealed with the user's key on disk and opened in
+  memory only), so a retry sends the same bytes and a purge that deleted the
   file meanwhile stops the send (a final failure: "the file is gone");
 - deletes it (:func:`discard`) once it was sent or given up on. A purge or retention
   that deletes the queued reply deletes the file with it
@@ -35,6 +36,8 @@ from picobot.store.erasure.export_files import (
     export_file,
     shown_name,
 )
+from picobot.store.keys.sealed_files import clear_size, open_sealed
+from picobot.store.keys.sealing import Sealer
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +59,7 @@ def queued(platform: Platform, event: Outbound, data_dir: Path) -> str | QueuedD
         log.error("%s: a document that is no export file was not sent", platform.name)
         return f"Sorry, your export could not be sent here. {ELSEWHERE}"
     try:
-        size = path.stat().st_size
+        size = clear_size(path)
     except FileNotFoundError:
         return "Your export was deleted before it could be sent. Send /export again."
     limit = platform.max_document_bytes
@@ -73,18 +76,24 @@ def queued(platform: Platform, event: Outbound, data_dir: Path) -> str | QueuedD
 
 
 async def send(
-    platform: Platform, session: aiohttp.ClientSession, item: OutboundItem, data_dir: Path
+    platform: Platform,
+    session: aiohttp.ClientSession,
+    item: OutboundItem,
+    data_dir: Path,
+    sealer: Sealer,
 ) -> None:
-    """Hand over the export file of a queued document reply; raise DeliveryError."""
+    """Hand over the export file of a queued document reply (opened with ``sealer``);
+    raise DeliveryError."""
     path = export_file(data_dir, item.document or "")
     try:
-        size = path.stat().st_size if path is not None else -1
+        size = clear_size(path) if path is not None else -1
     except FileNotFoundError:
         size = -1
     if path is None or size < 0:
         raise DeliveryError(f"{platform.name} document: {GONE}", retry=False)
     name = shown_name(path.name)
-    await platform.send_document(session, item.reply_to, Document(path, name, item.text, size))
+    document = Document(path, name, item.text, size, sealer)
+    await platform.send_document(session, item.reply_to, document)
 
 
 def discard(item: OutboundItem, data_dir: Path) -> None:
@@ -102,8 +111,8 @@ def open_document(document: Document, limit: int, api: ReplyApi) -> BinaryIO:
             retry=False,
         )
     try:
-        return document.path.open("rb")
-    except FileNotFoundError:
+        return open_sealed(document.path, document.sealer)
+    except FileNotFoundError:  # KeyGone too: the user was purged since
         raise api.error(f"{api.service}: {GONE}", retry=False) from None
 
 

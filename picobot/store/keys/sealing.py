@@ -21,9 +21,13 @@ VERSION = 1
 """The first byte of a sealed text."""
 BYTES_VERSION = 2
 """The first byte of sealed bytes (a vector)."""
+CHUNK_VERSION = 3
+"""The first byte of a sealed chunk of a file (an export waiting to be sent)."""
 _HEADER = 9
 _NONCE = 12
 _TAG = 16
+SEALED_OVERHEAD = _HEADER + _NONCE + _TAG
+"""Bytes sealing adds to what it seals."""
 ERASED = "[erased]"
 """What a sealed text reads as once its key was deleted."""
 PLAIN_TERMS = "plain"
@@ -87,6 +91,14 @@ class Sealer:
         if not blob or blob[0] != BYTES_VERSION or len(blob) % 2 == 0:
             return blob
         return self._open(BYTES_VERSION, blob)
+
+    def seal_chunk(self, user_id: str, data: bytes) -> bytes:
+        """A chunk of a file sealed with ``user_id``'s key (a key store must be open)."""
+        return self._seal(CHUNK_VERSION, user_id, data)
+
+    def open_chunk(self, blob: bytes) -> bytes | None:
+        """The bytes of a chunk sealed by :meth:`seal_chunk`; None if its key is gone."""
+        return self._open(CHUNK_VERSION, blob)
 
     def _seal(self, version: int, user_id: str | None, plain: bytes) -> bytes:
         assert self.ring is not None

@@ -22,6 +22,7 @@ from picobot.channels.webhook.platforms.generic import GenericPlatform
 from picobot.runtime import Runtime
 from picobot.store.channels.webhooks import PURGED_USER, QueuedDocument, WebhookStore
 from picobot.store.erasure.export_files import export_dir, new_export_file
+from picobot.store.keys.sealed_files import MAGIC, KeyGone, clear_size, read_sealed
 from tests.channels.webhook.conftest import (
     PlatformAPI,
     Running,
@@ -110,6 +111,31 @@ async def test_a_failed_upload_is_retried_with_the_same_file(
         [document] = chat.received()
         assert alice.encode() in document.content
         assert exports(runtime) == []
+
+
+async def test_an_export_waiting_to_be_sent_is_sealed_with_the_users_key(
+    webhooks: Webhooks, runtime: Runtime, client: aiohttp.ClientSession
+) -> None:
+    async with document_chat("telegram") as chat:
+        # Slow retries: the file waits on disk while the test reads it.
+        bot = await webhooks.start(chat.platform, backoff_base_secs=30, backoff_cap_secs=30)
+        alice, bob = await two_users_chat(chat, client, bot, random.Random("sealed-export"))
+        chat.fail_uploads(1)
+        await chat.say(client, bot, "alice", "/export")
+        await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivery_retries == 1), WAIT)
+        [path] = exports(runtime)
+        stored = path.read_bytes()
+        assert stored.startswith(MAGIC)
+        assert alice.encode() not in stored and chat.user_ids["alice"].encode() not in stored
+        plain = read_sealed(path, runtime.db.sealer)
+        assert alice.encode() in plain and bob.encode() not in plain
+        assert clear_size(path) == len(plain)
+        # A copy taken before the user's key is deleted (a purge) cannot be opened after.
+        copy = path.with_name("copy-of-export")
+        copy.write_bytes(stored)
+        assert runtime.db.sealer.forget(chat.user_ids["alice"])
+        with pytest.raises(KeyGone):
+            read_sealed(copy, runtime.db.sealer)
 
 
 @pytest.mark.parametrize("name", PLATFORMS)

@@ -45,6 +45,7 @@ from picobot.store.channels.channel_state import ChannelState
 from picobot.store.erasure.erase import erase_residue
 from picobot.store.erasure.export_files import export_dir
 from picobot.store.erasure.purge import PurgeStore
+from picobot.store.keys.sealed_files import read_sealed
 from picobot.store.task_runs import PURGE_ERASE_TASK_NAME, last_run
 from tests.channels.webhook import test_slack as slack
 from tests.channels.webhook import test_slack_socket as socket_mode
@@ -403,12 +404,13 @@ async def test_a_purge_before_an_export_is_delivered_stops_it_and_leaves_no_byte
         await chat.say(client, bot, "alice", "/export")
         await asyncio.wait_for(bot.server.wait_for(lambda s: s.delivery_retries == 1), WAIT)
 
-        # Waiting an hour for its retry: the queue names the file, the file holds the data.
+        # Waiting an hour for its retry: the queue names the file, the file holds the data
+        # (sealed with the user's key).
         [(document, sid)] = await rows(
             runtime, "SELECT document, session_id FROM outbound_queue WHERE status = 'pending'"
         )
         path = export_dir(runtime.db.path.parent) / str(document)
-        assert said.encode() in path.read_bytes()
+        assert said.encode() in read_sealed(path, runtime.db.sealer)
         assert said not in str(document)  # a name, never the content
 
         purges = PurgeStore(runtime.db)
