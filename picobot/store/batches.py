@@ -37,7 +37,8 @@ def read_batch(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool,
 
 
 def group_commit(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:
-    """In the writer thread: every function in one transaction, each in a SAVEPOINT.
+    """In the writer thread: every function in one transaction, each in a SAVEPOINT
+    (a lone function needs none: the ROLLBACK undoes it).
 
     Returns ``(True, result)`` or ``(False, exception)`` per function. Raises (after a
     ROLLBACK) when the transaction cannot begin or commit: then nothing was written.
@@ -45,6 +46,16 @@ def group_commit(conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[boo
     conn.execute("BEGIN IMMEDIATE")
     outcomes: list[tuple[bool, Any]] = []
     try:
+        if len(fns) == 1:
+            # Alone in its transaction, a failing function is undone by a ROLLBACK:
+            # no SAVEPOINT (two statements fewer on the write of a lone chat message).
+            try:
+                outcomes.append((True, fns[0](conn)))
+            except Exception as exc:
+                conn.execute("ROLLBACK")
+                return [(False, exc)]
+            conn.execute("COMMIT")
+            return outcomes
         for fn in fns:
             conn.execute("SAVEPOINT w")
             try:

@@ -77,6 +77,7 @@ class Database:
         self._busy_timeout_ms = 5000
         self._pending: list[tuple[WriteFn, asyncio.Future[Any]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._leading = False  # a caller is committing its own write (see write)
         # Repositories pass the free text they store (model output above all) through it.
         self.redact: Callable[[str], str] = str
 
@@ -145,6 +146,8 @@ class Database:
         if self._closed:
             return
         self._closed = True
+        async with self._write_lock:
+            pass  # a caller committing its own write is done (it started before us)
         if self._flusher is not None:
             # Writes already accepted are committed (or fail) before the connections go.
             try:
@@ -280,9 +283,23 @@ class Database:
         if self._closed:
             raise StoreUnavailable(f"database {self.path} is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._pending.append((fn, future))
-        if self._flusher is None:
-            self._flusher = asyncio.create_task(self._flush())
+        if self._flusher is not None or self._leading:
+            self._pending.append((fn, future))  # committed by the next batch
+            return await future
+        # The writer is idle: this caller commits its write itself, in its own task (two
+        # trips through the event loop fewer than a flusher task's). Writes that arrive
+        # meanwhile queue for a flusher, started as soon as this one is done.
+        self._leading = True
+        try:
+            await self._run_batch([(fn, future)])
+        except BaseException:  # cancelled: the caller gets that, not the batch's outcome
+            if future.done() and not future.cancelled():
+                future.exception()  # retrieved, so it is not reported as lost
+            raise
+        finally:
+            self._leading = False
+            if self._pending:
+                self._flusher = asyncio.create_task(self._flush())
         return await future
 
     async def _flush(self) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,9 @@ async def test_a_failing_write_undoes_only_its_own_statements(
     assert isinstance(results[2], ValueError) and "broken write" in str(results[2])
     assert isinstance(results[3], sqlite3.IntegrityError)
     assert await rows(db) == {"first": 0, "a": 1, "b": 3}
-    assert sizes == [5]  # all five, failures included, shared one transaction
+    # The first found the writer idle and committed alone; the four that arrived
+    # meanwhile, failures included, shared one transaction.
+    assert sizes == [1, 4]
 
 
 async def test_a_locked_database_fails_the_batch_clearly_and_writes_resume(
@@ -121,6 +124,28 @@ async def test_a_write_cancelled_before_its_batch_runs_is_skipped(db: Database) 
         await second
     await db.write(put("later", 3))
     assert await rows(db) == {"first": 1, "later": 3}
+
+
+async def test_writes_queued_behind_a_cancelled_one_are_committed(db: Database) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def slow(conn: sqlite3.Connection) -> int:
+        started.set()
+        release.wait(5)
+        conn.execute("INSERT INTO t (k, v) VALUES ('slow', 9)")
+        return 90
+
+    lead = asyncio.create_task(db.write(slow))  # finds the writer idle: commits itself
+    assert await asyncio.to_thread(started.wait, 5)
+    behind = [asyncio.create_task(db.write(put(f"b{i}", i))) for i in range(3)]
+    await asyncio.sleep(0)
+    lead.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await lead
+    assert await asyncio.gather(*behind) == [0, 10, 20]
+    # The cancelled write had started: it ran to its end (its caller stopped waiting).
+    assert await rows(db) == {"slow": 9, "b0": 0, "b1": 1, "b2": 2}
 
 
 async def test_close_commits_writes_already_accepted(tmp_path: Path) -> None:
