@@ -51,7 +51,9 @@ def test_never_undercounts_a_real_tokenizer_by_more_than_ten_percent(
 def test_english_is_not_grossly_overcounted(tokenizer: Any) -> None:
     english = [CORPUS[k] for k in ("en_prose", "en_chat", "en_long")]
     estimated = sum(EST.estimate(t) for t in english)
-    assert estimated <= 1.3 * sum(real(tokenizer, t) for t in english)
+    # Each point of overcount is budget that recall cannot use (1.25x before the
+    # English weight was fitted to chat; LoCoMo's dialogue is now within 6%).
+    assert estimated <= 1.23 * sum(real(tokenizer, t) for t in english)
 
 
 def test_characters_over_four_undercounts_what_the_script_estimate_covers(
