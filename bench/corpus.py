@@ -355,8 +355,8 @@ def _populate(
         )
     notes = gen.texts_for([u for u in users for _ in range(MEMORIES_PER_USER)], 6, 16)
     conn.executemany(
-        "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
-        " VALUES (?1, ?2, picobot_seal(?1, ?3), ?4, ?5)",
+        "INSERT INTO user_memories (user_id, key, key_tag, content, created_at, updated_at)"
+        " VALUES (?1, picobot_seal(?1, ?2), picobot_tag(?1, ?2), picobot_seal(?1, ?3), ?4, ?5)",
         (
             (user_id(u), f"note_{j}", notes[i * MEMORIES_PER_USER + j], base, base + j)
             for i, u in enumerate(users)

@@ -229,9 +229,10 @@ class PrivacyController:
         ``PurgeStore.delete_user``), so whatever was sealed with it is unreadable at
         once, in these files and every backup; the rows are deleted in batches, the WAL
         is checkpointed, and the file is not rewritten (a rewrite stalls every other
-        writer): a stale copy of what is stored in clear (note names, fact subjects)
-        left in a page waits for retention's next erasure, noted as residue before
-        anything is deleted.
+        writer): a stale copy of what is stored in clear (the user's id, and rows
+        from before per-user keys that ``picobot migrate`` has not sealed yet) left in
+        a page waits for retention's next erasure, noted as residue before anything is
+        deleted.
         """
         await self.authorize(plan.scope, plan.actor)
         started, started_at = time.monotonic(), self._clock()

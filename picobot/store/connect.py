@@ -81,7 +81,10 @@ def install_functions(conn: sqlite3.Connection, sealer: Sealer | None = None) ->
 
     ``picobot_seal(user_id, text)`` and ``picobot_open(value)`` seal and open stored
     text (:mod:`picobot.store.keys.sealing`), ``picobot_seal_bytes`` and
-    ``picobot_open_bytes`` a vector; ``picobot_index_text(user_id, text)``
+    ``picobot_open_bytes`` a vector; ``picobot_tag(user_id, name)`` is the lookup tag
+    of a name (a note's key, a fact's subject: :meth:`Sealer.tag`), stored in the
+    column it is found by, while the name itself is sealed beside it;
+    ``picobot_index_text(user_id, text)``
     makes the recall index's terms of a (sealed) text and ``picobot_match(user_id,
     terms_json)`` the MATCH expression of a query, both under the user's term key.
     """
@@ -98,6 +101,7 @@ def install_functions(conn: sqlite3.Connection, sealer: Sealer | None = None) ->
     conn.create_function("picobot_open", 1, seal.open)
     conn.create_function("picobot_seal_bytes", 2, seal.seal_bytes)
     conn.create_function("picobot_open_bytes", 1, seal.open_bytes)
+    conn.create_function("picobot_tag", 2, seal.tag)
     conn.create_function("picobot_match", 2, match)
 
 

@@ -12,38 +12,64 @@ import pytest
 
 from picobot.cli.main import main
 from picobot.config.settings import Settings
-from picobot.runtime import open_database
+from picobot.llm.scripted import ScriptedProvider
+from picobot.messages import Inbound
+from picobot.runtime import open_database, open_runtime
 from picobot.store.backup import KEY_BACKUP_PREFIX, stamp
 from picobot.store.keys.keyring import KEY_STORE_FILE
 from picobot.store.keys.master import DEFAULT_KEY_FILE
 from picobot.store.keys.sealing import ERASED
-from tests.cli.test_purge import seed_with
+from tests.cli.test_purge import ALICE, BOB, seed_with
 from tests.privacy.test_erasure import scan
-from tests.sealed import opened
+from tests.sealed import opened, scan_bytes, sealed_tails
 
 DATA = Path("data")
 
 
-def texts_by_user(data_dir: Path) -> dict[str, list[str]]:
-    """Every message's text, opened with ``data_dir``'s key store, by user."""
+def opened_by_user(data_dir: Path, sql: str) -> list[tuple[str, str]]:
+    """``sql``'s (user id, text) rows, read with ``data_dir``'s key store."""
     conn = sqlite3.connect(data_dir / "conversations.db")
     try:
         with opened(conn, data_dir):
-            rows = conn.execute(
-                "SELECT s.user_id, picobot_open(m.content) FROM messages m"
-                " JOIN sessions s ON s.id = m.session_id ORDER BY m.id"
-            ).fetchall()
+            return [(str(user), str(text)) for user, text in conn.execute(sql).fetchall()]
     finally:
         conn.close()
+
+
+def texts_by_user(data_dir: Path) -> dict[str, list[str]]:
+    """Every message's text, opened with ``data_dir``'s key store, by user."""
     found: dict[str, list[str]] = {}
-    for user, text in rows:
-        found.setdefault(str(user), []).append(str(text))
+    for user, text in opened_by_user(
+        data_dir,
+        "SELECT s.user_id, picobot_open(m.content) FROM messages m"
+        " JOIN sessions s ON s.id = m.session_id ORDER BY m.id",
+    ):
+        found.setdefault(user, []).append(text)
     return found
+
+
+def names_by_user(data_dir: Path) -> dict[str, set[str]]:
+    """Every note's name and fact's subject, opened with ``data_dir``'s key store, by user."""
+    rows = opened_by_user(
+        data_dir,
+        "SELECT user_id, picobot_open(key) FROM user_memories"
+        " UNION ALL SELECT user_id, picobot_open(subject) FROM facts",
+    )
+    return {user: {name for who, name in rows if who == user} for user, _ in rows}
 
 
 def only_file(directory: Path, pattern: str) -> Path:
     (path,) = directory.glob(pattern)
     return path
+
+
+def beside_the_live_keys(backup: Path, beside: Path) -> Path:
+    """``backup`` restored into ``beside`` with a copy of the live key store."""
+    beside.mkdir()
+    shutil.copyfile(backup, beside / "conversations.db")
+    for name in (KEY_STORE_FILE, DEFAULT_KEY_FILE):
+        shutil.copy2(DATA / name, beside / name)
+    return beside
 
 
 def test_a_backup_taken_before_a_purge_never_reveals_the_purged_user(
@@ -58,14 +84,54 @@ def test_a_backup_taken_before_a_purge_never_reveals_the_purged_user(
     assert scan(Path("backups"), ["zqtui:alicemarker", "zqtui:bobmarker"]) == {}
     assert main(["purge", "user", "tui:alice", "--yes"]) == 0
     # The backup restored beside the live store, read with the live keys.
-    beside = tmp_path / "beside"
-    beside.mkdir()
-    shutil.copyfile(backup, beside / "conversations.db")
-    for name in (KEY_STORE_FILE, DEFAULT_KEY_FILE):
-        shutil.copy2(DATA / name, beside / name)
-    restored = texts_by_user(beside)
+    restored = texts_by_user(beside_the_live_keys(backup, tmp_path / "beside"))
     assert restored["tui:alice"] and set(restored["tui:alice"]) == {ERASED}
     assert "secret word zqtui:bobmarker" in restored["tui:bob"]
+
+
+def seed_names(data_dir: Path) -> dict[str, bytes]:
+    """Alice and bob each keep a note and have a fact, named with their own marker."""
+
+    async def go() -> dict[str, bytes]:
+        settings = Settings(data={"dir": str(data_dir)})
+        async with open_runtime(settings, provider=ScriptedProvider()) as rt:
+            for who in (ALICE, BOB):
+                name = who.user_id.removeprefix("tui:")
+                async for _ in rt.kernel.handle(Inbound(who, f"/remember zqnote{name}: tea")):
+                    pass
+                await rt.services.facts.create(
+                    who.user_id,
+                    subject=f"zqsubject{name}",
+                    category="personal",
+                    text="drinks tea",
+                    confidence=None,
+                    actor="cli:test",
+                )
+            sealed = await sealed_tails(rt.db, ["zqnotealice", "zqsubjectalice"])
+            await rt.db.checkpoint()
+        return sealed
+
+    return asyncio.run(go())
+
+
+def test_note_names_and_fact_subjects_are_sealed_and_erased_with_their_user(
+    tmp_path: Path,
+) -> None:
+    sealed = seed_names(DATA)
+    markers = ["zqnotealice", "zqsubjectalice", "zqnotebob", "zqsubjectbob"]
+    assert set(sealed) == {"zqnotealice", "zqsubjectalice"}  # stored sealed
+    assert names_by_user(DATA)["tui:bob"] == {"zqnotebob", "zqsubjectbob"}
+    assert main(["backup", "--to", "backups"]) == 0
+    backup = only_file(Path("backups"), "picobot-*.db")
+    # Neither the live files nor the backup hold a name in clear; the backup holds
+    # alice's sealed names.
+    assert scan(DATA, markers) == {} and scan(Path("backups"), markers) == {}
+    assert scan_bytes(Path("backups"), sealed) == set(sealed)
+    assert main(["purge", "user", "tui:alice", "--yes"]) == 0
+    assert scan_bytes(DATA, sealed) == set()  # gone from the live files
+    restored = names_by_user(beside_the_live_keys(backup, tmp_path / "beside"))
+    assert restored["tui:alice"] == {ERASED}
+    assert restored["tui:bob"] == {"zqnotebob", "zqsubjectbob"}
 
 
 def test_restore_puts_a_backup_back_and_purged_users_stay_erased(

@@ -15,8 +15,12 @@ from picobot.store.conversation.memories import MemoryRepo
 from picobot.store.conversation.messages import MessageRepo
 from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.conversation.summaries import SummaryRepo
+from picobot.store.conversation.tool_records import ToolRecordRepo
 from picobot.store.db import Database
 from picobot.store.keys.backfill import SEALED_COLUMNS, count_clear, seal_existing
+from picobot.store.learned.fact_rules import Observation
+from picobot.store.learned.fact_writes import FactStore
+from picobot.store.learned.facts import find_facts, operator_filter
 from picobot.store.retrieval.search import SearchIndex
 from picobot.store.retrieval.vectors import store_vectors
 from tests.privacy.test_erasure import scan
@@ -24,7 +28,13 @@ from tests.privacy.test_erasure import scan
 DATA = Path("data")
 USER = "tui:alice"
 MARKERS = [f"markerclear{n:02d}x" for n in range(6)]
+NOTE, SUBJECT, TOOL = "markernamenotex", "markersubjectx", "markertoolnamex"
+"""A note's name, a fact's subject and a made-up tool's name, each a user's words."""
 VECTOR = bytes(range(256)) * 3  # 768 bytes: 384 float16s
+ROWS = 16
+"""What the backfill seals of :func:`seed_in_clear`: 4 messages, a note (text, name,
+tag), a summary, a vector, a fact (text, subject, tag, history), a tool record (name,
+arguments, result)."""
 
 
 async def seed_in_clear() -> None:
@@ -34,8 +44,11 @@ async def seed_in_clear() -> None:
         sid = await SessionRepo(db).create("tui", "local", USER)
         for marker in MARKERS[:4]:
             await MessageRepo(db).append(sid, "user", f"said {marker} once", 3)
-        await MemoryRepo(db).save(USER, "pet", f"a cat {MARKERS[4]}", max_count=10)
+        await MemoryRepo(db).save(USER, NOTE, f"a cat {MARKERS[4]}", max_count=10)
         await SummaryRepo(db).save(sid, f"they said {MARKERS[5]}", 2, 5, 1.0)
+        tea = Observation(SUBJECT, "personal", "drinks tea")
+        await FactStore(db).create(USER, tea, confidence=None, actor="cli:test", now=1.0)
+        await ToolRecordRepo(db).add(sid, USER, TOOL, "{}", "no such tool", False, 1.0)
         await db.write(lambda conn: store_vectors(conn, "m", [(1, VECTOR)]))
         await db.checkpoint()
     finally:
@@ -65,12 +78,13 @@ def test_migrate_seals_old_rows_erases_the_clear_copies_and_keeps_everything(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     asyncio.run(seed_in_clear())
-    assert set(scan(DATA, MARKERS)) == set(MARKERS)  # in clear, before
+    names = [NOTE, SUBJECT, TOOL]
+    assert set(scan(DATA, MARKERS + names)) == set(MARKERS + names)  # in clear, before
     assert main(["migrate"]) == 0
     captured = capsys.readouterr()
-    assert "sealed 7 rows" in captured.out  # 4 messages, a note, a summary, a vector
+    assert f"sealed {ROWS} rows" in captured.out
     assert "sealing messages.content" in captured.err
-    assert scan(DATA, MARKERS) == {}
+    assert scan(DATA, MARKERS + names) == {}
     said = texts()
     assert [f"said {m} once" for m in MARKERS[:4]] == said[:4]
     assert said[4:] == [f"a cat {MARKERS[4]}", f"they said {MARKERS[5]}"]
@@ -97,8 +111,50 @@ def test_an_interrupted_backfill_resumes_where_it_stopped() -> None:
             return before, between, await count_clear(db)
 
     before, between, after = asyncio.run(run())
-    assert before == 7 and between == before - 2 and after == 0
+    assert before == ROWS and between == before - 2 and after == 0
     assert texts()[:4] == [f"said {m} once" for m in MARKERS[:4]]
+
+
+def test_notes_and_facts_are_found_by_name_at_every_step_of_the_backfill() -> None:
+    asyncio.run(seed_in_clear())
+
+    class Killed(Exception):
+        pass
+
+    def die_once_tagged(column: str, rows: int) -> None:
+        if column == "user_memories.key_tag":
+            raise Killed(column)
+
+    async def stored(db: Database) -> tuple[str, ...]:
+        row = await db.fetchone("SELECT typeof(key), typeof(key_tag) FROM user_memories")
+        assert row is not None
+        return tuple(row)
+
+    async def run() -> None:
+        async with open_database(Settings(data={"dir": str(DATA)})) as db:
+            notes, facts = MemoryRepo(db), FactStore(db)
+            assert await stored(db) == ("text", "text")  # without keys the tag is the name
+            assert (await notes.get(USER, NOTE)) is not None
+            with pytest.raises(Killed):
+                await seal_existing(db, progress=die_once_tagged)
+            assert await stored(db) == ("text", "blob")  # tagged, the name not sealed yet
+            assert (await notes.get(USER, NOTE)) is not None
+            await seal_existing(db)
+            assert await stored(db) == ("blob", "blob")
+            saved = await notes.save(USER, NOTE, "a dog", max_count=10)
+            assert saved.key == NOTE and await notes.count(USER) == 1  # updated, not added
+            assert await notes.set_sensitive(USER, NOTE, True) is not None
+            await notes.set_sensitive(USER, NOTE, False)
+            hits = await SearchIndex(db).search(USER, [NOTE])
+            assert [h.text for h in hits if h.kind == "memory"] == [f"{NOTE}: a dog"]
+            again = Observation(SUBJECT, "personal", "drinks tea")
+            applied = await facts.observe(USER, [again], session_id=None, message_id=None, now=2)
+            assert [a.outcome for a in applied] == ["reinforced"]
+            chosen = await db.read(lambda c: find_facts(c, operator_filter(subject=SUBJECT), 9))
+            assert [(f.subject, f.text) for f in chosen] == [(SUBJECT, "drinks tea")]
+            assert await notes.delete(USER, NOTE) and await notes.count(USER) == 0
+
+    asyncio.run(run())
 
 
 def test_every_sealed_column_reads_back_through_the_store() -> None:

@@ -27,6 +27,7 @@ from picobot.store.keys.master import (
 )
 from picobot.store.keys.rotation import rotate_master_key
 from picobot.store.keys.sealing import ERASED, Sealer
+from picobot.store.retrieval.search import SearchIndex
 from tests.privacy.test_erasure import scan
 
 ALICE = Identity("tui", "tui:alice", "local")
@@ -248,3 +249,50 @@ async def test_a_reading_command_is_refused_under_another_key_store_too(tmp_path
     with pytest.raises(StoreUnavailable, match="is sealed with key store"):
         async with open_database(settings(tmp_path), schema="current"):
             pass
+
+
+async def test_names_from_before_sealed_names_are_found_and_sealed_when_saved_again(
+    tmp_path: Path,
+) -> None:
+    from picobot.store.conversation.memories import MemoryRepo
+    from picobot.store.db import Database
+    from picobot.store.learned.fact_rules import Observation
+    from picobot.store.learned.fact_writes import FactStore
+    from picobot.store.migrations import MIGRATIONS, apply_migrations
+
+    old = await Database.open(tmp_path / "data" / "conversations.db", migrate=False)
+    await apply_migrations(old, MIGRATIONS[:24])  # before m025: names in clear, no tags
+    await old.execute_write(
+        "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
+        " VALUES (?, 'dentist', 'Doctor Quokkaberg', 1, 1)",
+        (ALICE.user_id,),
+    )
+    await old.execute_write(
+        "INSERT INTO facts (user_id, subject, category, text, confidence, created_at,"
+        " updated_at) VALUES (?, 'wombat', 'personal', 'has a pet', 0.7, 1, 1)",
+        (ALICE.user_id,),
+    )
+    await old.close()
+    async with open_database(settings(tmp_path)) as db:
+        notes = MemoryRepo(db)
+        found = await notes.get(ALICE.user_id, "dentist")
+        assert found is not None and found.content == "Doctor Quokkaberg"
+        assert await notes.get(BOB.user_id, "dentist") is None
+        saved = await notes.save(ALICE.user_id, "dentist", "Doctor Platypus", max_count=5)
+        assert saved.key == "dentist" and await notes.count(ALICE.user_id) == 1
+        row = await db.fetchone("SELECT key, key_tag FROM user_memories")
+        assert row is not None and isinstance(row[0], bytes) and b"dentist" not in row[0]
+        assert isinstance(row[1], bytes) and len(row[1]) == 32
+        seen = Observation("wombat", "personal", "has a pet")
+        applied = await FactStore(db).observe(
+            ALICE.user_id, [seen], session_id=None, message_id=None, now=2.0
+        )
+        assert [a.outcome for a in applied] == ["reinforced"]  # the clear row, not a copy
+        hits = await SearchIndex(db).search(ALICE.user_id, ["dentist"])
+        assert [h.text for h in hits] == ["dentist: Doctor Platypus"]
+    # A database opened without its key store reads sealed names as erased.
+    plain = await Database.open(tmp_path / "data" / "conversations.db")
+    try:
+        assert [m.key for m in await MemoryRepo(plain).list(ALICE.user_id)] == [ERASED]
+    finally:
+        await plain.close()

@@ -1,5 +1,9 @@
 """User memories: short keyed notes a user asked the bot to keep.
 
+A note's key (its name) and content are sealed with its owner's key; the note is found
+by its name through ``key_tag``, the name's lookup tag
+(:func:`picobot.store.keys.sealing.tag_matches`).
+
 Every method takes the owner's ``user_id`` explicitly and touches only that owner's
 rows; there is no query across users. Shared (global) memories are stored under the
 reserved owner :data:`GLOBAL_USER`, which no channel can produce (channel user ids
@@ -20,6 +24,7 @@ from picobot.messages import storable
 from picobot.store.conversation.events import record_event_in
 from picobot.store.conversation.messages import SessionGone
 from picobot.store.db import Database, Row
+from picobot.store.keys.sealing import tag_matches
 
 GLOBAL_USER = "global:shared"
 """Owner id of the shared memories (MemoryRead/MemoryWrite{Global})."""
@@ -96,7 +101,12 @@ def _cap_message(user_id: str, count: int, max_count: int) -> str:
     return f"You already have {count} memories, the most allowed; /forget one first."
 
 
-_COLUMNS = "id, user_id, key, picobot_open(content) AS content, created_at, updated_at, sensitive"
+_COLUMNS = (
+    "id, user_id, picobot_open(key) AS key, picobot_open(content) AS content, created_at,"
+    " updated_at, sensitive"
+)
+_BY_KEY = "user_id = ?1 AND " + tag_matches("key_tag", "key", "?1", "?2")
+"""The note of owner ?1 named ?2."""
 
 
 def _memory(row: Row) -> Memory:
@@ -176,8 +186,8 @@ class MemoryRepo:
         memories; updating an existing key always works. The count and the write share
         one ``BEGIN IMMEDIATE`` transaction, so concurrent saves (even from another
         process) cannot push an owner past the cap. ``key`` is stored as given and
-        ``content`` redacted (:attr:`Database.redact`): validate them first with
-        :func:`validate_key` and :func:`validate_content`. Records ``memory.saved``
+        ``content`` redacted (:attr:`Database.redact`), both sealed: validate them
+        first with :func:`validate_key` and :func:`validate_content`. Records ``memory.saved``
         (the memory's id, never its key or content; ``actor``: an operator, None for the
         user) in the same transaction.
         """
@@ -189,14 +199,18 @@ class MemoryRepo:
                     if await c.fetchone() is None:
                         raise SessionGone(session_id)
             async with conn.execute(
-                "SELECT 1 FROM user_memories WHERE user_id = ? AND key = ?", (user_id, key)
+                f"SELECT 1 FROM user_memories WHERE {_BY_KEY}",  # noqa: S608 - constant
+                (user_id, key),
             ) as cur:
                 exists = await cur.fetchone() is not None
             if exists:
+                # A note still named in clear is sealed and tagged here too.
                 await conn.execute(
-                    "UPDATE user_memories SET content = picobot_seal(user_id, ?), updated_at = ?,"
-                    " sensitive = coalesce(?, sensitive) WHERE user_id = ? AND key = ?",
-                    (content, ts, None if sensitive is None else int(sensitive), user_id, key),
+                    "UPDATE user_memories SET key = picobot_seal(?1, ?2),"  # noqa: S608
+                    " key_tag = picobot_tag(?1, ?2), content = picobot_seal(?1, ?3),"
+                    " updated_at = ?4, sensitive = coalesce(?5, sensitive)"
+                    f" WHERE {_BY_KEY}",
+                    (user_id, key, content, ts, None if sensitive is None else int(sensitive)),
                 )
             else:
                 async with conn.execute(
@@ -208,12 +222,13 @@ class MemoryRepo:
                     raise UserError(_cap_message(user_id, count, max_count))
                 await conn.execute(
                     "INSERT INTO user_memories"
-                    " (user_id, key, content, created_at, updated_at, sensitive)"
-                    " VALUES (?1, ?2, picobot_seal(?1, ?3), ?4, ?5, ?6)",
+                    " (user_id, key, key_tag, content, created_at, updated_at, sensitive)"
+                    " VALUES (?1, picobot_seal(?1, ?2), picobot_tag(?1, ?2),"
+                    " picobot_seal(?1, ?3), ?4, ?5, ?6)",
                     (user_id, key, content, ts, ts, int(bool(sensitive))),
                 )
             async with conn.execute(
-                f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ? AND key = ?",  # noqa: S608
+                f"SELECT {_COLUMNS} FROM user_memories WHERE {_BY_KEY}",  # noqa: S608
                 (user_id, key),
             ) as cur:
                 saved = await cur.fetchone()
@@ -232,7 +247,7 @@ class MemoryRepo:
     async def get(self, user_id: str, key: str) -> Memory | None:
         """``user_id``'s memory ``key``, or None."""
         row = await self._db.fetchone(
-            f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ? AND key = ?",  # noqa: S608
+            f"SELECT {_COLUMNS} FROM user_memories WHERE {_BY_KEY}",  # noqa: S608
             (user_id, key),
         )
         return _memory(row) if row else None
@@ -256,12 +271,12 @@ class MemoryRepo:
 
         def write(conn: sqlite3.Connection) -> Memory | None:
             conn.execute(
-                "UPDATE user_memories SET sensitive = ? WHERE user_id = ? AND key = ?"
-                " AND sensitive <> ?",
-                (int(sensitive), user_id, key, int(sensitive)),
+                f"UPDATE user_memories SET sensitive = ?3 WHERE {_BY_KEY}"  # noqa: S608
+                " AND sensitive <> ?3",
+                (user_id, key, int(sensitive)),
             )
             row = conn.execute(
-                f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ? AND key = ?",  # noqa: S608
+                f"SELECT {_COLUMNS} FROM user_memories WHERE {_BY_KEY}",  # noqa: S608
                 (user_id, key),
             ).fetchone()
             return None if row is None else _memory(row)
@@ -278,7 +293,7 @@ class MemoryRepo:
         """
         async with self._db.transaction() as conn:
             async with conn.execute(
-                "DELETE FROM user_memories WHERE user_id = ? AND key = ? RETURNING id",
+                f"DELETE FROM user_memories WHERE {_BY_KEY} RETURNING id",  # noqa: S608
                 (user_id, key),
             ) as cur:
                 gone = await cur.fetchone()

@@ -75,8 +75,8 @@ def session_timeline(conn: sqlite3.Connection, session_id: str, limit: int = MAX
         )
     for r in capped(
         conn.execute(
-            "SELECT name, picobot_open(arguments) AS arguments, picobot_open(result) AS result,"
-            " ok, created_at FROM tool_records"
+            "SELECT picobot_open(name) AS name, picobot_open(arguments) AS arguments,"
+            " picobot_open(result) AS result, ok, created_at FROM tool_records"
             " WHERE session_id = ? ORDER BY id LIMIT ?",
             (session_id, limit + 1),
         ).fetchall()
@@ -102,8 +102,8 @@ def session_timeline(conn: sqlite3.Connection, session_id: str, limit: int = MAX
         )
     for r in capped(
         conn.execute(
-            "SELECT f.id, f.subject, f.category, picobot_open(f.text) AS text, f.confidence,"
-            " f.active,"
+            "SELECT f.id, picobot_open(f.subject) AS subject, f.category,"
+            " picobot_open(f.text) AS text, f.confidence, f.active,"
             " MIN(s.created_at) AS at FROM fact_sources s JOIN facts f ON f.id = s.fact_id"
             " WHERE s.session_id = ? GROUP BY f.id ORDER BY at LIMIT ?",
             (session_id, limit + 1),

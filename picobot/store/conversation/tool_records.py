@@ -1,6 +1,7 @@
 """Tool records: what tools ran in a session, for audit, export and purge.
 
-Arguments and results are sealed with the user's key (:mod:`picobot.store.keys.sealing`).
+The tool's name (the model may make one up), arguments and results are sealed with the
+user's key (:mod:`picobot.store.keys.sealing`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ class ToolRecordRepo:
         """Store one invocation; ``arguments`` is the raw JSON text the model sent.
 
         Both texts are redacted (:attr:`Database.redact`), then sealed with
-        ``user_id``'s key (read them through ``picobot_open``), before they are stored, and
+        ``user_id``'s key (read them through ``picobot_open``), and so is ``name``, before
+        they are stored, and
         ``tool.completed`` (record id, ok, and ``event_name``: the tool's name when the
         caller knows it is a real one, else "unknown") is recorded in the same write,
         after ``tool.started`` (the name only, ``at`` = ``started_at``) when
@@ -45,7 +47,8 @@ class ToolRecordRepo:
         async with self._db.transaction() as conn:
             cur = await conn.execute(
                 "INSERT INTO tool_records (session_id, user_id, name, arguments, result, ok,"
-                " created_at) SELECT ?1, ?2, ?3, picobot_seal(?2, ?4), picobot_seal(?2, ?5),"
+                " created_at) SELECT ?1, ?2, picobot_seal(?2, ?3), picobot_seal(?2, ?4),"
+                " picobot_seal(?2, ?5),"
                 " ?6, ?7 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)",
                 (session_id, user_id, name, arguments, result, int(ok), created_at),
             )

@@ -105,7 +105,8 @@ async def iter_user_records(
     }
     async for row in _pages(
         db,
-        "SELECT id, key, picobot_open(content) AS content, created_at, updated_at, sensitive"
+        "SELECT id, picobot_open(key) AS key, picobot_open(content) AS content, created_at,"
+        " updated_at, sensitive"
         " FROM user_memories"
         " WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
         (user_id,),
@@ -198,8 +199,9 @@ async def fact_records(db: Database, user_id: str) -> AsyncIterator[Record]:
     """The ``fact`` records of ``user_id``: each fact with its sources and history."""
     async for row in _pages(
         db,
-        "SELECT id, subject, category, picobot_open(text) AS text, confidence, active, pinned,"
-        " created_at, updated_at FROM facts WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
+        "SELECT id, picobot_open(subject) AS subject, category, picobot_open(text) AS text,"
+        " confidence, active, pinned, created_at, updated_at FROM facts"
+        " WHERE user_id = ? AND id > ? ORDER BY id LIMIT ?",
         (user_id,),
         key=lambda r: (r["id"],),
         start=(0,),
@@ -303,8 +305,8 @@ async def _session_records(db: Database, session: Row) -> AsyncIterator[Record]:
         yield record
     async for tool in _pages(
         db,
-        "SELECT id, name, picobot_open(arguments) AS arguments, picobot_open(result) AS result,"
-        " ok, created_at FROM tool_records"
+        "SELECT id, picobot_open(name) AS name, picobot_open(arguments) AS arguments,"
+        " picobot_open(result) AS result, ok, created_at FROM tool_records"
         " WHERE session_id = ? AND id > ? ORDER BY id LIMIT ?",
         (sid,),
         key=lambda r: (r["id"],),

@@ -27,6 +27,17 @@ class SealedColumn:
     owner: str
     """SQL of the owning user id, evaluated on the row (``t`` is the table's alias)."""
     function: str = "picobot_seal"
+    """How a value is sealed: ``picobot_seal`` (a text), ``picobot_seal_bytes`` (a
+    vector) or ``picobot_tag`` (the lookup tag of the name in column ``name``)."""
+    name: str | None = None
+    """For a tag column, the column of the name it is the tag of (sealed after it: a
+    row is found by its tag, or by its name while that is in clear, at every step)."""
+
+    @property
+    def value(self) -> str:
+        """SQL of the column's sealed value, from the row as it stands."""
+        source = f"picobot_open(t.{self.name})" if self.name else f"t.{self.column}"
+        return f"{self.function}({self.owner}, {source})"
 
 
 SEALED_COLUMNS: tuple[SealedColumn, ...] = (
@@ -34,12 +45,16 @@ SEALED_COLUMNS: tuple[SealedColumn, ...] = (
         "messages", "content", "(SELECT s.user_id FROM sessions s WHERE s.id = t.session_id)"
     ),
     SealedColumn("user_memories", "content", "t.user_id"),
+    SealedColumn("user_memories", "key_tag", "t.user_id", "picobot_tag", "key"),
+    SealedColumn("user_memories", "key", "t.user_id"),
     SealedColumn(
         "session_summaries",
         "summary",
         "(SELECT s.user_id FROM sessions s WHERE s.id = t.session_id)",
     ),
     SealedColumn("facts", "text", "t.user_id"),
+    SealedColumn("facts", "subject_tag", "t.user_id", "picobot_tag", "subject"),
+    SealedColumn("facts", "subject", "t.user_id"),
     SealedColumn(
         "fact_history", "old_text", "(SELECT f.user_id FROM facts f WHERE f.id = t.fact_id)"
     ),
@@ -47,6 +62,7 @@ SEALED_COLUMNS: tuple[SealedColumn, ...] = (
         "fact_history", "new_text", "(SELECT f.user_id FROM facts f WHERE f.id = t.fact_id)"
     ),
     SealedColumn("digests", "text", "t.user_id"),
+    SealedColumn("tool_records", "name", "t.user_id"),
     SealedColumn("tool_records", "arguments", "t.user_id"),
     SealedColumn("tool_records", "result", "t.user_id"),
     SealedColumn("webhook_inbox", "text", "t.user_id"),
@@ -59,7 +75,10 @@ SEALED_COLUMNS: tuple[SealedColumn, ...] = (
         "picobot_seal_bytes",
     ),
 )
-"""Every column the store seals: what the backfill walks and the tests check."""
+"""Every column the store seals: what the backfill walks and the tests check.
+
+The store's other text columns hold no words of a user: ids, times, statuses, counts, a
+fact's category (one of a fixed list), PicoBot's own tool names in events."""
 
 
 def _clear(column: SealedColumn) -> str:
@@ -67,6 +86,10 @@ def _clear(column: SealedColumn) -> str:
     if column.function == "picobot_seal_bytes":
         # A sealed vector has an odd length, a clear one (float16s) an even one.
         return f"length(t.{column.column}) % 2 = 0"
+    if column.name is not None:
+        # A tag is a blob; a text one is the name itself (written without a key store).
+        # Only a name still in clear is tagged: an erased one has nothing to find.
+        return f"typeof(t.{column.column}) <> 'blob' AND typeof(t.{column.name}) = 'text'"
     return f"typeof(t.{column.column}) = 'text' AND t.{column.column} <> ''"
 
 
@@ -115,8 +138,8 @@ async def seal_existing(
                 if not ids:
                     return 0
                 conn.execute(
-                    f"UPDATE {c.table} AS t SET {c.column} = {c.function}({c.owner},"  # noqa: S608
-                    f" t.{c.column}) WHERE t.{key} IN (SELECT value FROM json_each(?))",
+                    f"UPDATE {c.table} AS t SET {c.column} = {c.value}"  # noqa: S608
+                    f" WHERE t.{key} IN (SELECT value FROM json_each(?))",
                     (str(ids),),
                 )
                 return len(ids)

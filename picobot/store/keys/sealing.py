@@ -11,6 +11,8 @@ clear (a database not yet migrated, or opened without a key store) opens as itse
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import secrets
 
 from cryptography.exceptions import InvalidTag
@@ -30,6 +32,8 @@ SEALED_OVERHEAD = _HEADER + _NONCE + _TAG
 """Bytes sealing adds to what it seals."""
 ERASED = "[erased]"
 """What a sealed text reads as once its key was deleted."""
+NAME_TAG = b"picobot-name\x00"
+"""What an HMAC of a name starts with: a tag is never an index term's HMAC."""
 PLAIN_TERMS = "plain"
 """The index-terms scheme without a key store (words in clear, prefixed per user)."""
 
@@ -127,8 +131,36 @@ class Sealer:
         """
         return self.ring is not None and self.ring.forget(user_id)
 
+    def tag(self, user_id: str | None, name: str | None) -> str | bytes | None:
+        """The lookup tag of ``user_id``'s ``name`` (a note's key, a fact's subject).
+
+        A name a user looks things up by is stored twice: sealed (:meth:`seal`) to be
+        shown, and as this tag to be found and kept unique. The tag is an HMAC-SHA256
+        of the name under the user's term key: the same name gives the same 32 bytes,
+        and without the key nothing tells which name it was. Callers pass the name as
+        the store keeps it (a validated key, a normalized subject). Without a key store
+        the tag is the name itself, stored in clear as before.
+        """
+        if name is None or self.ring is None:
+            return name
+        key = self.terms_key(user_id)
+        assert key is not None
+        return hmac.digest(
+            key, NAME_TAG + str(name).encode("utf-8", "surrogatepass"), hashlib.sha256
+        )
+
     def terms_key(self, user_id: str | None) -> bytes | None:
         """The HMAC key of ``user_id``'s index terms; None without a key store."""
         if self.ring is None:
             return None
         return self.ring.key(SHARED if user_id is None else str(user_id)).terms
+
+
+def tag_matches(tag: str, name: str, owner: str, value: str) -> str:
+    """SQL true for the row whose name (column ``name``, sealed) is ``value`` of
+    ``owner``: its ``tag`` column holds the lookup tag of ``value`` (:meth:`Sealer.tag`),
+    or its name is still in clear (a row written before per-user keys, until ``picobot
+    migrate`` seals it). ``owner`` and ``value`` are SQL (a column, a parameter); a NULL
+    ``value`` finds the rows without a name.
+    """
+    return f"({tag} = picobot_tag({owner}, {value}) OR {name} IS {value})"

@@ -17,6 +17,7 @@ from picobot.store.conversation.events import record_event
 from picobot.store.conversation.messages import SessionGone
 from picobot.store.conversation.preferences import learning_allowed
 from picobot.store.db import Database
+from picobot.store.keys.sealing import tag_matches
 from picobot.store.learned.fact_paraphrase import FactParaphrases
 from picobot.store.learned.fact_rows import add_source, insert_fact, record_change, set_fact
 from picobot.store.learned.fact_rules import (
@@ -130,8 +131,8 @@ class FactStore:
         known = [
             fact_from_row(r)
             for r in conn.execute(
-                f"SELECT {_COLUMNS} FROM facts WHERE user_id = ? AND category = ?"  # noqa: S608
-                " AND subject IS ? ORDER BY id",
+                f"SELECT {_COLUMNS} FROM facts WHERE user_id = ?1 AND category = ?2"  # noqa: S608
+                f" AND {tag_matches('subject_tag', 'subject', '?1', '?3')} ORDER BY id",
                 (user_id, obs.category, obs.subject),
             ).fetchall()
         ]

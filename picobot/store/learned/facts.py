@@ -15,11 +15,12 @@ from typing import Any
 
 from picobot.errors import UserError
 from picobot.store.db import Row
+from picobot.store.keys.sealing import tag_matches
 from picobot.store.learned.fact_rules import normalize_subject, validate_category
 
 _COLUMNS = (
-    "id, user_id, subject, category, picobot_open(text) AS text, confidence, active, pinned,"
-    " created_at, updated_at"
+    "id, user_id, picobot_open(subject) AS subject, category, picobot_open(text) AS text,"
+    " confidence, active, pinned, created_at, updated_at"
 )
 
 
@@ -89,8 +90,9 @@ class FactFilter:
             parts.append("user_id = ?")
             params.append(self.user_id)
         if self.subject is not None:
-            parts.append("subject IS ?")
-            params.append(self.subject.strip().lower() or None)
+            parts.append(tag_matches("subject_tag", "subject", "user_id", "?"))
+            subject = self.subject.strip().lower() or None
+            params += [subject, subject]
         if self.category is not None:
             parts.append("category = ?")
             params.append(self.category)
@@ -107,7 +109,7 @@ class FactFilter:
             # instr on lower(): LIKE would treat % and _ in the operator's text as wildcards.
             parts.append(
                 "(instr(lower(picobot_open(text)), ?) > 0"
-                " OR instr(lower(COALESCE(subject, '')), ?) > 0)"
+                " OR instr(lower(COALESCE(picobot_open(subject), '')), ?) > 0)"
             )
             params += [self.text.lower(), self.text.lower()]
         if self.pinned is not None:

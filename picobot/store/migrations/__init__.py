@@ -27,6 +27,7 @@ from picobot.store.migrations.script import run_script
 from picobot.store.migrations.sealing import (
     m023_sealed_index_triggers,
     m024_vectors_survive_sealing,
+    m025_sealed_names,
 )
 from picobot.store.migrations.search import (
     m002_search_index,
@@ -239,6 +240,7 @@ MIGRATIONS: list[Migration] = [
     m022_fork_points,
     m023_sealed_index_triggers,
     m024_vectors_survive_sealing,
+    m025_sealed_names,
 ]
 
 

@@ -7,23 +7,12 @@ from picobot.store.migrations.facts import FACT_ROWID_BASE
 from picobot.store.migrations.script import run_script
 
 
-async def m023_sealed_index_triggers(conn: AsyncConnection) -> None:
-    """Index triggers of notes and facts that open their text before indexing it.
-
-    Notes and fact texts are sealed with their user's key (picobot.store.keys); the
-    triggers joined them to the note's key or the fact's subject as text, which a sealed
-    value cannot be. Same rows, same rowids; the terms come from the opened text.
-    """
+def _index_triggers(note_body: str, fact_body: str) -> str:
+    """The SQL replacing the index triggers of notes and facts, with these bodies (the
+    SQL of a row's index text, ``NEW`` being the row)."""
     base = FACT_ROWID_BASE
-    fact_body = (
-        "picobot_index_text(NEW.user_id,"
-        " COALESCE(NEW.subject || ': ', '') || picobot_open(NEW.text))"
-    )
-    note_body = "picobot_index_text(NEW.user_id, NEW.key || ': ' || picobot_open(NEW.content))"
-    await run_script(
-        conn,
-        # base and the bodies are constants of this module.
-        f"""
+    # base and the bodies are constants of this module.
+    return f"""
         DROP TRIGGER search_memories_ai;
         DROP TRIGGER search_memories_au;
         CREATE TRIGGER search_memories_ai AFTER INSERT ON user_memories
@@ -54,8 +43,22 @@ async def m023_sealed_index_triggers(conn: AsyncConnection) -> None:
                    NULL, NULL, NEW.updated_at
             WHERE NEW.active;
         END;
-        """,  # noqa: S608
+        """  # noqa: S608
+
+
+async def m023_sealed_index_triggers(conn: AsyncConnection) -> None:
+    """Index triggers of notes and facts that open their text before indexing it.
+
+    Notes and fact texts are sealed with their user's key (picobot.store.keys); the
+    triggers joined them to the note's key or the fact's subject as text, which a sealed
+    value cannot be. Same rows, same rowids; the terms come from the opened text.
+    """
+    fact_body = (
+        "picobot_index_text(NEW.user_id,"
+        " COALESCE(NEW.subject || ': ', '') || picobot_open(NEW.text))"
     )
+    note_body = "picobot_index_text(NEW.user_id, NEW.key || ': ' || picobot_open(NEW.content))"
+    await run_script(conn, _index_triggers(note_body, fact_body))
 
 
 async def m024_vectors_survive_sealing(conn: AsyncConnection) -> None:
@@ -74,3 +77,34 @@ async def m024_vectors_survive_sealing(conn: AsyncConnection) -> None:
         END;
         """,
     )
+
+
+async def m025_sealed_names(conn: AsyncConnection) -> None:
+    """Note names and fact subjects sealed like their texts, found by a keyed tag.
+
+    ``user_memories.key`` and ``facts.subject`` are sealed with their user's key from
+    now on (``picobot migrate`` seals the existing ones, picobot.store.keys.backfill);
+    a sealed value differs each time, so what a note and a fact are looked up (and a
+    note kept unique) by is the name's tag in ``key_tag`` and ``subject_tag``
+    (``picobot_tag``: an HMAC under the user's term key; the name itself without a key
+    store). Existing rows have no tag yet and are found by their name in clear until
+    the backfill tags and seals them. The index triggers read the opened name.
+    """
+    fact_body = (
+        "picobot_index_text(NEW.user_id, COALESCE(picobot_open(NEW.subject) || ': ', '')"
+        " || picobot_open(NEW.text))"
+    )
+    note_body = (
+        "picobot_index_text(NEW.user_id, picobot_open(NEW.key) || ': '"
+        " || picobot_open(NEW.content))"
+    )
+    await run_script(
+        conn,
+        """
+        ALTER TABLE user_memories ADD COLUMN key_tag;
+        CREATE UNIQUE INDEX user_memories_by_tag ON user_memories(user_id, key_tag);
+        ALTER TABLE facts ADD COLUMN subject_tag;
+        CREATE INDEX facts_by_tag ON facts(user_id, category, subject_tag);
+        """,
+    )
+    await run_script(conn, _index_triggers(note_body, fact_body))

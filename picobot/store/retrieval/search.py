@@ -194,7 +194,7 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
     text, when, session, role, join = joins(facts=query.include_facts, layers=query.include_digests)
     sql = (
         "SELECT h.id, COALESCE(picobot_open(m.content),"  # noqa: S608 - constant pieces
-        f" u.key || ': ' || picobot_open(u.content){text}),"
+        f" picobot_open(u.key) || ': ' || picobot_open(u.content){text}),"
         f" {session}, m.seq_order, COALESCE(m.created_at, u.updated_at{when}), h.score, {role}"
         " FROM (SELECT rowid AS id, bm25(search_index, 0.0, 1.0) AS score FROM search_index"
         f" WHERE {where} ORDER BY score LIMIT ?) AS h"

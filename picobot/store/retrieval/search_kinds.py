@@ -55,7 +55,7 @@ def joins(*, facts: bool, layers: bool) -> tuple[str, str, str, str, str]:
     text = time = join = ""
     session, role = "m.session_id", "m.role"
     if facts:
-        text += ", COALESCE(f.subject || ': ', '') || picobot_open(f.text)"
+        text += ", COALESCE(picobot_open(f.subject) || ': ', '') || picobot_open(f.text)"
         time += ", f.updated_at"
         join += (
             f" LEFT JOIN facts f ON h.id < -{FACT_ROWID_BASE} AND h.id >= -{REFLECTION_ROWID_BASE}"
