@@ -34,6 +34,12 @@ that starts afresh) evaluates the whole of it: 1024 tokens cost 3-5 s there, a
 makes no use of the extra context anyway."""
 BUNDLED_RECALL_TOKENS = 256
 """The bundled model's recall floor when ``recall_budget_tokens`` is 0 (the default)."""
+BUNDLED_LATER_RECALL_TOKENS = 48
+"""The bundled model's cap on the recall of an epoch's later messages (``[session.memory]
+later_recall_tokens`` 0): each turn re-sends its recall, at 200-320 tokens/s."""
+BUNDLED_EPOCH_KEEP_MESSAGES = 4
+"""The bundled model's cap on the messages a new epoch starts with (``[session.memory]
+epoch_keep_messages`` 0): a new epoch re-evaluates them."""
 
 
 class AgentSettings(Section):

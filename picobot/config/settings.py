@@ -26,6 +26,7 @@ from picobot.config.environment import EnvInput, deep_merge, env_input
 from picobot.config.keys import KeySettings
 from picobot.config.learning import MemoryRootSettings
 from picobot.config.location import DataLocation, locate_data_dir
+from picobot.config.model import BUNDLED_EPOCH_KEEP_MESSAGES, BUNDLED_LATER_RECALL_TOKENS
 from picobot.config.model import DAY_SECS as DAY_SECS
 from picobot.config.model import DEFAULT_SYSTEM_PROMPT as DEFAULT_SYSTEM_PROMPT
 from picobot.config.model import LOCAL_REPLY_TOKENS as LOCAL_REPLY_TOKENS
@@ -124,6 +125,15 @@ class MemorySettings(Section):
     for the first message of a prompt epoch, half of it for later ones (recall fills
     whatever more the rest of the prompt leaves; see memory.md).
     The model's profile may lower it: [llm] recall_budget_tokens, 256 for the bundled model."""
+    later_recall_tokens: int = Field(default=0, ge=0, le=MAX_TOKENS_WINDOW)
+    """Most tokens of records recalled for a message after the first of a prompt epoch (an
+    epoch's first message keeps recall_budget_tokens). Each turn re-sends its recall, so a
+    slow model evaluates it every turn. 0 = the model's profile: 48 for the bundled
+    SmolLM2-135M, no cap for the others."""
+    epoch_keep_messages: int = Field(default=0, ge=0, le=MAX_ROWS)
+    """Most history messages a new prompt epoch starts with (at most max_session_messages -
+    window_drop_messages). The model evaluates them again when an epoch starts. 0 = the
+    model's profile: 4 for the bundled SmolLM2-135M, no cap for the others."""
     enable_recall: bool = True
     """Recall records from the user's other sessions by keywords of each message."""
     recall_max_terms: int = Field(default=8, ge=1, le=32)
@@ -256,7 +266,8 @@ class Settings(BaseSettings):
         """``[session.memory]`` with the model's profile applied: the prompt budget and
         recall floor in force, each the smaller of its key here and the model's cap
         (``[llm] prompt_budget_tokens`` / ``recall_budget_tokens``; small for the bundled
-        model). What the prompt is built with."""
+        model), and for the bundled model its caps on later messages' recall and on the
+        messages a new epoch keeps, where those keys are 0. What the prompt is built with."""
         memory = self.session.memory
         update: dict[str, int] = {}
         cap = self.llm.prompt_cap
@@ -265,6 +276,10 @@ class Settings(BaseSettings):
         recall = self.llm.recall_cap
         if recall is not None and recall < memory.recall_budget_tokens:
             update["recall_budget_tokens"] = recall
+        if self.llm.bundled and not memory.later_recall_tokens:
+            update["later_recall_tokens"] = BUNDLED_LATER_RECALL_TOKENS
+        if self.llm.bundled and not memory.epoch_keep_messages:
+            update["epoch_keep_messages"] = BUNDLED_EPOCH_KEEP_MESSAGES
         return memory.model_copy(update=update) if update else memory
 
     @property

@@ -217,6 +217,21 @@ def test_the_local_model_must_hold_a_full_prompt_and_a_reply(write_config: Write
     assert load_settings().llm.context_tokens == 4512
 
 
+def test_only_the_bundled_model_caps_later_recall_and_an_epoch_start(
+    write_config: WriteConfig,
+) -> None:
+    write_config("")
+    bundled = load_settings().prompt_memory
+    assert (bundled.later_recall_tokens, bundled.epoch_keep_messages) == (48, 4)
+    write_config("[session.memory]\nlater_recall_tokens = 100\nepoch_keep_messages = 8\n")
+    chosen = load_settings().prompt_memory
+    assert (chosen.later_recall_tokens, chosen.epoch_keep_messages) == (100, 8)
+    for llm in ('provider = "openai"', 'model_path = "own.gguf"\ncontext_tokens = 8192'):
+        write_config(f"[llm]\n{llm}\n")
+        other = load_settings().prompt_memory
+        assert (other.later_recall_tokens, other.epoch_keep_messages) == (0, 0)
+
+
 def test_bad_env_value_names_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PICOBOT_LLM__MAX_TOKENS", "many")
     with pytest.raises(ConfigError) as info:

@@ -9,7 +9,7 @@ import pytest
 from picobot.access.context import Action, Grant, Scope, ToolContext, own_data_grants
 from picobot.config.settings import MemorySettings
 from picobot.kernel.prompt import PromptRequest
-from picobot.kernel.prompt.parts import DATA_PREAMBLE, RECALL_PREAMBLE
+from picobot.kernel.prompt.parts import DATA_PREAMBLE, NOTES_PREAMBLE, RECALL_PREAMBLE
 from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.llm.base import ChatMessage
 from picobot.store.conversation.memories import GLOBAL_USER, MemoryRepo
@@ -199,7 +199,7 @@ async def test_huge_current_message_is_truncated_not_dropped(db: Database) -> No
 
 def history_of(prompt: list[ChatMessage]) -> list[str]:
     """The history messages of a prompt (no system, data or current message)."""
-    data = (DATA_PREAMBLE, RECALL_PREAMBLE)
+    data = (DATA_PREAMBLE, RECALL_PREAMBLE, NOTES_PREAMBLE)
     return [m.content for m in prompt[1:-1] if not m.content.startswith(data)]
 
 

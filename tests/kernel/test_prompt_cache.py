@@ -6,13 +6,14 @@ from __future__ import annotations
 import itertools
 import random
 
-from picobot.kernel.prompt.parts import RECALL_PREAMBLE
+from picobot.kernel.prompt.parts import NOTES_PREAMBLE, RECALL_PREAMBLE
 from picobot.llm.base import ChatMessage
 from picobot.store.db import Database
 from picobot.store.retrieval.search import SearchIndex
 from tests.kernel.test_memory_prompt import (
     EST,
     World,
+    context_text,
     cost,
     db,
     history_of,
@@ -181,3 +182,69 @@ async def test_a_fork_of_a_session_without_an_epoch_starts_its_own(db: Database)
     w.retriever.inherit(parent, child)  # nothing to inherit: no prompt was built yet
     forked = await w.build(child, "in the fork")
     assert [m.content for m in forked[1:]] == ["hello", "hi", "in the fork"]
+
+
+def notes_added(prompt: list[ChatMessage]) -> list[int]:
+    """Where the prompt holds notes saved during its epoch (message indexes)."""
+    return [i for i, m in enumerate(prompt) if m.content.startswith(NOTES_PREAMBLE)]
+
+
+async def test_a_note_saved_mid_epoch_keeps_the_prefix_and_is_in_the_prompt(
+    db: Database,
+) -> None:
+    w = World(db)
+    await w.memory("tui:alice", "home", "Lisbon")
+    sid = await w.session()
+    prompts = await chat(w, sid, ["hello", "how are you"])
+    await w.memory("tui:alice", "pet", "a cat named Tom")
+    prompts += await chat(w, sid, ["what is my pet?", "and where do I live?"])
+    for before, after in itertools.pairwise(prompts):
+        assert is_prefix(before, after)  # the context message did not change
+    assert "a cat named Tom" not in context_text(prompts[3])
+    # The note stands before the message that first saw it, and stays there.
+    (at,) = notes_added(prompts[2])
+    assert at == len(prompts[2]) - 2 and "- pet: a cat named Tom" in prompts[2][at].content
+    assert notes_added(prompts[3]) == [at]
+    assert prompts[3][at + 1].content == "what is my pet?"
+    # The next epoch renders it in the notes block, in place.
+    assert "- pet: a cat named Tom" in context_text(await w.build(await w.session(), "hi"))
+
+
+async def test_a_deleted_or_changed_note_leaves_the_prompt_at_once(db: Database) -> None:
+    w = World(db)
+    await w.memory("tui:alice", "home", "Lisbon")
+    sid = await w.session()
+    await chat(w, sid, ["hello"])
+    await w.memory("tui:alice", "pet", "a cat named Tom")
+    await chat(w, sid, ["what is my pet?"])
+    assert await w.memories.delete("tui:alice", "pet")
+    gone = await w.build(sid, "and now?")
+    assert "a cat named Tom" not in str(gone) and "Lisbon" in context_text(gone)
+    await w.messages.append(sid, "assistant", "ok", 1)
+    await w.memory("tui:alice", "home", "Porto")  # one from the epoch's notes block
+    changed = await w.build(sid, "where do I live?")
+    assert "Lisbon" not in str(changed) and "- home: Porto" in context_text(changed)
+
+
+async def test_a_later_message_recall_stays_within_the_model_cap(db: Database) -> None:
+    w = World(
+        db,
+        context_budget_tokens=1024,
+        recall_budget_tokens=256,
+        later_recall_tokens=48,
+        epoch_keep_messages=4,
+    )
+    old = await w.session()
+    for i in range(30):
+        await w.say(old, f"kayak trip number {i} to the island", "ok")
+    sid = await w.session()
+    prompts = await chat(w, sid, [f"the kayak trip again, part {i}" for i in range(12)])
+    assert EST.estimate(recalled_block(prompts[0])) > 150  # the epoch's first: its floor
+    starts = [0] + [i for i in range(1, 12) if not is_prefix(prompts[i - 1], prompts[i])]
+    for i, prompt in enumerate(prompts):
+        assert cost(prompt) <= 1024
+        if i not in starts:
+            assert 0 < EST.estimate(recalled_block(prompt)) <= 48
+    # A new epoch starts with at most 4 messages of the window.
+    assert all(len(history_of(prompts[i])) <= 4 for i in starts)
+    assert len(starts) < 6

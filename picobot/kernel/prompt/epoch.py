@@ -34,6 +34,19 @@ class Epoch:
     recalled: list[RecallLine] = field(default_factory=list)
     facts: tuple[tuple[Fact, ...], Item | None] | None = None
     """The facts last rendered and their block, reused while they are unchanged."""
+    notes: list[Item] = field(default_factory=list)
+    """The memories' lines of the context message (what the budget kept of them)."""
+    known: frozenset[str] = frozenset()
+    """Every memory line that existed when the epoch began or since (shown or trimmed)."""
+    added: list[tuple[int, list[Item]]] = field(default_factory=list)
+    """Memory lines saved during the epoch, each group with the ``seq_order`` of the first
+    message it stands before (in the window, where the turn that first saw it put it)."""
+
+    def shown_notes(self) -> set[str]:
+        """The memory lines the epoch's prompts show."""
+        return {item.text for item in self.notes} | {
+            item.text for _, items in self.added for item in items
+        }
 
     def shown_ids(self) -> set[int]:
         """The messages recalled (other kinds' row ids are another number space)."""

@@ -15,7 +15,8 @@ out a later one. An epoch's first message gets at least ``recall_budget_tokens``
 a later one at least half of it, and beyond that what the window will not need to
 grow by a block (or to the end of the epoch), so a heavy window re-sends little
 recall each turn and a light one (short messages, the usual case) leaves recall
-nearly all of the budget.
+nearly all of the budget. A model's profile may cap a later message's recall
+(``later_recall_tokens``; the bundled model: 48), since every turn re-sends it.
 
 Consecutive turns still share a long prefix, so model servers reuse their cache
 (llama.cpp's KV cache, OpenAI's and Anthropic's prompt caching): system prompt,
@@ -25,9 +26,14 @@ when what the prefix leaves falls below half ``recall_budget_tokens`` (recall ke
 its share; the window gives way), when the prompt would pass the budget, when a record
 recalled for the turn was deleted (a tool round's rebuild), or when the process
 restarts; the next one starts from the last ``max_session_messages -
-window_drop_messages`` messages, so the window drops messages in blocks rather than
-one per turn. What a turn re-sends is its recall and its message: the price of
-recall that answers every message (docs/memory.md has the figures).
+window_drop_messages`` messages (at most ``epoch_keep_messages``, when the profile sets
+it: a new epoch's window is evaluated again), so the window drops messages in blocks
+rather than one per turn. A note saved during an epoch does not end it: it stands in
+the window, as a context message before the message that first saw it, until the next
+epoch renders it in the notes block; a note shown that was deleted or changed ends the
+epoch, so it leaves the prompt at once. What a turn re-sends is its recall and its
+message: the price of recall that answers every message (docs/memory.md has the
+figures).
 
 An epoch's first prompt is built by the documented trim order
 (:mod:`picobot.kernel.prompt.parts`): recall fills what the other parts leave and
@@ -57,6 +63,7 @@ from picobot.kernel.prompt.parts import (
     Budget,
     Item,
     Parts,
+    render_added_notes,
     render_context,
     render_recall,
 )
@@ -143,6 +150,9 @@ class MemoryRetriever:
             epoch.message_id,
             list(epoch.recalled),
             epoch.facts,
+            list(epoch.notes),
+            epoch.known,
+            list(epoch.added),
         )
 
     def _item(self, text: str, cap: int) -> Item:
@@ -217,8 +227,14 @@ class MemoryRetriever:
         complete = not window or window[0].seq_order <= epoch.start_seq
         if not complete or len(history) > self._cfg.max_session_messages:
             return None
+        memories, facts = context
+        if not epoch.shown_notes() <= {item.text for item in memories}:
+            return None  # a note shown was deleted or changed: it leaves the prompt now
+        # Notes saved during the epoch stand before this message, then stay in place.
+        new = [item for item in memories if item.text not in epoch.known]
+        added = [*epoch.added, (request.current.seq_order, new)] if new else epoch.added
         summary = self._summary_item(fetched.summary, item_cap) if epoch.with_summary else None
-        body = self._body(*context, summary, history)
+        body = self._body(epoch.notes, facts, summary, history, added)
         used = sum(self._budget.cost(m.content) for m in body)
         # A tool round builds the turn's prompt again: the same records.
         lines = epoch.recalled if epoch.message_id == request.current.id else None
@@ -227,16 +243,20 @@ class MemoryRetriever:
         if lines is None:
             left = room - used - self._budget.recall_framing()
             floor = self._cfg.recall_budget_tokens // 2
+            most = self._cfg.later_recall_tokens  # the model's cap (0: none)
+            if most:
+                floor = min(floor, most)
             if fetched.hits and left < floor:
                 return None  # the window gives way, not this message's recall share
             # Beyond its share, what the window will not need to grow by a block (or to
             # the end of the epoch, if more): a heavy window re-sends less each turn.
             slots = self._cfg.max_session_messages - len(history) - 2
             grow = self._growth(history, max(slots, self._drop_block()))
+            share = max(floor, left - grow)
             lines = recall_block.pack(
                 fetched.hits,
                 self._est,
-                budget=max(floor, left - grow),
+                budget=min(share, most) if most else share,
                 item_cap=item_cap,
                 skip_texts=[m.content for m in history],
             )
@@ -244,6 +264,8 @@ class MemoryRetriever:
         if used + sum(self._budget.cost(m.content) for m in tail) > room:
             return None
         epoch.message_id, epoch.recalled = request.current.id, lines
+        if new:
+            epoch.added, epoch.known = added, epoch.known | {item.text for item in new}
         return [*body, *tail]
 
     def _start(
@@ -257,8 +279,11 @@ class MemoryRetriever:
     ) -> tuple[Epoch, list[ChatMessage]]:
         """A new epoch: the last messages with room to grow, trimmed to the budget."""
         block = self._drop_block()
-        if len(window) > self._cfg.max_session_messages - block:
-            window = window[len(window) - (self._cfg.max_session_messages - block) :]
+        keep = self._cfg.max_session_messages - block
+        if self._cfg.epoch_keep_messages:
+            keep = min(keep, self._cfg.epoch_keep_messages)
+        if len(window) > keep:
+            window = window[len(window) - keep :]
         parts = Parts(memories=list(context[0]), facts=context[1])
         protected = min(PROTECTED_MESSAGES, len(window))
         parts.older = window[: len(window) - protected]
@@ -289,6 +314,8 @@ class MemoryRetriever:
             parts.facts is not None,
             request.current.id,
             parts.recall,
+            notes=list(parts.memories),
+            known=frozenset(item.text for item in context[0]),
         )
         body = self._body(parts.memories, parts.facts, parts.summary, history)
         if parts.recall:
@@ -301,11 +328,18 @@ class MemoryRetriever:
         facts: Item | None,
         summary: Item | None,
         history: Sequence[StoredMessage],
+        added: Sequence[tuple[int, list[Item]]] = (),
     ) -> list[ChatMessage]:
-        """Context message and history: the part of the prompt an epoch keeps."""
+        """Context message and history, with the notes saved during the epoch each before
+        the message they were first shown with: the part of the prompt an epoch keeps."""
         context = render_context(memories, facts, summary)
         body = [] if context is None else [ChatMessage("user", context)]
-        body += [as_chat(message) for message in history]
+        notes = list(added)
+        for message in history:
+            while notes and notes[0][0] <= message.seq_order:
+                body.append(ChatMessage("user", render_added_notes(notes.pop(0)[1])))
+            body.append(as_chat(message))
+        body += [ChatMessage("user", render_added_notes(items)) for _, items in notes]
         return body
 
     def _drop_block(self) -> int:
