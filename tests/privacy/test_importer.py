@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -345,3 +346,28 @@ async def test_the_latest_accepted_time_still_exports(db: Database, data_dir: Pa
     out = io.StringIO()
     await export_user(db, USER, out)
     assert '"last_active":"9999-12-31T23:59:59+00:00"' in out.getvalue()
+
+
+def database_bytes(data_dir: Path) -> bytes:
+    """The database file and its WAL (the imported file is kept beside them, renamed)."""
+    return b"".join(p.read_bytes() for p in sorted(data_dir.glob("conversations.db*")))
+
+
+async def test_an_import_is_sealed_and_exports_in_clear_under_per_user_keys(
+    data_dir: Path,
+) -> None:
+    write(data_dir, snapshot())
+    settings = Settings(
+        data={"dir": str(data_dir)},  # type: ignore[arg-type]
+        session={"retention": {"max_age_days": 36_500}},  # type: ignore[arg-type]
+    )
+    async with open_runtime(settings, provider=ScriptedProvider()) as rt:
+        assert rt.db.sealer.keyed
+        await rt.db.checkpoint()
+        stored = await asyncio.to_thread(database_bytes, data_dir)
+        assert SECRET.encode() not in stored and b"Stripes" not in stored
+        out = io.StringIO()
+        await export_user(rt.db, USER, out)
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    said = [r["content"] for r in lines if r["type"] == "message"]
+    assert "A zebra! " + SECRET in said and "I keep a zebra named Stripes" in said
