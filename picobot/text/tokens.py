@@ -13,7 +13,7 @@ import functools
 import math
 import re
 import string
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from picobot.llm.base import ChatMessage, LLMProvider
@@ -105,26 +105,71 @@ class ScriptTokenEstimator:
         """Estimated tokens of ``text`` (0 for empty text)."""
         return _script_estimate(text)
 
+    def estimate_lines(self, lines: Sequence[str]) -> int:
+        """``estimate("\\n".join(lines))``, from each line's cached counts when all are
+        ASCII (no class pair or word spans a line break, so the counts add up)."""
+        if not all(map(str.isascii, lines)):
+            return _script_estimate("\n".join(lines))
+        counts = [sum(column) for column in zip(*map(_ascii_counts, lines), strict=True)]
+        if not counts:
+            return 0
+        counts[_NEWLINES] += len(lines) - 1
+        return math.ceil(_ascii_total(counts))
+
+
+Counts = tuple[int, ...]
+"""Of an ASCII text: each of :data:`_WEIGHTS`' classes, each of :data:`_PAIRS`, lower-case
+letters, Latin words (:func:`_ascii_counts`) and English function words among them."""
+_NEWLINES = list(_WEIGHTS).index(b"n")
+
+
+@functools.lru_cache(maxsize=16384)
+def _ascii_counts(ascii_text: str) -> Counts:
+    raw = ascii_text.encode("ascii")
+    classes = raw.translate(_CLASSES)
+    # Runs of three letters a-z or more, case folded (the prompt estimates thousands of
+    # words a turn: a regex and a generator over them cost more than this).
+    found = [w for w in raw.lower().translate(_LATIN_LETTERS).split() if len(w) > 2]
+    return (
+        *(classes.count(c) for c in _WEIGHTS),
+        *(classes.count(pair) for pair in _PAIRS),
+        classes.count(b"a"),
+        len(found),
+        sum(map(_STOP_WORDS_ASCII.__contains__, found)),
+    )
+
+
+def _ascii_total(counts: Sequence[int]) -> float:
+    """The estimate of an ASCII text from its :data:`Counts`, before rounding up."""
+    n = len(_WEIGHTS)
+    total = sum(w * c for w, c in zip(_WEIGHTS.values(), counts, strict=False))
+    total += sum(w * c for w, c in zip(_PAIRS.values(), counts[n:], strict=False))
+    lower, found, english_words = counts[n + len(_PAIRS) :]
+    if lower:
+        english = english_words >= _ENGLISH_SHARE * found
+        total += lower * (_LOWER_ENGLISH if english else _LOWER_OTHER)
+    return total
+
 
 @functools.lru_cache(maxsize=16384)
 def _script_estimate(text: str) -> int:
     if not text:
         return 0
     ascii_text = text if text.isascii() else _NON_ASCII.sub("", text)
-    raw = ascii_text.encode("ascii")
-    classes = raw.translate(_CLASSES)
-    total = sum(w * classes.count(c) for c, w in _WEIGHTS.items())
-    total += sum(w * classes.count(pair) for pair, w in _PAIRS.items())
-    lower = classes.count(b"a")
-    if lower:
-        # Runs of three letters a-z or more, case folded (the prompt estimates thousands
-        # of words a turn: a regex and a generator over them cost more than this).
-        found = [w for w in raw.lower().translate(_LATIN_LETTERS).split() if len(w) > 2]
-        english = sum(map(_STOP_WORDS_ASCII.__contains__, found)) >= _ENGLISH_SHARE * len(found)
-        total += lower * (_LOWER_ENGLISH if english else _LOWER_OTHER)
+    total = _ascii_total(_ascii_counts(ascii_text))
     if len(ascii_text) != len(text):
         total += sum(map(_char_cost, _NON_ASCII.findall(text)))
     return math.ceil(total)
+
+
+def estimate_lines(estimator: TokenEstimator, lines: Sequence[str]) -> int:
+    """``estimator.estimate("\\n".join(lines))``, without the join where the estimator
+    can add up its lines' estimates (a prompt block re-rendered every turn whose lines
+    were mostly estimated before)."""
+    joined = getattr(estimator, "estimate_lines", None)
+    if joined is not None:
+        return int(joined(lines))
+    return estimator.estimate("\n".join(lines))
 
 
 class ProviderTokenEstimator:
@@ -138,6 +183,11 @@ class ProviderTokenEstimator:
         """Exact count from the model when available."""
         exact = self._provider.count_tokens(text)
         return exact if exact is not None else self._fallback.estimate(text)
+
+    def estimate_lines(self, lines: Sequence[str]) -> int:
+        """``estimate("\\n".join(lines))`` (the fallback's sum of lines when it has one)."""
+        exact = self._provider.count_tokens("\n".join(lines))
+        return exact if exact is not None else estimate_lines(self._fallback, lines)
 
 
 def message_cost(estimator: TokenEstimator, text: str) -> int:
