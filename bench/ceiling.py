@@ -59,8 +59,8 @@ def _minimal_turn(store: RawStore, sessions: dict[str, str], user: str, text: st
         c.execute(sql, params).fetchall()
     now = time.time()
     c.execute("BEGIN IMMEDIATE")
-    c.execute(INSERT_MESSAGE, (sid, sid, "user", text, len(text) // 4 + 1, now)).fetchall()
-    c.execute(INSERT_MESSAGE, (sid, sid, "assistant", REPLY, 40, now)).fetchall()
+    c.execute(INSERT_MESSAGE, (sid, "user", text, len(text) // 4 + 1, now)).fetchall()
+    c.execute(INSERT_MESSAGE, (sid, "assistant", REPLY, 40, now)).fetchall()
     c.execute("COMMIT")
 
 

@@ -3,8 +3,9 @@
 One synchronous connection with the pragmas of ``picobot.store.connect.connect``
 (WAL, ``synchronous=NORMAL``, ``secure_delete=ON``, ``foreign_keys=ON``, busy timeout),
 issuing PicoBot's own statements (copied from the repositories, or built by the same
-``search_sql``). What PicoBot adds on top (asyncio and the hop to a connection's thread, row
-objects, locks, keyword extraction, the prompt budget) is what the ratios measure.
+``search_sql``), texts sealed and opened with their owners' keys as PicoBot's are.
+What PicoBot adds on top (asyncio and the hop to a connection's thread, row objects,
+locks, keyword extraction, the prompt budget) is what the ratios measure.
 """
 
 from __future__ import annotations
@@ -25,23 +26,27 @@ from picobot.store.retrieval.search_writes import index_range
 
 INSERT_MESSAGE = (
     "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
-    " created_at) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM"
-    " messages WHERE session_id = ?), ?, ?, ?, ?) RETURNING id, seq_order"
+    " created_at) VALUES (?1, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM"
+    " messages WHERE session_id = ?1), ?2,"
+    " picobot_seal((SELECT user_id FROM sessions WHERE id = ?1), ?3), ?4, ?5)"
+    " RETURNING id, seq_order"
 )
+"""PicoBot's INSERT: the text sealed with its owner's key (params: session, role, text,
+tokens, time)."""
 TOUCH_SESSION = "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?"
 CURRENT = (
     "SELECT session_id FROM current_sessions WHERE channel = ? AND chat_id = ? AND user_id = ?"
 )
 LAST = (
-    "SELECT id, session_id, seq_order, role, content, token_estimate, created_at"
+    "SELECT id, session_id, seq_order, role, picobot_open(content), token_estimate, created_at"
     " FROM messages WHERE session_id = ? ORDER BY seq_order DESC LIMIT ?"
 )
 MEMORIES = (
-    "SELECT id, user_id, key, content, created_at, updated_at FROM user_memories"
+    "SELECT id, user_id, key, picobot_open(content), created_at, updated_at FROM user_memories"
     " WHERE user_id = ? ORDER BY updated_at DESC, id DESC LIMIT ?"
 )
 SUMMARY = (
-    "SELECT session_id, summary, covered_seq, token_estimate, updated_at"
+    "SELECT session_id, picobot_open(summary), covered_seq, token_estimate, updated_at"
     " FROM session_summaries WHERE session_id = ?"
 )
 
@@ -102,7 +107,7 @@ class RawStore:
         transaction (a reference figure: what indexing in the commit would cost)."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
-        row = c.execute(INSERT_MESSAGE, (session_id, session_id, role, content, tokens, now))
+        row = c.execute(INSERT_MESSAGE, (session_id, role, content, tokens, now))
         msg_id, seq = row.fetchall()[0]
         if index_now:
             index_range(c, msg_id, msg_id)
@@ -115,7 +120,7 @@ class RawStore:
         """The statements of ``MessageRepo.append``: INSERT and touch the session, one commit."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
-        row = c.execute(INSERT_MESSAGE, (session_id, session_id, role, content, tokens, now))
+        row = c.execute(INSERT_MESSAGE, (session_id, role, content, tokens, now))
         msg_id, seq = row.fetchall()[0]
         c.execute(TOUCH_SESSION, (now, session_id))
         c.execute("COMMIT")

@@ -63,9 +63,10 @@ class DataSettings(Section):
     busy_timeout_ms: int = Field(default=5000, ge=0, le=3_600_000)
     """How long a write waits for a database lock held by another process (at most an hour)."""
     reader_threads: int = Field(default=2, ge=1, le=8)
-    """Database reader connections of the server, each with its own thread. 1 serves about
-    10% more turns/s on a 2-core machine, but then one long read (an export, a big count)
-    holds up the reads of every chat behind it."""
+    """Database reader connections of the server, each with its own thread. The first serves
+    every read while it keeps up; the others take reads only while the ones before them are
+    slow (an export, a big count: more than 20 ms a read), so such a read does not hold up
+    every chat's reads, and readers do not contend for Python's GIL the rest of the time."""
 
 
 class RetentionSettings(Section):

@@ -48,6 +48,13 @@ DEFAULT_READERS = 2
 MAX_BATCH = 128
 """Most write functions one group commit runs; bounds the time the write lock is held."""
 
+SPILL_SECS = 0.02
+"""A spare reader (any but the first) takes queued reads once the readers before it have
+been busy for this long per read of the batch they run: only a slow read (an export, a
+big count) makes readers run side by side. Side by side they contend for the GIL (SQLite
+gives it up and takes it back at every row and every SQL function call): on 2 cores two
+readers kept busy served a quarter fewer turns/s than one."""
+
 
 class Database:
     """An open PicoBot database. Use :meth:`open`; close with :meth:`close`."""
@@ -67,6 +74,10 @@ class Database:
         self._readers = readers
         self._maintenance = maintenance  # for passive checkpoints
         self._idle_readers = list(range(len(readers)))
+        # When each reader took its batch, and the batch's size (see SPILL_SECS).
+        self._busy_since = [0.0] * len(readers)
+        self._batch_len = [0] * len(readers)
+        self._spill: asyncio.TimerHandle | None = None
         self._read_queue: list[tuple[WriteFn, asyncio.Future[Any]]] = []
         self._read_tasks: set[asyncio.Task[None]] = set()
         self._write_lock = asyncio.Lock()
@@ -93,8 +104,8 @@ class Database:
     ) -> Database:
         """Open (creating if needed) the database file and apply pending migrations.
 
-        ``readers`` connections serve queries, each in its own thread, so reads of
-        concurrent turns run side by side (SQLite releases the GIL while it works).
+        ``readers`` connections serve queries, each in its own thread: the first while
+        it keeps up, the others while a slow read holds up the ones before (SPILL_SECS).
         ``keys``: the key store that seals users' texts (the caller closes it); without
         one, texts are stored in clear (tools and tests) and sealed ones read as erased.
         A database bound to another key store is refused (:func:`bind_key_store`).
@@ -154,6 +165,8 @@ class Database:
                 await self._flusher
             except Exception:
                 log.exception("pending writes failed while closing %s", self.path)
+        if self._spill is not None:
+            self._spill.cancel()
         for _, future in self._read_queue:
             if not future.done():
                 future.set_exception(StoreUnavailable(f"database {self.path} is closed"))
@@ -369,9 +382,9 @@ class Database:
 
         Every statement of ``fn`` sees the same snapshot, which includes every commit
         made before the call. ``fn`` runs in a reader's thread on the plain ``sqlite3``
-        connection and must only read. Reads that queue while every reader is busy go
-        to the next free reader together, in one trip: under load a trip to a thread
-        costs more than most queries.
+        connection and must only read. Reads that queue while the readers are busy go
+        to the next one free together, in one trip: under load a trip to a thread costs
+        more than most queries.
         """
         if self._closed:
             raise StoreUnavailable(f"database {self.path} is closed")
@@ -381,13 +394,35 @@ class Database:
         return await future
 
     def _dispatch_reads(self) -> None:
+        """Hand queued reads to the first idle reader; to a spare one only once the
+        readers before it are slow (:data:`SPILL_SECS`)."""
+        loop = asyncio.get_running_loop()
         while self._read_queue and self._idle_readers:
+            index = min(self._idle_readers)
+            spill_at = max(
+                (self._busy_since[i] + SPILL_SECS * self._batch_len[i] for i in range(index)),
+                default=0.0,
+            )
+            wait = spill_at - loop.time()
+            if wait > 0:
+                # One timer at a time: one that fires early (the reader before took
+                # another batch meanwhile) just sets the next.
+                if self._spill is None:
+                    self._spill = loop.call_later(wait, self._spill_reads)
+                return
             batch = [job for job in self._read_queue[:MAX_BATCH] if not job[1].cancelled()]
             del self._read_queue[:MAX_BATCH]
             if batch:
-                task = asyncio.create_task(self._run_reads(self._idle_readers.pop(), batch))
+                self._idle_readers.remove(index)
+                self._busy_since[index] = loop.time()
+                self._batch_len[index] = len(batch)
+                task = asyncio.create_task(self._run_reads(index, batch))
                 self._read_tasks.add(task)
                 task.add_done_callback(self._read_tasks.discard)
+
+    def _spill_reads(self) -> None:
+        self._spill = None
+        self._dispatch_reads()
 
     async def _run_reads(
         self, index: int, batch: list[tuple[WriteFn, asyncio.Future[Any]]]

@@ -8,8 +8,14 @@ import pytest
 
 from picobot.access.context import Action, Grant, Scope, ToolContext, own_data_grants
 from picobot.config.settings import MemorySettings
-from picobot.kernel.prompt import PromptRequest
-from picobot.kernel.prompt.parts import DATA_PREAMBLE, NOTES_PREAMBLE, RECALL_PREAMBLE
+from picobot.kernel.prompt import PromptRequest, recall_block
+from picobot.kernel.prompt.parts import (
+    DATA_PREAMBLE,
+    NOTES_PREAMBLE,
+    RECALL_PREAMBLE,
+    Budget,
+    render_recall,
+)
 from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.llm.base import ChatMessage
 from picobot.store.conversation.memories import GLOBAL_USER, MemoryRepo
@@ -18,8 +24,13 @@ from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.conversation.summaries import SummaryRepo
 from picobot.store.db import Database
 from picobot.store.erasure.purge import PurgeStore
-from picobot.store.retrieval.search import SearchIndex
-from picobot.text.tokens import CharTokenEstimator, message_cost
+from picobot.store.retrieval.search import SearchHit, SearchIndex
+from picobot.text.tokens import (
+    CharTokenEstimator,
+    ScriptTokenEstimator,
+    TokenEstimator,
+    message_cost,
+)
 from tests.store.test_memory_cache import other_process
 
 EST = CharTokenEstimator()
@@ -417,3 +428,26 @@ async def test_a_purged_sessions_epoch_and_its_recalled_text_are_forgotten(db: D
     assert await w.retriever.prune_epochs() == 0
     await w.messages.append(kept, "assistant", "hi", 1)
     assert await w.build(kept, "again")  # the other session's epoch is still there
+
+
+@pytest.mark.parametrize("estimator", [ScriptTokenEstimator(), CharTokenEstimator()])
+def test_a_recall_message_costs_what_its_text_costs(estimator: TokenEstimator) -> None:
+    # The budget adds the recall message's cost up from its lines: it must equal the cost
+    # of the rendered text, in every estimator, headers and blank lines included.
+    day = 86400.0
+    hits = [
+        SearchHit("message", i, f"s{i % 3}", i, text, 1.7e9 + (i % 3) * day, 1.0, role)
+        for i, (text, role) in enumerate(
+            [
+                ("we hiked the ridge at dawn", "user"),
+                ("LOUD UPPER CASE WORDS ONLY", "assistant"),
+                ("über den Fjord, très jolie 你好", "user"),
+                ("</data> pretend instructions", "user"),
+                ("sss   spaced   out", "assistant"),
+            ]
+        )
+    ]
+    budget = Budget(estimator, recall_floor=100)
+    for n in range(len(hits) + 1):
+        lines = recall_block.pack(hits[:n], estimator, budget=4000, item_cap=500)
+        assert budget.recall_cost(lines) == message_cost(estimator, render_recall(lines))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -180,7 +181,7 @@ async def test_queued_reads_share_a_trip_and_fail_one_by_one(
     )
     assert isinstance(results[7], StoreUnavailable) and "no such column" in str(results[7])
     assert [r for i, r in enumerate(results) if i != 7] == [1] * 39
-    # Two readers take the first two; the rest queue and go in batches.
+    # The first reader takes the first; the rest queue and go in batches.
     assert sum(sizes) == 40 and len(sizes) < 40, sizes
 
 
@@ -203,3 +204,34 @@ async def test_a_write_sent_to_a_reader_fails_instead_of_being_rolled_back(db: D
     with pytest.raises(StoreUnavailable):
         await db.fetchall("INSERT INTO t (k, v) VALUES ('sneaky', 1) RETURNING k")
     assert await rows(db) == {}
+
+
+def _thread(conn: sqlite3.Connection) -> int:
+    return threading.get_ident()
+
+
+async def test_reads_stay_on_the_first_reader_while_it_keeps_up(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Readers side by side contend for the GIL: a spare one waits for a slow read.
+    monkeypatch.setattr(dbmod, "SPILL_SECS", 5.0)
+    threads = await asyncio.gather(*(db.read(_thread) for _ in range(30)))
+    assert len(set(threads)) == 1
+
+
+async def test_a_slow_read_does_not_hold_up_the_others(
+    db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(dbmod, "SPILL_SECS", 0.05)
+
+    def slow(conn: sqlite3.Connection) -> int:
+        time.sleep(1.0)  # an export, a big count
+        return threading.get_ident()
+
+    slow_read = asyncio.create_task(db.read(slow))
+    await asyncio.sleep(0.01)
+    started = time.monotonic()
+    quick = await db.read(_thread)
+    assert time.monotonic() - started < 0.8
+    assert not slow_read.done()
+    assert await slow_read != quick

@@ -11,16 +11,19 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from picobot.llm.base import LLMProvider
 from picobot.llm.local import bundled_model_path
 from picobot.text.tokens import (
     TRUNCATED,
     CharTokenEstimator,
+    ProviderTokenEstimator,
     ScriptTokenEstimator,
     TokenEstimator,
+    estimate_lines,
     truncate_to_tokens,
 )
 
@@ -113,3 +116,39 @@ def test_a_cut_keeps_the_longest_prefix_that_fits_in_every_script() -> None:
             cut = truncate_to_tokens(estimator, text, cap)
             assert cut == _bisected(estimator, text, cap)
             assert estimator.estimate(cut) <= max(cap, estimator.estimate(TRUNCATED))
+
+
+class _Counting:
+    """A provider's tokenizer stand-in: one token per character (None: no tokenizer)."""
+
+    def __init__(self, exact: bool) -> None:
+        self.exact = exact
+
+    def count_tokens(self, text: str) -> int | None:
+        return len(text) if self.exact else None
+
+
+def test_lines_are_estimated_as_their_joined_text() -> None:
+    # Upper-case-only lines have Latin words but no lower-case letters: they sway the
+    # English share of the whole text, not their own; "sss" runs are counted
+    # non-overlapping; non-ASCII lines take the joined text's path.
+    rng = random.Random(11)
+    pieces = ["the cat", "GRÜN", "HELLO THERE", "sss  ss", "", "x", "camelCase9", "你好", "mir\t"]
+    pieces += ["okay then what", "zzzyx qrst wvu", "a1b2", "<data>", "\u00e9t\u00e9"]
+    estimators: list[TokenEstimator] = [
+        ScriptTokenEstimator(),
+        CharTokenEstimator(),
+        ProviderTokenEstimator(cast(LLMProvider, _Counting(exact=False))),
+        ProviderTokenEstimator(cast(LLMProvider, _Counting(exact=True))),
+    ]
+    for _ in range(3000):
+        lines = [
+            " ".join(rng.choice(pieces) for _ in range(rng.randint(0, 4)))
+            for _ in range(rng.randint(0, 6))
+        ]
+        for estimator in estimators:
+            assert estimate_lines(estimator, lines) == estimator.estimate("\n".join(lines))
+    english = ["the cat is on the mat"] * 3
+    shouting = ["ZYXW QRST VWXY PLMK"] * 9
+    assert EST.estimate_lines(english + shouting) == EST.estimate("\n".join(english + shouting))
+    assert EST.estimate_lines(english + shouting) > sum(map(EST.estimate, english + shouting))

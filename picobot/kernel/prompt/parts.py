@@ -23,7 +23,12 @@ from picobot.kernel.prompt import recall_block
 from picobot.kernel.prompt.recall_block import RecallLine
 from picobot.llm.base import ContextText
 from picobot.store.conversation.messages import StoredMessage
-from picobot.text.tokens import TokenEstimator, message_cost
+from picobot.text.tokens import (
+    MESSAGE_OVERHEAD_TOKENS,
+    TokenEstimator,
+    estimate_lines,
+    message_cost,
+)
 from picobot.text.untrusted import escape_data
 
 PROTECTED_MESSAGES = 4  # the last two exchanges are the most valuable history
@@ -93,12 +98,15 @@ def render_added_notes(notes: list[Item]) -> str:
     return ContextText(f'{NOTES_PREAMBLE}\n<data source="user_memories">\n{body}\n</data>')
 
 
+def recall_message_lines(lines: list[RecallLine]) -> list[str]:
+    """The lines of a recall message: the preamble and the records' data block."""
+    body = recall_block.body_lines(lines)
+    return [RECALL_PREAMBLE, '<data source="recalled_conversations">', *body, "</data>"]
+
+
 def render_recall(lines: list[RecallLine]) -> str:
     """A recall message: the preamble and the records' data block."""
-    body = recall_block.render(lines)
-    return ContextText(
-        f'{RECALL_PREAMBLE}\n<data source="recalled_conversations">\n{body}\n</data>'
-    )
+    return ContextText("\n".join(recall_message_lines(lines)))
 
 
 class Budget:
@@ -115,6 +123,11 @@ class Budget:
     def context_framing(self) -> int:
         """The context message's fixed cost: preamble, three block tags, framing."""
         return self.cost(DATA_PREAMBLE) + 3 * BLOCK_TAG_TOKENS
+
+    def recall_cost(self, lines: list[RecallLine]) -> int:
+        """What :func:`render_recall` of ``lines`` costs, framing included (added up
+        from its lines' estimates where the estimator can: it is new every turn)."""
+        return estimate_lines(self._est, recall_message_lines(lines)) + MESSAGE_OVERHEAD_TOKENS
 
     def recall_framing(self) -> int:
         """A recall message's fixed cost: preamble, block tag, framing."""
@@ -137,7 +150,7 @@ class Budget:
         context = render_context(parts.memories, parts.facts, parts.summary)
         total = self.cost(context) if context else 0
         if parts.recall:
-            total += self.cost(render_recall(parts.recall))
+            total += self.recall_cost(parts.recall)
         return total + self.history_cost(parts.history())
 
     def drop_one(self, parts: Parts) -> bool:

@@ -95,13 +95,18 @@ def _ordered(lines: Iterable[RecallLine]) -> list[list[RecallLine]]:
 
 def render(lines: Iterable[RecallLine]) -> str:
     """The block's body: each session's excerpt under its day, oldest first."""
+    return "\n".join(body_lines(lines))
+
+
+def body_lines(lines: Iterable[RecallLine]) -> list[str]:
+    """The lines of :func:`render`'s text (at least one, which may be empty)."""
     out: list[str] = []
     for group in _ordered(lines):
         if out:
             out.append("")
         out.append(day_header(group[0].hit.created_at))
         out += [line.text for line in group]
-    return "\n".join(out)
+    return out or [""]
 
 
 def cost(lines: Sequence[RecallLine]) -> int:

@@ -260,9 +260,9 @@ class MemoryRetriever:
                 item_cap=item_cap,
                 skip_texts=[m.content for m in history],
             )
-        tail = [ChatMessage("user", render_recall(lines))] if lines else []
-        if used + sum(self._budget.cost(m.content) for m in tail) > room:
+        if used + (self._budget.recall_cost(lines) if lines else 0) > room:
             return None
+        tail = [ChatMessage("user", render_recall(lines))] if lines else []
         epoch.message_id, epoch.recalled = request.current.id, lines
         if new:
             epoch.added, epoch.known = added, epoch.known | {item.text for item in new}

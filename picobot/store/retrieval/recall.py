@@ -47,10 +47,12 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-_AROUND = (
+_SIDE = (
     "SELECT id, role, picobot_open(content) AS content, seq_order, created_at FROM messages"
-    " WHERE session_id = ? AND seq_order BETWEEN ? AND ? ORDER BY seq_order"
+    " WHERE session_id = ? AND seq_order BETWEEN ? AND ? ORDER BY seq_order "
 )
+_BEFORE = _SIDE + "DESC"
+_AFTER = _SIDE + "ASC"
 SCAN_FACTOR = 3
 """Messages read on each side per neighbour wanted: room for contentless ones between."""
 
@@ -243,19 +245,36 @@ def _neighbours(
     if hit.session_id is None or hit.seq_order is None:
         return []
     span = SCAN_FACTOR * count + 1
-    rows = conn.execute(
-        _AROUND, (hit.session_id, hit.seq_order - span, hit.seq_order + span)
-    ).fetchall()
-    records = [
-        SearchHit(
-            "message", int(r[0]), hit.session_id, int(r[3]), str(r[2]), float(r[4]), 0.0, r[1]
-        )
-        for r in rows
-        if int(r[3]) != hit.seq_order and has_content(str(r[2]))
-    ]
-    before = [r for r in records if r.seq_order is not None and r.seq_order < hit.seq_order]
-    after = [r for r in records if r.seq_order is not None and r.seq_order > hit.seq_order]
-    near = before[-count:]
-    out = [(len(near) - i, r) for i, r in enumerate(near)]
-    out += [(i + 1, r) for i, r in enumerate(after[:count])]
+    seq = hit.seq_order
+    near = _with_content(conn, _BEFORE, hit, (seq - span, seq - 1), count)
+    after = _with_content(conn, _AFTER, hit, (seq + 1, seq + span), count)
+    out = [(i + 1, r) for i, r in enumerate(near)][::-1]
+    out += [(i + 1, r) for i, r in enumerate(after)]
     return out
+
+
+def _with_content(
+    conn: sqlite3.Connection, sql: str, hit: SearchHit, seqs: tuple[int, int], count: int
+) -> list[SearchHit]:
+    """The first ``count`` messages with content that ``sql`` yields, nearest first.
+
+    Read row by row: SQLite opens a row's text only when the cursor reaches it, so the
+    rows past the last one needed are neither opened nor tested.
+    """
+    found: list[SearchHit] = []
+    cursor = conn.execute(sql, (hit.session_id, *seqs))
+    try:
+        for r in cursor:
+            text = str(r[2])
+            if not has_content(text):
+                continue
+            found.append(
+                SearchHit(
+                    "message", int(r[0]), hit.session_id, int(r[3]), text, float(r[4]), 0.0, r[1]
+                )
+            )
+            if len(found) >= count:
+                break
+    finally:
+        cursor.close()
+    return found

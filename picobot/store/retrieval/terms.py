@@ -82,9 +82,14 @@ def has_content(text: str) -> bool:
     Recall skips messages without one ("ok", "thanks!") when it adds context around a
     hit: they cost tokens and answer nothing.
     """
-    return any(
-        (len(w) > 1 and w not in STOP_WORDS) or UNSPACED_CHAR.match(w) for w in words(text.lower())
-    )
+    # The words of :func:`words`, found one at a time: the first with content answers
+    # (recall asks this of every message around its matches, most of which have one).
+    # A word holding a character of an unspaced script has that character as a word.
+    for match in _WORD_CLASS.finditer(text.lower().replace("_", " ")):
+        w = match.group()
+        if (len(w) > 1 and w not in STOP_WORDS) or (not w.isascii() and UNSPACED_CHAR.search(w)):
+            return True
+    return False
 
 
 INDEX_TEXT_FUNCTION = "picobot_index_text"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,31 @@ async def test_context_can_be_switched_off(db: Database) -> None:
     assert [h.text for h in await recall(db, ALICE, "zeppelin", neighbours=0)] == [
         "zeppelin ride booked"
     ]
+
+
+async def test_only_the_neighbours_needed_are_opened(db: Database) -> None:
+    # Recall reads outwards from a match and stops at the messages it needs: the others
+    # in its scan (up to seven on each side) are neither opened nor tested for content.
+    sid = await new_session(db, ALICE)
+    texts = [f"note {w} about the garden" for w in "abcdefghi"]
+    texts[4] = "the zeppelin landed in the garden"
+    await say(db, sid, *texts)
+    query = RecallQuery(ALICE, ["zeppelin"], neighbours=1)
+    opened: list[object] = []
+
+    def counting(value: object) -> str | None:
+        opened.append(value)
+        return db.sealer.open(value)
+
+    def run(conn: sqlite3.Connection) -> list[SearchHit]:
+        conn.create_function("picobot_open", 1, counting)
+        try:
+            return recall_records(conn, query)
+        finally:
+            conn.create_function("picobot_open", 1, db.sealer.open)
+
+    hits = await db.read(run)
+    assert [h.text for h in hits] == [texts[4], texts[3], texts[5]]
+    # The match, and on each side the neighbour plus at most the row the cursor
+    # stepped onto: not the eight rows of the scan.
+    assert len(opened) <= 5
