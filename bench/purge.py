@@ -69,8 +69,12 @@ async def _timed_purge(db: Database, victim: str, phases: dict[str, float]) -> i
     t = time.perf_counter()
     counts = await PurgeStore(db).delete_user(victim)
     phases["delete_rows_s"] = time.perf_counter() - t
-    keyed = db.sealer.keyed
-    await erase_residue(db, vacuum=not keyed, index=not keyed, timings=phases)
+    if db.sealer.keyed:  # a key deletion: the residue waits for retention's erasure
+        t = time.perf_counter()
+        await db.checkpoint_passive()
+        phases["checkpoint_passive_s"] = time.perf_counter() - t
+    else:
+        await erase_residue(db, timings=phases)
     return counts.messages
 
 

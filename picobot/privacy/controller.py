@@ -227,12 +227,12 @@ class PrivacyController:
 
         A user purge with per-user keys is a key deletion: the key goes first (see
         ``PurgeStore.delete_user``), so whatever was sealed with it is unreadable at
-        once, in these files and every backup; the rows are deleted in batches, the WAL
-        is checkpointed, and the file is not rewritten (a rewrite stalls every other
-        writer): a stale copy of what is stored in clear (the user's id, and rows
-        from before per-user keys that ``picobot migrate`` has not sealed yet) left in
-        a page waits for retention's next erasure, noted as residue before anything is
-        deleted.
+        once, in these files and every backup; the rows are deleted in batches and the
+        WAL is checkpointed passively; neither the file is rewritten nor the WAL
+        truncated (both stall every other writer): a stale copy of what is stored in
+        clear (the user's id, and rows from before per-user keys that ``picobot
+        migrate`` has not sealed yet) left in a page or a WAL frame waits for
+        retention's next erasure, noted as residue before anything is deleted.
         """
         await self.authorize(plan.scope, plan.actor)
         started, started_at = time.monotonic(), self._clock()
@@ -255,9 +255,14 @@ class PrivacyController:
                 now=self._clock(),
                 batch_size=self._batch,
             )
-            # A key deletion needs no index merge and no rewrite of the file; the WAL's
-            # copies of what was in clear go with the checkpoint.
-            await erase_residue(self._db, vacuum=not shredded, index=not shredded)
+            if shredded:
+                # A key deletion: what was sealed is unreadable already. What was in
+                # clear (ids, unsealed old rows) waits in freed pages and WAL frames for
+                # retention's erasure, noted above; a passive checkpoint keeps the WAL
+                # small without holding the writers (a TRUNCATE stalled them ~0.2 s).
+                await self._db.checkpoint_passive()
+            else:
+                await erase_residue(self._db)
         except Exception as exc:
             await self._record(started_at, error=error_text(exc))
             raise

@@ -17,6 +17,7 @@ from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound
 from picobot.privacy.scopes import OlderThanScope, UserScope
 from picobot.runtime import open_runtime
+from picobot.store.db import Database
 
 ALICE = Identity("tui", "tui:alice", "local")
 BOB = Identity("tui", "tui:bob", "local")
@@ -198,8 +199,10 @@ def test_a_failed_erasure_is_reported_and_left_to_retention(
     async def disk_full(*_args: object, **_kw: object) -> None:
         raise StoreUnavailable("database or disk is full")
 
-    real = controller_module.erase_residue
+    # The erasure after the deletion fails: the full one, or a key deletion's checkpoint.
+    real, real_checkpoint = controller_module.erase_residue, Database.checkpoint_passive
     monkeypatch.setattr(controller_module, "erase_residue", disk_full)
+    monkeypatch.setattr(Database, "checkpoint_passive", disk_full)
     assert main(["purge", "user", "tui:alice", "--yes"]) == 1
     err = capsys.readouterr().err
     assert "the purge failed: database or disk is full" in err
@@ -208,6 +211,7 @@ def test_a_failed_erasure_is_reported_and_left_to_retention(
     assert count_messages(tmp_path / "data") == {"tui:bob": 2}
 
     monkeypatch.setattr(controller_module, "erase_residue", real)
+    monkeypatch.setattr(Database, "checkpoint_passive", real_checkpoint)
     assert main(["status"]) == 4
     assert "picobot: warning: a purge started" in capsys.readouterr().err
     assert main(["retention", "run"]) == 0

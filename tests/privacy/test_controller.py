@@ -254,7 +254,9 @@ async def test_a_purge_that_fails_midway_tells_the_user_what_happened(
     await say(rt, ALICE, "hello")
     await say(rt, BOB, "bob stays")
     await say(rt, ALICE, "/purge user")
+    # The erasure after the deletion fails: the full one, or a key deletion's checkpoint.
     monkeypatch.setattr(controller_module, "erase_residue", disk_full)
+    monkeypatch.setattr(rt.db, "checkpoint_passive", disk_full)
     failed = await say(rt, ALICE, "y")
     assert failed[-1].kind == OutboundKind.ERROR and failed[-1].text == PURGE_FAILED
     assert "/srv" not in failed[-1].text  # the operator's paths stay in the log

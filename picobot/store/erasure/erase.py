@@ -18,7 +18,6 @@ async def erase_residue(
     db: Database,
     *,
     vacuum: bool = True,
-    index: bool = True,
     timings: dict[str, float] | None = None,
 ) -> None:
     """Make deleted text unrecoverable from every file of the database.
@@ -42,13 +41,11 @@ async def erase_residue(
       database file and cuts the WAL to 0 bytes. Raises StoreUnavailable when a
       reader (possibly another process) kept it from finishing.
 
-    ``index=False`` skips the index merge: after a key deletion the index holds only
-    terms keyed with the deleted key. ``timings``, when given, receives each step's
-    duration in seconds (the bench).
+    ``timings``, when given, receives each step's duration in seconds (the bench).
     """
-    steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = []
-    if index:
-        steps.append(("fts_optimize_s", SearchIndex(db).optimize))
+    steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
+        ("fts_optimize_s", SearchIndex(db).optimize)
+    ]
     if vacuum:
         steps.append(("vacuum_s", db.vacuum))
     # Copy what it can without the writer lock first (the VACUUM put the whole file in

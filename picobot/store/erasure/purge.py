@@ -33,11 +33,11 @@ from picobot.store.learned.digest_purge import DigestPurge, delete_session_layer
 from picobot.store.learned.fact_purge import FactPurge, delete_session_facts
 
 DEFAULT_BATCH_SIZE = 500
-KEYED_USER_BATCH = 100
+KEYED_USER_BATCH = 50
 """Rows per transaction of a user purge once their key is gone: nothing of theirs is
 readable any more, so the deletion may take longer in exchange for shorter holds of the
-writer (other users' turn p99 during a 100,000-message purge: 1.7x without it, 2.3-5x
-at 500 rows; docs/privacy.md#per-user-keys)."""
+writer (other users' turn p99 during a 100,000-message purge: 1.7-1.9x at 50 rows,
+2.7-2.9x at 100; docs/privacy.md#per-user-keys)."""
 """Rows per delete transaction when the caller does not say (config: retention_batch_size)."""
 
 Clause = tuple[str, tuple[Any, ...]]
