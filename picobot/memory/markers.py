@@ -94,6 +94,16 @@ class MarkerFilter:
 
     def feed(self, delta: str) -> str:
         """Take the next piece of the reply; return the part that may be shown now."""
+        plain = "\n" not in delta and PREFIX[0] not in delta
+        if plain and self._marker is None and not self._start:
+            # Most pieces: plain text within a line, which may only hold back its spaces.
+            body = delta.rstrip(" \t")
+            if not body:
+                self._spaces += delta
+                return self._show([])
+            shown, self._spaces = self._spaces + body, delta[len(body) :]
+            self._line_shown = True
+            return self._show([shown])
         out: list[str] = []
         for ch in delta:
             if self._marker is not None:

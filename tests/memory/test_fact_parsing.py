@@ -160,6 +160,16 @@ def test_a_broken_marker_after_text_is_dropped_to_the_end_of_its_line() -> None:
     assert f.dropped == 2 and f.observations == []
 
 
+def test_plain_pieces_hold_back_only_their_trailing_spaces() -> None:
+    f = MarkerFilter()
+    assert f.feed("Sure, ") == "Sure,"  # the space may precede a marker
+    assert f.feed(" \t") == ""
+    assert f.feed("done  ") == "  \tdone"
+    assert f.feed("[MEMORY:plan] nap\nok") == "\nok"  # the text before keeps its line
+    assert f.finish() == "" and f.text == "Sure,  \tdone\nok"
+    assert f.observations == [Observation(None, "plan", "nap")]
+
+
 def msg(seq: int, text: str, role: str = "user") -> StoredMessage:
     return StoredMessage(seq, "s", seq, role, text, len(text) // 4, 0.0)
 

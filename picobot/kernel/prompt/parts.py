@@ -106,7 +106,12 @@ def recall_message_lines(lines: list[RecallLine]) -> list[str]:
 
 def render_recall(lines: list[RecallLine]) -> str:
     """A recall message: the preamble and the records' data block."""
-    return ContextText("\n".join(recall_message_lines(lines)))
+    return join_recall(recall_message_lines(lines))
+
+
+def join_recall(message_lines: list[str]) -> str:
+    """The recall message of :func:`recall_message_lines`' lines."""
+    return ContextText("\n".join(message_lines))
 
 
 class Budget:
@@ -127,7 +132,11 @@ class Budget:
     def recall_cost(self, lines: list[RecallLine]) -> int:
         """What :func:`render_recall` of ``lines`` costs, framing included (added up
         from its lines' estimates where the estimator can: it is new every turn)."""
-        return estimate_lines(self._est, recall_message_lines(lines)) + MESSAGE_OVERHEAD_TOKENS
+        return self.recall_lines_cost(recall_message_lines(lines))
+
+    def recall_lines_cost(self, message_lines: list[str]) -> int:
+        """What :func:`join_recall` of these lines costs, framing included."""
+        return estimate_lines(self._est, message_lines) + MESSAGE_OVERHEAD_TOKENS
 
     def recall_framing(self) -> int:
         """A recall message's fixed cost: preamble, block tag, framing."""

@@ -71,8 +71,12 @@ def pack(
             break
         if hit.text in skip:
             continue
-        text = truncate_to_tokens(estimator, _line(hit), cap)
-        cost = estimator.estimate(text) + 1
+        text = _line(hit)
+        tokens = estimator.estimate(text)
+        if tokens > cap:
+            text = truncate_to_tokens(estimator, text, cap)
+            tokens = estimator.estimate(text)
+        cost = tokens + 1
         if hit.session_id not in sessions:
             cost += estimator.estimate(day_header(hit.created_at)) + 2
         if used + cost > budget:

@@ -63,6 +63,8 @@ from picobot.kernel.prompt.parts import (
     Budget,
     Item,
     Parts,
+    join_recall,
+    recall_message_lines,
     render_added_notes,
     render_context,
     render_recall,
@@ -260,9 +262,10 @@ class MemoryRetriever:
                 item_cap=item_cap,
                 skip_texts=[m.content for m in history],
             )
-        if used + (self._budget.recall_cost(lines) if lines else 0) > room:
+        shown = recall_message_lines(lines) if lines else []
+        if used + (self._budget.recall_lines_cost(shown) if lines else 0) > room:
             return None
-        tail = [ChatMessage("user", render_recall(lines))] if lines else []
+        tail = [ChatMessage("user", join_recall(shown))] if lines else []
         epoch.message_id, epoch.recalled = request.current.id, lines
         if new:
             epoch.added, epoch.known = added, epoch.known | {item.text for item in new}
