@@ -62,6 +62,7 @@ from picobot.store.learned.fact_writes import FactStore
 from picobot.store.learned.pins import PinStore
 from picobot.store.migrations import require_current_schema
 from picobot.store.retrieval.search import SearchIndex
+from picobot.store.retrieval.terms import forget_words
 from picobot.tasks.caps import StorageCaps, cap_limits
 from picobot.tasks.learning import LearningTask, extraction_input_tokens
 from picobot.tasks.purge_watch import PurgeWatch
@@ -70,7 +71,7 @@ from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
 from picobot.tasks.supervisor import TaskSupervisor
 from picobot.tasks.vector_index import VectorIndexer
-from picobot.text.tokens import ProviderTokenEstimator
+from picobot.text.tokens import ProviderTokenEstimator, forget_texts
 from picobot.tools.catalog import ToolDeps, build_tools
 
 WAL_CHECKPOINT_SECS = 1.0
@@ -102,6 +103,13 @@ class Runtime:
 
 SchemaPolicy = Literal["migrate", "current", "as_is"]
 """What :func:`open_database` does about the schema version of the file."""
+
+
+def forget_cached_texts() -> None:
+    """Drop the process-wide caches keyed by texts (token estimates, stems): called after
+    every deletion of content, so none of it stays in memory."""
+    forget_texts()
+    forget_words()
 
 
 @asynccontextmanager
@@ -282,6 +290,7 @@ def assemble(
     EditCommands(services.sessions).register(kernel.commands)
     if isinstance(retriever, MemoryRetriever):  # a deleted message leaves its prompt at once
         services.purges.controller.on_purged.append(retriever.forget)
+    services.purges.controller.after_purge.append(forget_cached_texts)
     caps = StorageCaps(
         db,
         cap_limits(settings.session.retention),
@@ -292,6 +301,7 @@ def assemble(
         kernel.after_turn.append(caps.enforce)
         if isinstance(retriever, MemoryRetriever):
             caps.on_trimmed.append(retriever.forget)
+        caps.on_trimmed.append(lambda _: forget_cached_texts())
     # The fact commands stay with learning off: people can still see and delete theirs.
     FactCommands(services.facts).register(kernel.commands)
     PinCommands(services.pins, services.facts).register(kernel.commands)
@@ -433,6 +443,7 @@ async def open_runtime(
         )
         # The local model's kept prompts hold user content: a purge (here or by another
         # process) or a retention run that deleted something drops them all.
+        retention.on_deleted.append(forget_cached_texts)
         forget_prompts = getattr(llm, "forget_prompts", None)
         if forget_prompts is not None:
             services.purges.controller.after_purge.append(forget_prompts)

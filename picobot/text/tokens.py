@@ -162,6 +162,13 @@ def _script_estimate(text: str) -> int:
     return math.ceil(total)
 
 
+def forget_texts() -> None:
+    """Empty the estimate caches, which are keyed by the texts themselves: a purge or a
+    deletion calls this so no deleted text stays in this process's memory."""
+    _script_estimate.cache_clear()
+    _ascii_counts.cache_clear()
+
+
 def estimate_lines(estimator: TokenEstimator, lines: Sequence[str]) -> int:
     """``estimator.estimate("\\n".join(lines))``, without the join where the estimator
     can add up its lines' estimates (a prompt block re-rendered every turn whose lines

@@ -16,6 +16,8 @@ from picobot.privacy.redaction import Redactor
 from picobot.privacy.scopes import UserScope
 from picobot.runtime import open_runtime
 from picobot.store.erasure.export import count_user_data
+from picobot.store.retrieval import terms
+from picobot.text import tokens
 from tests.admin.helpers import ALICE, BOB, KEY_A, KEY_B, WS_KEY, Api, FakeClock, start
 
 AWS_KEY = "AKIA" + "IOSFODNN7EXAMPLE"
@@ -43,6 +45,17 @@ async def test_a_purge_planned_through_the_services_is_confirmed_by_the_admin_ap
     done = await api.call("POST", path, body={"answer": "y"})
     assert done["deleted"]["messages"] == 2
     assert (await count_user_data(api.runtime.db, BOB)).empty
+
+
+async def test_a_purge_empties_the_caches_keyed_by_texts(api: Api) -> None:
+    # Token estimates and stems are cached by the text itself: a purge leaves none of it.
+    caches = (tokens._script_estimate, tokens._ascii_counts, terms._stem_short)
+    await api.chat(BOB, "remind me about the quokkaberg appointment")
+    assert all(cache.cache_info().currsize > 0 for cache in caches)
+    services = api.runtime.services
+    pending = await services.purges.request(UserScope(BOB), operator_actor(KEY_A))
+    assert await services.purges.confirm(pending.token, operator_actor(KEY_A), "y")
+    assert [cache.cache_info().currsize for cache in caches] == [0, 0, 0]
 
 
 async def test_a_late_confirmation_is_expired_whoever_planned_it(api: Api) -> None:

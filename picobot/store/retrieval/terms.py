@@ -141,6 +141,12 @@ def _stem_short(word: str) -> str:
         return str(_PORTER.stemWord(folded))
 
 
+def forget_words() -> None:
+    """Empty the stem cache, keyed by the words of indexed and searched texts (called
+    with :func:`picobot.text.tokens.forget_texts` after a deletion)."""
+    _stem_short.cache_clear()
+
+
 def keyed_word(terms_key: bytes, word: str) -> str:
     """``word``'s index term under a user's term key: 15 digits of an HMAC of its stem.
 
