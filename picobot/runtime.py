@@ -65,7 +65,7 @@ from picobot.store.retrieval.search import SearchIndex
 from picobot.store.retrieval.terms import forget_words
 from picobot.tasks.caps import StorageCaps, cap_limits
 from picobot.tasks.learning import LearningTask, extraction_input_tokens
-from picobot.tasks.purge_watch import PurgeWatch
+from picobot.tasks.purge_watch import PURGE_WATCH_SECS, Drop, PurgeWatch
 from picobot.tasks.reply_learning import ReplyLearner
 from picobot.tasks.retention import RetentionTask
 from picobot.tasks.summarize import Summarizer, summary_limits
@@ -403,6 +403,8 @@ async def open_runtime(
         if summarizer.enabled:
             kernel.turn_listeners.append(summarizer.notify)
             tasks.every("summarize", memory.summarization_check_interval_secs, summarizer.check_all)
+        # What drops kept user text when a deletion anywhere moves the purge generation.
+        drops: list[Drop] = []
         # Automatic checkpoints are off (they stalled commits); keep the WAL short here.
         tasks.every("wal-checkpoint", WAL_CHECKPOINT_SECS, db.checkpoint_passive)
         # New messages reach the recall index in batches (see m006_deferred_message_index).
@@ -414,10 +416,14 @@ async def open_runtime(
             recent = meaning.recent if isinstance(meaning, VectorRecall) else None
             vectors = VectorIndexer(db, embedder, batch_size=batch, recent=recent)
             tasks.every("vector-index", INDEX_INTERVAL_SECS, vectors.run)
-        # What a purge (here or by another process) removed leaves the memory cache too.
+            drops.append(vectors.forget_gone)
+        # What another process changed or deleted leaves the memory cache too.
         tasks.every("memory-cache", MEMORY_CACHE_PRUNE_SECS, lambda: db.read(memory_cache.prune))
+        drops.append(lambda: db.read(memory_cache.prune))
         if isinstance(kernel.retriever, MemoryRetriever):  # its epochs hold recalled text
-            tasks.every("prompt-epochs", MEMORY_CACHE_PRUNE_SECS, kernel.retriever.prune_epochs)
+            retriever = kernel.retriever
+            tasks.every("prompt-epochs", MEMORY_CACHE_PRUNE_SECS, retriever.prune_epochs)
+            drops.append(lambda: retriever.prune_epochs(records=True))
         retention = RetentionTask(
             db,
             max_age_days=settings.session.retention.max_age_days,
@@ -448,8 +454,11 @@ async def open_runtime(
         if forget_prompts is not None:
             services.purges.controller.after_purge.append(forget_prompts)
             retention.on_deleted.append(forget_prompts)
-            watch = PurgeWatch(db, forget_prompts)
-            tasks.every("prompt-states", MEMORY_CACHE_PRUNE_SECS, watch.check, run_at_start=True)
+            drops.append(forget_prompts)
+        # A deletion by any process sharing the store reaches all of the above within
+        # a second (docs/privacy.md#several-processes).
+        watch = PurgeWatch(db, drops)
+        tasks.every("purge-watch", PURGE_WATCH_SECS, watch.check, run_at_start=True)
         if learning is not None:
             learning.clock = kernel.clock
             learn = settings.memory.learning

@@ -32,6 +32,7 @@ from picobot.privacy.scopes import (
     ScopeDeps,
     rules_for,
 )
+from picobot.store import purge_generation
 from picobot.store.conversation.event_prune import finish_purge, record_purge_step
 from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
@@ -239,6 +240,7 @@ class PrivacyController:
         scope = plan.scope
         shredded = scope.kind == "user" and self._db.sealer.keyed
         await record_start(self._db, PURGE_ERASE_TASK_NAME, started_at)
+        deleting = True
         try:
             if shredded:
                 await note_residue(self._db, started_at)
@@ -255,6 +257,10 @@ class PrivacyController:
                 now=self._clock(),
                 batch_size=self._batch,
             )
+            # Every process sharing the store drops what it keeps of the deleted data
+            # (picobot.tasks.purge_watch), before the erasure, which may take seconds.
+            deleting = False
+            await purge_generation.advance(self._db)
             if shredded:
                 # A key deletion: what was sealed is unreadable already. What was in
                 # clear (ids, unsealed old rows) waits in freed pages and WAL frames for
@@ -264,6 +270,8 @@ class PrivacyController:
             else:
                 await erase_residue(self._db)
         except Exception as exc:
+            if deleting:  # some of it may be deleted: the other processes look too
+                await purge_generation.advance_after_failure(self._db)
             await self._record(started_at, error=error_text(exc))
             raise
         await self._record(started_at)

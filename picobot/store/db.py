@@ -259,6 +259,7 @@ class Database:
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
         """One serialized write transaction; commits on success, rolls back on error."""
         async with self._write_lock:
+            self.sealer.refresh()  # another process's key deletion holds from here on
             try:
                 await self._writer.execute("BEGIN IMMEDIATE")
             except sqlite3.Error as exc:
@@ -295,6 +296,7 @@ class Database:
         """
         if self._closed:
             raise StoreUnavailable(f"database {self.path} is closed")
+        self.sealer.refresh()  # another process's key deletion holds from here on
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         if self._flusher is not None or self._leading:
             self._pending.append((fn, future))  # committed by the next batch
@@ -388,6 +390,7 @@ class Database:
         """
         if self._closed:
             raise StoreUnavailable(f"database {self.path} is closed")
+        self.sealer.refresh()  # another process's key deletion holds from here on
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._read_queue.append((fn, future))
         self._dispatch_reads()

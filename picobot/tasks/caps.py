@@ -10,7 +10,9 @@ their code: whole sessions through the session purge's deletion (messages, summa
 tool records, recall index entries, vectors, webhook rows, facts and reflections learned
 only there, events), the oldest exchanges of the session through the message purge's
 (the same, for those messages). Every affected session's cached prompt is dropped
-(:attr:`StorageCaps.on_trimmed`), so no removed message is in a later prompt.
+(:attr:`StorageCaps.on_trimmed`), so no removed message is in a later prompt, and the
+store's purge generation moves, so other processes sharing the store drop what they
+keep of them too (:mod:`picobot.tasks.purge_watch`).
 
 The rows are gone from every query at once; their leftover bytes wait for retention's
 next erasure, noted in ``task_runs`` before anything is deleted
@@ -31,6 +33,7 @@ from typing import Any
 from picobot.access.context import ToolContext
 from picobot.config.settings import RetentionSettings
 from picobot.messages import Outbound, notice
+from picobot.store import purge_generation
 from picobot.store.conversation.event_prune import finish_message_cap, finish_session_cap
 from picobot.store.db import Database
 from picobot.store.erasure.caps import CapLimits, StaleSession, excess
@@ -134,6 +137,8 @@ class StorageCaps:
                 await finish_message_cap(self._db, sid, found.first_kept, record, self._batch)
                 said.append(messages_notice(counts.messages, self.limits.messages))
                 done += counts
+        if done.total:  # every process drops what it keeps of it (purge_watch)
+            await purge_generation.advance(self._db)
         # Counts and time only: never content, nor whose.
         log.info("storage caps: deleted %s in %.3fs", done.describe(), time.monotonic() - started)
         return [notice(" ".join(said), sid)] if said else []

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 
 from picobot.metrics import observe_retention
+from picobot.store import purge_generation
 from picobot.store.channels.webhook_seen import SEEN_KEEP_SECS, SeenRecords
 from picobot.store.conversation.event_prune import record_alone
 from picobot.store.db import Database
@@ -150,10 +151,15 @@ class RetentionTask:
             report = RetentionReport(cutoff, counts, time.monotonic() - t0, dry_run=True)
             log.info("retention dry run: %s", report)
             return report
+        deleting = False
         try:
             previous = await last_run(self._db, TASK_NAME)
             await record_start(self._db, TASK_NAME, started)
+            deleting = True
             counts = await self._purge.delete_older(cutoff, batch_size=self._batch_size)
+            deleting = False
+            if counts.total:  # every process drops what it keeps of it (purge_watch)
+                await purge_generation.advance(self._db)
             await SeenRecords(self._db).prune(started - SEEN_KEEP_SECS)
             # Before the erasure, which then leaves the WAL empty of this write too.
             await record_alone(
@@ -169,6 +175,8 @@ class RetentionTask:
                     drop()
         except Exception as exc:
             log.exception("retention failed after %.2fs", time.monotonic() - t0)
+            if deleting:  # some of it may be deleted: the other processes look too
+                await purge_generation.advance_after_failure(self._db)
             await self._record_failure(started, exc)
             raise
         report = RetentionReport(

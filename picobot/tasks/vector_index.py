@@ -87,12 +87,13 @@ class VectorIndexer:
             self._recent.drop_through(found.cursor)
             self._failures = 0
             if found.done:
-                await self._forget_gone()
+                await self.forget_gone()
                 break
         return stored
 
-    async def _forget_gone(self) -> None:
-        """Drop kept vectors whose messages are gone (purged after their turn)."""
+    async def forget_gone(self) -> None:
+        """Drop kept vectors whose messages are gone (purged after their turn, by any
+        process): after each scan that caught up, and when a purge is seen."""
         held = self._recent.ids()
         if held:
             alive = await self._db.read(lambda conn: existing_ids(conn, held))

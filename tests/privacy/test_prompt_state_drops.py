@@ -90,7 +90,7 @@ async def test_a_purge_by_another_process_drops_them_within_a_check(
 ) -> None:
     sid = (await say(rt, "hello"))[0].session_id
     assert sid
-    job = rt.tasks.job("prompt-states")
+    job = rt.tasks.job("purge-watch")
 
     async def check() -> None:
         runs = job.status.runs

@@ -296,3 +296,42 @@ async def test_names_from_before_sealed_names_are_found_and_sealed_when_saved_ag
         assert [m.key for m in await MemoryRepo(plain).list(ALICE.user_id)] == [ERASED]
     finally:
         await plain.close()
+
+
+def test_a_key_another_process_deleted_is_never_used_here(tmp_path: Path) -> None:
+    # Two processes' key rings on one key store: `other` purges alice meanwhile.
+    here = open_keyring(tmp_path, KeySettings(), {})
+    other = open_keyring(tmp_path, KeySettings(), {})
+    sealer = Sealer(here)
+    old = sealer.seal("alice", "before the purge")
+    kept = sealer.seal("bob", "bob's words")
+    assert isinstance(old, bytes) and isinstance(kept, bytes)
+    assert not here.refresh()  # its own writes (the keys it made) change nothing
+    assert other.forget("alice")
+    # Sealing checks the file first: alice's next text gets a new key ...
+    new = sealer.seal("alice", "after the purge")
+    assert isinstance(new, bytes) and new[1:9] != old[1:9]
+    # ... and the database refreshes as each read begins: the old key opens nothing.
+    sealer.refresh()
+    assert sealer.open(old) == ERASED
+    assert sealer.open(kept) == "bob's words"
+    here.close()
+    other.close()
+    again = Sealer(open_keyring(tmp_path, KeySettings(), {}))
+    assert again.open(new) == "after the purge"  # a restart reads what was sealed since
+    assert again.ring is not None
+    again.ring.close()
+
+
+def test_only_another_process_commit_empties_the_key_cache(tmp_path: Path) -> None:
+    here = open_keyring(tmp_path, KeySettings(), {})
+    other = open_keyring(tmp_path, KeySettings(), {})
+    here.key("alice")
+    here.forget("bob")
+    assert not here.refresh()
+    other.key("carol")  # a new user's key, made by the other process
+    assert here.refresh()
+    assert not here.refresh()
+    here.close()
+    assert not here.refresh()  # closed: nothing cached, nothing to look at
+    other.close()

@@ -123,14 +123,40 @@ class MemoryRetriever:
         # Users' memories, reread only when they changed (any process's change).
         self.memory_cache = cache if cache is not None else MemoryCache()
 
-    async def prune_epochs(self) -> int:
+    async def prune_epochs(self, *, records: bool = False) -> int:
         """Forget the epochs (and the text they recalled) of sessions no longer stored:
-        a purged session has no next turn to replace its epoch. Returns how many."""
-        held = list(self._epochs)
-        alive = await self._db.read(lambda conn: existing_sessions(conn, held)) if held else set()
-        gone = [sid for sid in held if sid not in alive]
+        a purged session has no next turn to replace its epoch. Returns how many.
+
+        ``records`` (after a purge, retention or a cap deleted something, in any
+        process): also the epochs whose recalled records are gone or changed, and every
+        epoch's kept facts block (the next turn renders it again from the store, byte
+        for byte the same if nothing changed), so no deleted text stays in memory.
+        """
+        held = list(self._epochs.items())
+        if not held:
+            return 0
+
+        def stale(conn: sqlite3.Connection) -> list[str]:
+            alive = existing_sessions(conn, [sid for sid, _ in held])
+            kept: set[int] = set()
+            if records:
+                kept = existing_ids(conn, set().union(*(e.shown_ids() for _, e in held)))
+            return [
+                sid
+                for sid, epoch in held
+                if sid not in alive
+                or (records and not (epoch.shown_ids() <= kept))
+                or (records and not layers_intact(conn, epoch.shown_layers()))
+            ]
+
+        gone = await self._db.read(stale)
+        kept_epochs = dict(held)
         for sid in gone:
-            self._epochs.pop(sid, None)  # the build may have evicted it meanwhile
+            if self._epochs.get(sid) is kept_epochs[sid]:  # not one built meanwhile
+                del self._epochs[sid]
+        if records:
+            for epoch in kept_epochs.values():
+                epoch.facts = None
         return len(gone)
 
     def forget(self, session_id: str) -> None:

@@ -91,6 +91,14 @@ class KeyRing:
 
     Unwrapped keys are cached (at most a few thousand) so sealing a message does not
     read the file; :meth:`forget` drops a user's key from the cache and the file at once.
+
+    Several processes may share the file (two servers, a server and ``picobot purge``):
+    a key another process deleted must not stay usable here. The cache is trusted only
+    while SQLite's ``data_version`` of this connection is unchanged (it moves when another
+    connection commits to the file): :meth:`key` checks it before every seal, and
+    :meth:`refresh`, which the database calls as each read or write begins, before
+    every open. Another process's commit (a new user's key, a purge) empties the cache;
+    keys are read again from the file as they are used.
     """
 
     def __init__(
@@ -104,6 +112,8 @@ class KeyRing:
         self._lock = threading.RLock()
         self._by_kid: OrderedDict[int, UserKey] = OrderedDict()
         self._kid_of: OrderedDict[str, int] = OrderedDict()
+        self._closed = False
+        self._version = self._data_version()
 
     @classmethod
     def open(cls, path: Path, master: bytes, source: str) -> KeyRing:
@@ -150,11 +160,36 @@ class KeyRing:
         with self._lock:
             self._by_kid.clear()
             self._kid_of.clear()
+            self._closed = True
             self._conn.close()
 
-    def key(self, user_id: str) -> UserKey:
-        """``user_id``'s key, made and stored durably on first use."""
+    def refresh(self) -> bool:
+        """Drop every cached key if another process committed to the file since the last
+        look (a key it deleted must not open anything here); whether it did.
+
+        One ``PRAGMA`` (a few microseconds). Every read and write of the database calls
+        it as it begins (:meth:`picobot.store.db.Database.read`), so one that begins
+        after another process deleted a key never opens text with that key.
+        """
         with self._lock:
+            if self._closed:  # a closed ring caches nothing
+                return False
+            version = self._data_version()
+            if version == self._version:
+                return False
+            self._version = version
+            self._by_kid.clear()
+            self._kid_of.clear()
+            return True
+
+    def key(self, user_id: str) -> UserKey:
+        """``user_id``'s key, made and stored durably on first use.
+
+        Checks the file for other processes' changes first (:meth:`refresh`): nothing is
+        ever sealed with a key another process deleted, which would read as erased.
+        """
+        with self._lock:
+            self.refresh()
             found = self.existing(user_id)
             if found is not None:
                 return found
@@ -257,6 +292,9 @@ class KeyRing:
         with self._lock:
             (count,) = self._conn.execute("SELECT COUNT(*) FROM user_keys").fetchone()
         return KeyStoreInfo(self.path, self.store_id, int(count), self.master_source)
+
+    def _data_version(self) -> int:
+        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
 
     def _remember(self, user_id: str, key: UserKey) -> UserKey:
         self._kid_of[user_id] = key.kid

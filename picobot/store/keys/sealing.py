@@ -124,6 +124,12 @@ class Sealer:
         except InvalidTag:
             return None
 
+    def refresh(self) -> None:
+        """Forget cached keys if another process changed the key store (see
+        :meth:`KeyRing.refresh`); the database calls it as each read or write begins."""
+        if self.ring is not None:
+            self.ring.refresh()
+
     def forget(self, user_id: str) -> bool:
         """Delete ``user_id``'s key: all they had sealed is unreadable from now on.
 
