@@ -447,9 +447,11 @@ async def open_runtime(
             ),
             run_at_start=True,
         )
+        # Caches keyed by texts forget them after any deletion, here or by another process.
+        retention.on_deleted.append(forget_cached_texts)
+        drops.append(forget_cached_texts)
         # The local model's kept prompts hold user content: a purge (here or by another
         # process) or a retention run that deleted something drops them all.
-        retention.on_deleted.append(forget_cached_texts)
         forget_prompts = getattr(llm, "forget_prompts", None)
         if forget_prompts is not None:
             services.purges.controller.after_purge.append(forget_prompts)

@@ -23,6 +23,7 @@ from picobot.privacy.scopes import Actor, SessionScope
 from picobot.runtime import Runtime, open_database, open_runtime
 from picobot.store.keys.keyring import KEY_STORE_FILE
 from picobot.store.retrieval.search import SearchIndex
+from picobot.text import tokens
 from tests.privacy.test_erasure import scan
 
 ALICE = Identity("tui", "tui:alice", "local")
@@ -120,6 +121,7 @@ async def test_a_cli_purge_leaves_a_running_server_within_a_second(
             "SELECT wrapped FROM user_keys WHERE user_id = ?", (ALICE.user_id,)
         ).fetchone()
     forgotten = model.forgotten
+    estimates = tokens._script_estimate.cache_info().currsize  # keyed by the texts
 
     # Another process: `picobot purge user` on the same data directory, while this
     # server keeps running (its event loop, and so its watch, goes on meanwhile).
@@ -146,6 +148,8 @@ async def test_a_cli_purge_leaves_a_running_server_within_a_second(
     while model.forgotten == forgotten:  # the model's kept prompts went too
         assert time.monotonic() - exited < DEADLINE_SECS
         await asyncio.sleep(0.02)
+    # So did the token estimates cached by text (only what was estimated since is left).
+    assert tokens._script_estimate.cache_info().currsize < estimates
 
     # Alice comes back on this server: her prompt holds nothing of before, and her new
     # message is sealed under a new key, not the deleted one (which would read as
