@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Literal
@@ -64,6 +64,7 @@ from picobot.store.migrations import require_current_schema
 from picobot.store.retrieval.search import SearchIndex
 from picobot.store.retrieval.terms import forget_words
 from picobot.tasks.caps import StorageCaps, cap_limits
+from picobot.tasks.cluster import ClusterJobs
 from picobot.tasks.learning import LearningTask, extraction_input_tokens
 from picobot.tasks.purge_watch import PURGE_WATCH_SECS, Drop, PurgeWatch
 from picobot.tasks.reply_learning import ReplyLearner
@@ -386,7 +387,18 @@ async def open_runtime(
         # A legacy sessions.json snapshot is imported once (redacted like live messages);
         # a bad file is kept and logged.
         await import_sessions_json(db, settings.data_dir, estimator=kernel.estimator.estimate)
+        # Jobs on the whole store run on one instance of those sharing it (leases), and
+        # a clean stop hands them over at once (after the supervisor stopped them).
+        cluster = ClusterJobs(db)
+        stack.push_async_callback(cluster.release_all)
         tasks = await stack.enter_async_context(TaskSupervisor())
+
+        def once(
+            name: str, interval: float, fn: Callable[[], Awaitable[object]], **kw: bool
+        ) -> None:
+            tasks.every(name, interval, cluster.once(name, fn), **kw)
+
+        tasks.every("leases", cluster.keep_interval, cluster.keep)
         memory = settings.session.memory
         chunk_tokens, summary_tokens = summary_limits(settings.llm.for_background() or settings.llm)
         summarizer = Summarizer(
@@ -402,20 +414,20 @@ async def open_runtime(
         )
         if summarizer.enabled:
             kernel.turn_listeners.append(summarizer.notify)
-            tasks.every("summarize", memory.summarization_check_interval_secs, summarizer.check_all)
+            once("summarize", memory.summarization_check_interval_secs, summarizer.check_all)
         # What drops kept user text when a deletion anywhere moves the purge generation.
         drops: list[Drop] = []
         # Automatic checkpoints are off (they stalled commits); keep the WAL short here.
         tasks.every("wal-checkpoint", WAL_CHECKPOINT_SECS, db.checkpoint_passive)
         # New messages reach the recall index in batches (see m006_deferred_message_index).
-        tasks.every("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_in_background)
+        once("search-index", INDEX_INTERVAL_SECS, SearchIndex(db).index_in_background)
         if embedder is not None:  # and their vectors, for recall by meaning
             batch = settings.embeddings.batch_size
             # The vectors turns computed for recall are stored, not computed again.
             meaning = getattr(kernel.retriever, "vectors", None)
             recent = meaning.recent if isinstance(meaning, VectorRecall) else None
             vectors = VectorIndexer(db, embedder, batch_size=batch, recent=recent)
-            tasks.every("vector-index", INDEX_INTERVAL_SECS, vectors.run)
+            once("vector-index", INDEX_INTERVAL_SECS, vectors.run)
             drops.append(vectors.forget_gone)
         # What another process changed or deleted leaves the memory cache too.
         tasks.every("memory-cache", MEMORY_CACHE_PRUNE_SECS, lambda: db.read(memory_cache.prune))
@@ -431,7 +443,7 @@ async def open_runtime(
             clock=kernel.clock,
             erase_interval_secs=settings.session.retention.erase_interval_secs,
         )
-        tasks.every(
+        once(
             "retention",
             settings.session.retention.cleanup_interval_secs,
             retention.run,
@@ -439,7 +451,7 @@ async def open_runtime(
         )
         # Key-store copies past their retention go even when no new backup is taken.
         key_copies = settings.keys.backup_path(settings.data_dir)
-        tasks.every(
+        once(
             "key-backups",
             settings.session.retention.cleanup_interval_secs,
             lambda: asyncio.to_thread(
@@ -464,15 +476,15 @@ async def open_runtime(
         if learning is not None:
             learning.clock = kernel.clock
             learn = settings.memory.learning
-            tasks.every("learn", learn.check_interval_secs, learning.check_idle)
-            tasks.every("fact-decay", learn.decay_interval_secs, learning.decay)
+            once("learn", learn.check_interval_secs, learning.check_idle)
+            once("fact-decay", learn.decay_interval_secs, learning.decay)
             summarizer.on_summarized.append(
                 lambda sid: tasks.spawn(f"learn:{sid}", learning.extract_session(sid))
             )
             # A session ends (idle, /new, a summary): reflect on it in the background.
             reflections = learning.reflections
             reflections.spawn = tasks.spawn
-            tasks.every("reflect", learn.check_interval_secs, reflections.check_idle)
+            once("reflect", learn.check_interval_secs, reflections.check_idle)
             summarizer.on_summarized.append(reflections.session_ended)
         yield Runtime(
             settings,
