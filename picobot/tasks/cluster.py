@@ -49,7 +49,6 @@ class ClusterJobs:
         self.holder = holder if holder is not None else new_instance_id()
         self.lease_secs = lease_secs
         self._clock = clock
-        self._names: list[str] = []
         self._until: dict[str, float] = {}
         """Held leases by name: when each expires as last taken or renewed."""
 
@@ -68,7 +67,6 @@ class ClusterJobs:
         self, name: str, fn: Callable[[], Awaitable[object]]
     ) -> Callable[[], Awaitable[object]]:
         """``fn`` as a job that runs only on the instance holding ``name``'s lease."""
-        self._names.append(name)
 
         async def run() -> object:
             if not await self._hold(name):
@@ -102,8 +100,18 @@ class ClusterJobs:
                 log.warning("lost the lease of job %s to another instance", name)
 
     async def release_all(self) -> None:
-        """Give up every lease of this instance's jobs (on a clean stop), so another
-        instance takes them over at its next run instead of after they expire."""
-        if self._names:
-            await release(self._db, self._names, self.holder)
-        self._until.clear()
+        """Give up every lease this instance holds (on a clean stop), so another instance
+        takes them over at its next run instead of after they expire. A store that fails
+        now is logged, not raised: the leases expire by themselves."""
+        held, self._until = sorted(self._until), {}
+        if not held:
+            return
+        try:
+            await release(self._db, held, self.holder)
+        except Exception as exc:
+            log.warning(
+                "leases of %s not given up (%s); they expire within %g s",
+                ", ".join(held),
+                type(exc).__name__,
+                self.lease_secs,
+            )
