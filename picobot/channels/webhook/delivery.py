@@ -23,6 +23,7 @@ import aiohttp
 from picobot.backoff import Backoff
 from picobot.channels.webhook import documents
 from picobot.channels.webhook.base import DeliveryError
+from picobot.channels.webhook.claims import POLL_SECS, kept
 from picobot.channels.webhook.workers import BATCH, Worker, WorkerContext
 from picobot.errors import StoreUnavailable
 from picobot.privacy.purged_replies import forget_reply
@@ -61,6 +62,8 @@ class DeliveryWorker(Worker):
             timeout = await self._dispatch()
             if not self.inflight:
                 self.idle.set()
+            # Heads other instances left (their claims expired) are looked for again.
+            timeout = POLL_SECS if timeout is None else min(timeout, POLL_SECS)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake_event.wait(), timeout)
 
@@ -104,9 +107,13 @@ class DeliveryWorker(Worker):
 
     async def _attempt(self, stale: OutboundItem) -> None:
         # The dispatcher's read may predate the last attempt: use the row as it is now.
-        item = await self.ctx.store.due_item(stale.id, self.clock())
+        item = await self.ctx.store.claim_due(stale.id, self.clock())
         if item is None:
-            return
+            return  # sent, purged, not due, or another instance's now
+        async with kept(self.ctx.store, "outbound_queue", item.id):
+            await self._send(item)
+
+    async def _send(self, item: OutboundItem) -> None:
         platform = self.ctx.platforms[item.platform]
         if self.session is None:
             raise RuntimeError("the delivery worker has no HTTP session")

@@ -16,6 +16,7 @@ Both sleep on an :class:`asyncio.Event`; neither polls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -25,6 +26,7 @@ from typing import Any
 
 from picobot.channels.webhook import documents
 from picobot.channels.webhook.base import Platform
+from picobot.channels.webhook.claims import POLL_SECS, kept
 from picobot.channels.webhook.common import split_text
 from picobot.errors import StoreUnavailable
 from picobot.kernel.kernel import Kernel
@@ -167,12 +169,15 @@ class InboxWorker(Worker):
         self._chats: dict[tuple[str, str], deque[InboxItem]] = {}
 
     async def run(self) -> None:
-        """Dispatch pending messages whenever woken; the first pass resumes old work."""
+        """Dispatch pending messages whenever woken, and every :data:`POLL_SECS` for
+        those other instances left; the first pass resumes old work."""
         while True:
             self.wake_event.clear()
-            if not self.stopping:
-                await self._dispatch()
-            await self.wake_event.wait()
+            if self.stopping:
+                return  # work in flight finishes in its own tasks
+            await self._dispatch()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake_event.wait(), POLL_SECS)
 
     async def _dispatch(self) -> None:
         """Hand every pending message not in flight to its chat's worker, in id order."""
@@ -222,7 +227,8 @@ class InboxWorker(Worker):
 
     async def _process(self, item: InboxItem) -> None:
         platform = self.ctx.platforms[item.platform]
-        # Claimed in the writer: a stale read of the dispatcher can never run a turn twice.
+        # Claimed in the writer: a stale read of the dispatcher can never run a turn twice,
+        # nor can another instance run it, nor a later message of the chat overtake it.
         attempt = await self.ctx.store.start_processing(item.id)
         if attempt is None:
             return
@@ -232,7 +238,8 @@ class InboxWorker(Worker):
             log.error("webhook message %d given up after %d attempts", item.id, attempt - 1)
             replies, failed = [SORRY], True
         else:
-            replies, failed, session_id = await self._turn(platform, item)
+            async with kept(self.ctx.store, "webhook_inbox", item.id):
+                replies, failed, session_id = await self._turn(platform, item)
         enqueued = await self.ctx.store.mark_processed(
             item.id,
             as_messages(replies, platform.max_text_chars),

@@ -24,6 +24,13 @@ user``'s "y" above all) is the exception: it is queued without its user id
 (the chat and the text), and :meth:`WebhookStore.delete_reply` deletes it once it is
 sent or given up on (:mod:`picobot.privacy.purged_replies` then erases its bytes).
 
+Several instances may share the store: a message's turn and a reply's sending are
+each claimed by one instance (``claimed_by``, ``claim_until``: migration m027), in the
+same statement that finds them pending, and the claim is renewed while the work goes
+on. Another instance skips claimed rows, and takes them over once a claim expires (its
+instance died). A chat's messages and replies still go in order: only the oldest
+pending one of a chat can be claimed.
+
 A reply may hand over a file (``/export`` on a messaging platform): its ``document``
 names a user's export file under ``<data dir>/exports`` (never its content), and its
 text is the caption. The delivery worker deletes the file once the reply is sent or
@@ -37,7 +44,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from picobot.store.channels.channel_state import save_offset
 from picobot.store.channels.webhook_purge import WebhookPurges
@@ -54,6 +61,7 @@ from picobot.store.channels.webhook_rows import (
 )
 from picobot.store.channels.webhook_seen import mark_seen, plain_key
 from picobot.store.db import Database
+from picobot.store.instance import new_instance_id
 
 __all__ = [
     "PURGED_USER",
@@ -80,9 +88,16 @@ _HEADS = f"""
 """  # noqa: S608 - constant column list
 
 
+_CLAIM_DUE = f"""
+    UPDATE outbound_queue SET claimed_by = ?, claim_until = ?
+    WHERE id = ? AND status = 'pending' AND next_attempt_at <= ?
+      AND (claim_until <= ? OR claimed_by = ?)
+    RETURNING {OUTBOUND_COLUMNS}
+"""  # noqa: S608 - constant column list
 _PENDING_INBOX = f"""
     SELECT {INBOX_COLUMNS} FROM webhook_inbox
     WHERE status = 'pending' AND id > ? AND platform IN ({{marks}})
+      AND (claim_until <= ? OR claimed_by = ?)
     ORDER BY id LIMIT ?
 """  # noqa: S608 - constant column list
 _BY_PLATFORM = (
@@ -90,6 +105,12 @@ _BY_PLATFORM = (
 )
 _PENDING_MESSAGES_BY_PLATFORM = _BY_PLATFORM.format(table="webhook_inbox")
 _PENDING_REPLIES_BY_PLATFORM = _BY_PLATFORM.format(table="outbound_queue")
+
+
+CLAIM_SECS = 30.0
+"""How long a claim on an inbox message or a reply lasts unrenewed: a dead instance's
+rows are taken over by another this long after its last renewal."""
+ClaimedTable = Literal["webhook_inbox", "outbound_queue"]
 
 
 def _names(platforms: Collection[str]) -> tuple[list[str], str]:
@@ -102,9 +123,17 @@ class WebhookStore(WebhookPurges):
     """Repository of ``webhook_inbox`` and ``outbound_queue`` (scope deletes:
     :class:`WebhookPurges`)."""
 
-    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        db: Database,
+        *,
+        clock: Callable[[], float] = time.time,
+        holder: str | None = None,
+    ) -> None:
         self._db = db
         self._clock = clock
+        self.holder = holder if holder is not None else new_instance_id()
+        """This instance's id in the claims it takes."""
 
     @property
     def db(self) -> Database:
@@ -182,28 +211,39 @@ class WebhookStore(WebhookPurges):
         """Unprocessed messages of ``platforms`` with an id above ``after_id``, oldest first.
 
         Messages of any other platform (one no longer enabled) stay pending but are
-        left out, so a dispatcher never pages through them.
+        left out, so a dispatcher never pages through them; so are those another
+        instance has claimed (:meth:`start_processing`).
         """
         names, marks = _names(platforms)
         if not names:
             return []
         rows = await self._db.fetchall(
-            _PENDING_INBOX.format(marks=marks), (after_id, *names, limit)
+            _PENDING_INBOX.format(marks=marks),
+            (after_id, *names, self._clock(), self.holder, limit),
         )
         return [inbox_item(r) for r in rows]
 
     async def start_processing(self, inbox_id: int) -> int | None:
-        """Count a processing attempt before the turn runs (the count survives a crash).
+        """Claim the message for this instance and count a processing attempt before the
+        turn runs (the count survives a crash).
 
         Returns the attempt number, or None if the message is no longer pending (it
-        was processed meanwhile, or purged): then it must not run again.
+        was processed meanwhile, or purged: it must not run again), if another instance
+        holds a live claim on it, or if an earlier message of its chat is still pending
+        (a chat's turns run in order, whichever instance runs each). The claim lasts
+        :data:`CLAIM_SECS`; :meth:`renew_claim` keeps a long turn's.
         """
+        now = self._clock()
 
         def count_attempt(conn: sqlite3.Connection) -> int | None:
             cur = conn.execute(
-                "UPDATE webhook_inbox SET attempts = attempts + 1"
-                " WHERE id = ? AND status = 'pending' RETURNING attempts",
-                (inbox_id,),
+                "UPDATE webhook_inbox SET attempts = attempts + 1, claimed_by = ?,"
+                " claim_until = ? WHERE id = ? AND status = 'pending'"
+                " AND (claim_until <= ? OR claimed_by = ?)"
+                " AND NOT EXISTS (SELECT 1 FROM webhook_inbox e WHERE e.status = 'pending'"
+                " AND e.platform = webhook_inbox.platform AND e.chat_id = webhook_inbox.chat_id"
+                " AND e.id < webhook_inbox.id) RETURNING attempts",
+                (self.holder, now + CLAIM_SECS, inbox_id, now, self.holder),
             )
             row = cur.fetchone()
             return int(row[0]) if row is not None else None
@@ -294,13 +334,16 @@ class WebhookStore(WebhookPurges):
         """The head of each chat's pending replies of ``platforms``, soonest first (due or not).
 
         Replies of any other platform (one no longer enabled) stay queued but are left
-        out here, so they can never take up the places of replies that can be sent.
+        out here, so they can never take up the places of replies that can be sent; so
+        are heads another instance has claimed (the chat's next reply waits behind them).
         """
         names, marks = _names(platforms)
         if not names:
             return []
+        claims = "AND (o.claim_until <= ? OR o.claimed_by = ?)"
         rows = await self._db.fetchall(
-            _HEADS.format(extra=f"AND o.platform IN ({marks})"), (*names, limit)
+            _HEADS.format(extra=f"AND o.platform IN ({marks}) {claims}"),
+            (*names, self._clock(), self.holder, limit),
         )
         return [outbound_item(r) for r in rows]
 
@@ -316,21 +359,39 @@ class WebhookStore(WebhookPurges):
         rows = await self._db.fetchall(query)
         return {str(r["platform"]): int(r["n"]) for r in rows}
 
-    async def due_item(self, outbound_id: int, now: float) -> OutboundItem | None:
-        """The reply as stored now, if it is still pending and due (else None)."""
-        row = await self._db.fetchone(
-            f"SELECT {OUTBOUND_COLUMNS} FROM outbound_queue WHERE id = ?"  # noqa: S608
-            " AND status = 'pending'"
-            " AND next_attempt_at <= ?",
-            (outbound_id, now),
+    async def claim_due(self, outbound_id: int, now: float) -> OutboundItem | None:
+        """Claim the reply for this instance if it is still pending, due and not claimed
+        by another instance; the reply as stored now (else None).
+
+        The claim lasts :data:`CLAIM_SECS` (:meth:`renew_claim` keeps a long upload's);
+        marking the reply sent, failed or due again ends it.
+        """
+        row = await self._db.write(
+            lambda conn: conn.execute(
+                _CLAIM_DUE, (self.holder, now + CLAIM_SECS, outbound_id, now, now, self.holder)
+            ).fetchone()
         )
         return None if row is None else outbound_item(row)
+
+    async def renew_claim(self, table: ClaimedTable, row_id: int) -> bool:
+        """Extend this instance's claim on a row by :data:`CLAIM_SECS`; whether it still
+        holds it (False: the row is gone or done, or the claim expired and another
+        instance took it)."""
+        now = self._clock()
+        sql = (
+            f"UPDATE {table} SET claim_until = ? WHERE id = ? AND claimed_by = ?"  # noqa: S608
+            " AND status = 'pending'"
+        )
+        args = (now + CLAIM_SECS, row_id, self.holder)
+        changed = await self._db.write(lambda conn: conn.execute(sql, args).rowcount)
+        return changed > 0
 
     async def mark_sent(self, outbound_id: int, now: float) -> None:
         """The platform took the reply; its text (and file name) is no longer needed."""
         await self._db.execute_write(
             "UPDATE outbound_queue SET status = 'sent', sent_at = ?, attempts = attempts + 1,"
-            " text = '', document = NULL, last_error = NULL WHERE id = ?",
+            " text = '', document = NULL, last_error = NULL, claimed_by = NULL,"
+            " claim_until = 0 WHERE id = ?",
             (now, outbound_id),
         )
 
@@ -338,7 +399,7 @@ class WebhookStore(WebhookPurges):
         """Count a failed attempt and schedule the next one."""
         await self._db.execute_write(
             "UPDATE outbound_queue SET attempts = attempts + 1, last_error = ?,"
-            " next_attempt_at = ? WHERE id = ?",
+            " next_attempt_at = ?, claimed_by = NULL, claim_until = 0 WHERE id = ?",
             (error[:_MAX_ERROR], next_attempt_at, outbound_id),
         )
 
@@ -355,7 +416,7 @@ class WebhookStore(WebhookPurges):
         """
         await self._db.execute_write(
             "UPDATE outbound_queue SET status = 'failed', attempts = attempts + 1,"
-            " document = NULL, last_error = ? WHERE id = ?",
+            " document = NULL, last_error = ?, claimed_by = NULL, claim_until = 0 WHERE id = ?",
             (error[:_MAX_ERROR], outbound_id),
         )
 

@@ -1,5 +1,5 @@
-"""The migration of what instances sharing one store coordinate through; see
-picobot.store.leases."""
+"""The migrations of what instances sharing one store coordinate through; see
+picobot.store.leases and picobot.store.channels.webhooks."""
 
 from __future__ import annotations
 
@@ -20,5 +20,22 @@ async def m026_leases(conn: AsyncConnection) -> None:
             holder TEXT NOT NULL,
             expires_at REAL NOT NULL
         );
+        """,
+    )
+
+
+async def m027_queue_claims(conn: AsyncConnection) -> None:
+    """Claims on the webhook inbox and the reply queue: which instance is running a
+    message's turn or sending a reply (``claimed_by``, an instance id) and until when
+    (``claim_until``; 0: unclaimed), so instances sharing the store never take the same
+    row, and a dead instance's rows are taken over once its claims expire. No content.
+    """
+    await run_script(
+        conn,
+        """
+        ALTER TABLE webhook_inbox ADD COLUMN claimed_by TEXT;
+        ALTER TABLE webhook_inbox ADD COLUMN claim_until REAL NOT NULL DEFAULT 0;
+        ALTER TABLE outbound_queue ADD COLUMN claimed_by TEXT;
+        ALTER TABLE outbound_queue ADD COLUMN claim_until REAL NOT NULL DEFAULT 0;
         """,
     )

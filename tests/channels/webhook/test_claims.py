@@ -1,0 +1,155 @@
+"""Claims: instances sharing one store never take the same inbox message or reply, a
+chat's messages and replies stay in order across instances, and a dead instance's rows
+are taken over once its claims expire."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import textwrap
+from pathlib import Path
+
+from picobot.channels.webhook.base import PlatformMessage
+from picobot.runtime import Runtime
+from picobot.store.channels.webhooks import CLAIM_SECS, WebhookStore
+from tests.channels.webhook.conftest import FakeClock
+
+
+def _msg(message_id: str, chat: str = "c1") -> PlatformMessage:
+    return PlatformMessage(message_id, "generic:alice", chat, "alice", "hi", {"chat": chat})
+
+
+def _two(runtime: Runtime, clock: FakeClock) -> tuple[WebhookStore, WebhookStore]:
+    """Two instances' stores on one database: only their ids differ."""
+    return (
+        WebhookStore(runtime.db, clock=clock, holder="instance-a"),
+        WebhookStore(runtime.db, clock=clock, holder="instance-b"),
+    )
+
+
+async def _answer(store: WebhookStore, inbox_id: int, replies: list[str]) -> int:
+    return await store.mark_processed(
+        inbox_id,
+        replies,
+        platform="generic",
+        reply_to={"chat": "c1"},
+        user_id="generic:alice",
+        chat_id="c1",
+    )
+
+
+async def test_a_message_is_run_by_one_instance_and_a_chat_in_order(runtime: Runtime) -> None:
+    clock = FakeClock()
+    a, b = _two(runtime, clock)
+    first = await a.accept("generic", _msg("m1"))
+    second = await b.accept("generic", _msg("m2"))
+    other_chat = await b.accept("generic", _msg("m3", chat="c2"))
+    assert first and second and other_chat
+    assert await a.start_processing(first) == 1
+    assert await b.start_processing(first) is None  # a's turn
+    assert [i.id for i in await b.pending_inbox(10, ["generic"])] == [second, other_chat]
+    # The chat's next message waits for the first, whichever instance runs it...
+    assert await b.start_processing(second) is None
+    assert await b.start_processing(other_chat) == 1  # ...other chats do not
+    assert await _answer(a, first, ["one"]) == 1
+    assert await b.start_processing(second) == 1
+    # b stalls (or dies) mid-turn: a takes it over once the claim expired, as a
+    # further attempt, and only one answer is ever queued.
+    assert await a.start_processing(second) is None
+    clock.now += CLAIM_SECS + 1
+    assert await a.start_processing(second) == 2
+    assert await _answer(a, second, ["two"]) == 1
+    assert await _answer(b, second, ["late"]) == 0
+
+
+async def test_a_reply_is_sent_by_one_instance_and_the_next_waits_for_it(
+    runtime: Runtime,
+) -> None:
+    clock = FakeClock()
+    a, b = _two(runtime, clock)
+    inbox_id = await a.accept("generic", _msg("m1"))
+    assert inbox_id and await a.start_processing(inbox_id) == 1
+    assert await _answer(a, inbox_id, ["one", "two"]) == 2
+    [head] = await a.outbound_heads(10, ["generic"])
+    now = clock()
+    claimed = await a.claim_due(head.id, now)
+    assert claimed is not None and claimed.text == "one"
+    assert await b.claim_due(head.id, now) is None  # a is sending it
+    assert await b.outbound_heads(10, ["generic"]) == []  # and "two" waits behind it
+    # a's attempt failed: the retry is anyone's once due.
+    await a.mark_retry(head.id, "HTTP 502", now + 5)
+    assert await b.claim_due(head.id, now) is None  # not due yet
+    clock.now += 6
+    again = await b.claim_due(head.id, clock())
+    assert again is not None and again.attempts == 1
+    await b.mark_sent(head.id, clock())
+    [nxt] = await a.outbound_heads(10, ["generic"])
+    assert nxt.text == "two"
+    assert await a.renew_claim("outbound_queue", head.id) is False  # sent: nothing to keep
+
+
+async def test_a_purge_takes_a_claimed_reply_and_the_sender_cannot_bring_it_back(
+    runtime: Runtime,
+) -> None:
+    clock = FakeClock()
+    a, b = _two(runtime, clock)
+    inbox_id = await a.accept("generic", _msg("m1"))
+    assert inbox_id and await a.start_processing(inbox_id) == 1
+    await _answer(a, inbox_id, ["secret answer"])
+    [head] = await a.outbound_heads(10, ["generic"])
+    assert await a.claim_due(head.id, clock()) is not None
+    assert await b.delete_user("generic:alice") > 0  # a purge on the other instance
+    await a.mark_sent(head.id, clock())  # a's send finished meanwhile: a no-op
+    assert await a.renew_claim("outbound_queue", head.id) is False
+    rows = await runtime.db.fetchall("SELECT id FROM outbound_queue WHERE id = ?", (head.id,))
+    assert rows == []
+
+
+KILLED_SENDER = textwrap.dedent(
+    """
+    import asyncio, sys, time
+    from picobot.config.settings import Settings
+    from picobot.runtime import open_database
+    from picobot.store.channels.webhooks import WebhookStore
+
+    async def main() -> None:
+        async with open_database(Settings(data={"dir": sys.argv[1]})) as db:
+            store = WebhookStore(db, holder="doomed")
+            item = await store.claim_due(int(sys.argv[2]), time.time())
+            assert item is not None
+            print("sending", flush=True)
+            await asyncio.sleep(3600)  # killed here, mid-delivery
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_reply_claimed_by_a_killed_instance_is_sent_once_its_claim_expires(
+    runtime: Runtime, tmp_path: Path
+) -> None:
+    store = WebhookStore(runtime.db, holder="survivor")
+    inbox_id = await store.accept("generic", _msg("m1"))
+    assert inbox_id and await store.start_processing(inbox_id) == 1
+    await _answer(store, inbox_id, ["hello"])
+    [head] = await store.outbound_heads(10, ["generic"])
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        KILLED_SENDER,
+        str(runtime.settings.data_dir),
+        str(head.id),
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"sending\n"
+    os.kill(proc.pid, signal.SIGKILL)
+    await proc.wait()
+    assert await store.outbound_heads(10, ["generic"]) == []  # the dead one's claim
+    later = WebhookStore(runtime.db, holder="survivor", clock=lambda: 4e9)  # past it
+    [head_again] = await later.outbound_heads(10, ["generic"])
+    taken = await later.claim_due(head_again.id, 4e9)
+    assert taken is not None and taken.text == "hello"
