@@ -97,10 +97,12 @@ class Callback:
 
 
 class Serve:
-    """``python -m picobot serve`` as a subprocess; output goes to ``serve-N.log``."""
+    """``python -m picobot serve`` as a subprocess; output goes to ``NAME-N.log``. Two
+    of them on one ``tmp_path`` are two instances on one data directory."""
 
-    def __init__(self, tmp_path: Path, callback_url: str) -> None:
+    def __init__(self, tmp_path: Path, callback_url: str, name: str = "serve") -> None:
         self.tmp_path = tmp_path
+        self.name = name
         self.http_port = free_port()
         self.ws_port = free_port()
         self.db_path = tmp_path / "data" / "conversations.db"
@@ -133,14 +135,14 @@ class Serve:
 
     def log_tail(self) -> str:
         text = "".join(
-            p.read_text(errors="replace") for p in sorted(self.tmp_path.glob("serve-*.log"))
+            p.read_text(errors="replace") for p in sorted(self.tmp_path.glob(f"{self.name}-*.log"))
         )
         return text[-6000:]
 
     async def start(self, http: aiohttp.ClientSession) -> None:
         """Start the server and wait (bounded) until /healthz answers 200."""
         self.runs += 1
-        with (self.tmp_path / f"serve-{self.runs}.log").open("wb") as log:
+        with (self.tmp_path / f"{self.name}-{self.runs}.log").open("wb") as log:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable,
                 "-m",

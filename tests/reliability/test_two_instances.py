@@ -1,0 +1,184 @@
+"""Two ``picobot serve`` instances on one data directory, behind a small proxy.
+
+Real: both servers are ``python -m picobot serve`` processes on the same SQLite file,
+the proxy is a TCP relay in this test (round robin over the instances, the next one
+when a connection is refused, as a load balancer does), the clients speak WebSocket
+and signed webhooks over loopback, and one instance is killed with SIGKILL under load.
+Asserted: while both run, each webhook message is answered exactly once although both
+instances accept them; a user's history is one across instances; after the kill every
+acknowledged message is in the file, the clients go on through the proxy on the
+survivor (sending again the one message each had in flight), and every acknowledged
+webhook message is answered, those the dead instance had claimed once its claims
+expired.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from picobot.store.channels.webhooks import CLAIM_SECS
+from tests.channels.webhook.generic_client import signed_headers
+
+from .conftest import SAFETY, integrity, user_texts
+from .crash_harness import SECRET, Callback, Serve, ws_key
+
+CLIENTS = 4
+HOOKS = 40
+
+
+class Proxy:
+    """A TCP relay: each connection to the next instance in turn, skipping refusals."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports = ports
+        self._next = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        for _ in self.ports:
+            port = self.ports[self._next % len(self.ports)]
+            self._next += 1
+            try:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                continue
+            await asyncio.gather(
+                _pipe(reader, up_writer), _pipe(up_reader, writer), return_exceptions=True
+            )
+            return
+        writer.close()
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    try:
+        while data := await src.read(65536):
+            dst.write(data)
+            await dst.drain()
+    finally:
+        dst.close()
+
+
+@pytest.fixture
+async def callback() -> AsyncIterator[tuple[Callback, str]]:
+    cb = Callback()
+    app = web.Application()
+    app.router.add_post("/callback", cb.handle)
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        yield cb, str(server.make_url("/callback"))
+    finally:
+        cb.release.set()
+        await server.close()
+
+
+async def chat(url: str, i: int, turns: int, acked: list[str], tag: str) -> None:
+    """``turns`` turns of client ``i`` through ``url``, reconnecting (through the proxy)
+    when the instance it was on dies; a turn counts as acknowledged at its ``end``."""
+    n = 0
+    while n < turns:
+        try:
+            headers = {"Authorization": f"Bearer {ws_key(i)}"}
+            async with connect(url, additional_headers=headers, open_timeout=SAFETY) as ws:
+                assert json.loads(await ws.recv())["type"] == "hello"
+                while n < turns:
+                    text = f"{tag} client {i} turn {n}"
+                    await ws.send(json.dumps({"type": "chat", "text": text, "id": str(n)}))
+                    while json.loads(await ws.recv())["type"] != "end":
+                        pass
+                    acked.append(text)
+                    n += 1
+        except (ConnectionClosed, InvalidHandshake, OSError):
+            # Its instance died (or was dying as the proxy reached it): connect again.
+            await asyncio.sleep(0.1)
+
+
+async def post(http: aiohttp.ClientSession, url: str, n: int, tag: str) -> str:
+    mid = f"{tag}-{n}"
+    payload = {"user": f"user{n % 4}", "chat": f"chat{n % 4}", "text": mid, "message_id": mid}
+    body = json.dumps(payload).encode()
+    async with http.post(url, data=body, headers=signed_headers(body, secret=SECRET)) as resp:
+        assert resp.status == 200, await resp.text()
+    return mid
+
+
+async def test_two_instances_share_one_store_and_one_survives_the_other(
+    tmp_path: Path, callback: tuple[Callback, str]
+) -> None:
+    cb, callback_url = callback
+    a, b = Serve(tmp_path, callback_url, "a"), Serve(tmp_path, callback_url, "b")
+    proxy = Proxy([a.ws_port, b.ws_port])
+    async with aiohttp.ClientSession() as http:
+        try:
+            await a.start(http)
+            await b.start(http)
+            url = f"ws://127.0.0.1:{await proxy.start()}/ws"
+
+            # Both up: webhooks posted to either instance are each answered once.
+            hooks = [await post(http, (a, b)[n % 2].hook_url, n, "both") for n in range(HOOKS)]
+            async with asyncio.timeout(SAFETY):
+                await cb.wait_for(set(hooks))
+            acked: list[str] = []
+            async with asyncio.timeout(SAFETY):
+                await asyncio.gather(*(chat(url, i, 5, acked, "before") for i in range(CLIENTS)))
+            await asyncio.sleep(1.0)  # a late second answer would have come by now
+            assert all(cb.delivered[m] == 1 for m in hooks), cb.delivered
+
+            # Under load, instance a dies.
+            after: list[str] = []
+            load = [asyncio.create_task(chat(url, i, 40, after, "during")) for i in range(CLIENTS)]
+            late = [await post(http, a.hook_url, n, "late") for n in range(8)]
+            async with asyncio.timeout(SAFETY):
+                while len(after) < 10:  # noqa: ASYNC110 - a count, not an event, to wait for
+                    await asyncio.sleep(0.01)
+            os.kill(a.proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
+            await a.wait()
+            stored_at_kill = set(user_texts(a.db_path))
+            acked_at_kill = set(after)
+            assert acked_at_kill <= stored_at_kill
+            async with asyncio.timeout(SAFETY):
+                await asyncio.gather(*load)  # the clients go on through the proxy on b
+            assert len(after) == 40 * CLIENTS
+            # What a had taken but not answered, b answers once a's claims expire.
+            started = time.monotonic()
+            async with asyncio.timeout(CLAIM_SECS + SAFETY):
+                await cb.wait_for(set(late))
+            assert time.monotonic() - started < CLAIM_SECS + 15
+        finally:
+            await proxy.close()
+            for serve in (a, b):
+                if serve.proc is not None and serve.proc.returncode is None:
+                    serve.proc.send_signal(signal.SIGTERM)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(serve.proc.wait(), 20)
+                await serve.kill()
+    texts = user_texts(a.db_path)
+    assert integrity(a.db_path) == ["ok"]
+    assert set(acked) | set(after) <= set(texts)
+    # A message is stored twice only when its client sent it again: the instance died
+    # after storing it and before the answer's end, so it was not acknowledged.
+    twice = {t for t in texts if texts.count(t) > 1}
+    assert not twice & acked_at_kill and len(twice) <= CLIENTS, twice
