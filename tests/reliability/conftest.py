@@ -1,4 +1,5 @@
-"""Reliability fixtures: free loopback ports, read-only SQLite inspection, tmpfs mounts.
+"""Reliability fixtures: free loopback ports, read-only SQLite inspection, tmpfs mounts,
+the webhook's callback receiver.
 
 Everything here is real: real sockets on 127.0.0.1, the real SQLite file read with the
 ``sqlite3`` module from outside PicoBot's own connections, real tmpfs mounts (skipped,
@@ -12,13 +13,18 @@ import shutil
 import socket
 import sqlite3
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from tests.sealed import opened
+
+if TYPE_CHECKING:
+    from .crash_harness import Callback
 
 SAFETY = 60.0
 """Seconds: only a net against hangs, never what a test measures."""
@@ -133,3 +139,20 @@ def hypothesis_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     finally:
         # None: back to $HYPOTHESIS_STORAGE_DIRECTORY or ./.hypothesis for other tests.
         configuration.set_hypothesis_home_dir(None)
+
+
+@pytest.fixture
+async def callback() -> AsyncIterator[tuple[Callback, str]]:
+    """The generic webhook's callback receiver on a loopback port, and its URL."""
+    from .crash_harness import Callback  # the harness imports this module
+
+    cb = Callback()
+    app = web.Application()
+    app.router.add_post("/callback", cb.handle)
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    try:
+        yield cb, str(server.make_url("/callback"))
+    finally:
+        cb.release.set()  # held handlers answer (to nobody) so the server can close
+        await server.close()

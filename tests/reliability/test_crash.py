@@ -34,14 +34,10 @@ import asyncio
 import os
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 
 from .conftest import SAFETY, integrity, user_texts
 from .crash_harness import (
@@ -64,20 +60,6 @@ WARM_DELIVERIES = 20
 QUEUED_AT_KILL = 12
 """Replies pending in the outbound queue when the server is killed."""
 CRASHES = 2
-
-
-@pytest.fixture
-async def callback() -> AsyncIterator[tuple[Callback, str]]:
-    cb = Callback()
-    app = web.Application()
-    app.router.add_post("/callback", cb.handle)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    try:
-        yield cb, str(server.make_url("/callback"))
-    finally:
-        cb.release.set()  # held handlers answer (to nobody) so the server can close
-        await server.close()
 
 
 @dataclass

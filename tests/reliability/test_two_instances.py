@@ -20,13 +20,9 @@ import json
 import os
 import signal
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
-import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -79,20 +75,6 @@ async def _pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
             await dst.drain()
     finally:
         dst.close()
-
-
-@pytest.fixture
-async def callback() -> AsyncIterator[tuple[Callback, str]]:
-    cb = Callback()
-    app = web.Application()
-    app.router.add_post("/callback", cb.handle)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    try:
-        yield cb, str(server.make_url("/callback"))
-    finally:
-        cb.release.set()
-        await server.close()
 
 
 async def chat(url: str, i: int, turns: int, acked: list[str], tag: str) -> None:

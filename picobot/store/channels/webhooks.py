@@ -107,7 +107,7 @@ _PENDING_MESSAGES_BY_PLATFORM = _BY_PLATFORM.format(table="webhook_inbox")
 _PENDING_REPLIES_BY_PLATFORM = _BY_PLATFORM.format(table="outbound_queue")
 
 
-CLAIM_SECS = 30.0
+CLAIM_SECS = 15.0
 """How long a claim on an inbox message or a reply lasts unrenewed: a dead instance's
 rows are taken over by another this long after its last renewal."""
 ClaimedTable = Literal["webhook_inbox", "outbound_queue"]

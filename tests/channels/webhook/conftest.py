@@ -308,3 +308,16 @@ class FailsOnce(WebhookStore):
             self.failed = True
             raise StoreUnavailable("database is locked")
         return await super().accept_many(platform, messages, **kw)
+
+
+async def answer(store: WebhookStore, inbox_id: int, replies: list[str]) -> int:
+    """Mark alice's inbox message of chat c1 processed with ``replies``; how many were
+    queued."""
+    return await store.mark_processed(
+        inbox_id,
+        replies,
+        platform="generic",
+        reply_to={"chat": "c1"},
+        user_id="generic:alice",
+        chat_id="c1",
+    )

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from picobot.channels.webhook.base import PlatformMessage
 from picobot.runtime import Runtime
-from picobot.store.channels.webhooks import CLAIM_SECS, WebhookStore
-from tests.channels.webhook.conftest import FakeClock
+from picobot.store.channels.webhooks import CLAIM_SECS, OutboundItem, WebhookStore
+from tests.channels.webhook.conftest import FakeClock, answer
 
 
 def _msg(message_id: str, chat: str = "c1") -> PlatformMessage:
@@ -29,15 +29,12 @@ def _two(runtime: Runtime, clock: FakeClock) -> tuple[WebhookStore, WebhookStore
     )
 
 
-async def _answer(store: WebhookStore, inbox_id: int, replies: list[str]) -> int:
-    return await store.mark_processed(
-        inbox_id,
-        replies,
-        platform="generic",
-        reply_to={"chat": "c1"},
-        user_id="generic:alice",
-        chat_id="c1",
-    )
+async def _queued(store: WebhookStore, replies: list[str]) -> OutboundItem:
+    """A message of alice's answered with ``replies``: the head of their queue."""
+    inbox_id = await store.accept("generic", _msg("m1"))
+    assert inbox_id and await store.start_processing(inbox_id) == 1
+    assert await answer(store, inbox_id, replies) == len(replies)
+    return (await store.outbound_heads(10, ["generic"]))[0]
 
 
 async def test_a_message_is_run_by_one_instance_and_a_chat_in_order(runtime: Runtime) -> None:
@@ -53,15 +50,15 @@ async def test_a_message_is_run_by_one_instance_and_a_chat_in_order(runtime: Run
     # The chat's next message waits for the first, whichever instance runs it...
     assert await b.start_processing(second) is None
     assert await b.start_processing(other_chat) == 1  # ...other chats do not
-    assert await _answer(a, first, ["one"]) == 1
+    assert await answer(a, first, ["one"]) == 1
     assert await b.start_processing(second) == 1
     # b stalls (or dies) mid-turn: a takes it over once the claim expired, as a
     # further attempt, and only one answer is ever queued.
     assert await a.start_processing(second) is None
     clock.now += CLAIM_SECS + 1
     assert await a.start_processing(second) == 2
-    assert await _answer(a, second, ["two"]) == 1
-    assert await _answer(b, second, ["late"]) == 0
+    assert await answer(a, second, ["two"]) == 1
+    assert await answer(b, second, ["late"]) == 0
 
 
 async def test_a_reply_is_sent_by_one_instance_and_the_next_waits_for_it(
@@ -69,10 +66,7 @@ async def test_a_reply_is_sent_by_one_instance_and_the_next_waits_for_it(
 ) -> None:
     clock = FakeClock()
     a, b = _two(runtime, clock)
-    inbox_id = await a.accept("generic", _msg("m1"))
-    assert inbox_id and await a.start_processing(inbox_id) == 1
-    assert await _answer(a, inbox_id, ["one", "two"]) == 2
-    [head] = await a.outbound_heads(10, ["generic"])
+    head = await _queued(a, ["one", "two"])
     now = clock()
     claimed = await a.claim_due(head.id, now)
     assert claimed is not None and claimed.text == "one"
@@ -95,10 +89,7 @@ async def test_a_purge_takes_a_claimed_reply_and_the_sender_cannot_bring_it_back
 ) -> None:
     clock = FakeClock()
     a, b = _two(runtime, clock)
-    inbox_id = await a.accept("generic", _msg("m1"))
-    assert inbox_id and await a.start_processing(inbox_id) == 1
-    await _answer(a, inbox_id, ["secret answer"])
-    [head] = await a.outbound_heads(10, ["generic"])
+    head = await _queued(a, ["secret answer"])
     assert await a.claim_due(head.id, clock()) is not None
     assert await b.delete_user("generic:alice") > 0  # a purge on the other instance
     await a.mark_sent(head.id, clock())  # a's send finished meanwhile: a no-op
@@ -131,10 +122,7 @@ async def test_a_reply_claimed_by_a_killed_instance_is_sent_once_its_claim_expir
     runtime: Runtime, tmp_path: Path
 ) -> None:
     store = WebhookStore(runtime.db, holder="survivor")
-    inbox_id = await store.accept("generic", _msg("m1"))
-    assert inbox_id and await store.start_processing(inbox_id) == 1
-    await _answer(store, inbox_id, ["hello"])
-    [head] = await store.outbound_heads(10, ["generic"])
+    head = await _queued(store, ["hello"])
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-c",

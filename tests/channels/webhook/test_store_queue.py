@@ -27,6 +27,7 @@ from tests.channels.webhook.conftest import (
     FakeClock,
     PlatformAPI,
     Webhooks,
+    answer,
     message,
     post_generic,
     rows,
@@ -47,17 +48,6 @@ def _msg(message_id: str, user: str = "alice", chat: str = "c1") -> PlatformMess
     return PlatformMessage(message_id, f"generic:{user}", chat, user, "hi", {"chat": chat})
 
 
-async def _processed(store: WebhookStore, inbox_id: int, replies: list[str]) -> int:
-    return await store.mark_processed(
-        inbox_id,
-        replies,
-        platform="generic",
-        reply_to={"chat": "c1"},
-        user_id="generic:alice",
-        chat_id="c1",
-    )
-
-
 async def test_store_enqueues_the_replies_of_a_message_once_and_in_seq_order(
     runtime: Runtime,
 ) -> None:
@@ -67,10 +57,10 @@ async def test_store_enqueues_the_replies_of_a_message_once_and_in_seq_order(
     assert await store.accept("generic", _msg("m1")) is None
     assert await store.accept("other", _msg("m1")) is not None  # ids are per platform
     assert await store.start_processing(inbox_id) == 1
-    assert await _processed(store, inbox_id, ["a", "b", "c"]) == 3
+    assert await answer(store, inbox_id, ["a", "b", "c"]) == 3
     # A second run (a stale read, a restart mid-commit) neither runs nor answers again.
     assert await store.start_processing(inbox_id) is None
-    assert await _processed(store, inbox_id, ["a", "b", "c"]) == 0
+    assert await answer(store, inbox_id, ["a", "b", "c"]) == 0
     assert await store.queue_depth() == 3
     sent = []
     while due := await store.due_outbound(1e12, 10):
@@ -85,7 +75,7 @@ async def test_store_answers_a_message_purged_while_its_turn_ran(runtime: Runtim
     inbox_id = await store.accept("generic", _msg("m1"))
     assert inbox_id is not None and await store.count_user("generic:alice") == 1
     assert await store.delete_user("generic:alice") == 1
-    assert await _processed(store, inbox_id, ["Deleted ..."]) == 1
+    assert await answer(store, inbox_id, ["Deleted ..."]) == 1
     (item,) = await store.due_outbound(1e12, 10)
     assert (item.inbox_id, item.text) == (None, "Deleted ...")
 
@@ -96,12 +86,12 @@ async def test_store_cleanup_deletes_everything_older_than_the_cutoff(runtime: R
     done = await store.accept("generic", _msg("m1"))
     pending = await store.accept("generic", _msg("m2", user="bob", chat="c2"))
     assert done is not None and pending is not None
-    await _processed(store, done, ["r1"])
+    await answer(store, done, ["r1"])
     (reply,) = await store.due_outbound(clock.now, 10)
     await store.mark_failed(reply.id, "HTTP 400")
     unsent = await store.accept("generic", _msg("m3", user="carol", chat="c3"))
     assert unsent is not None
-    await _processed(store, unsent, ["r3"])  # a reply still pending (platform off, say)
+    await answer(store, unsent, ["r3"])  # a reply still pending (platform off, say)
     clock.advance(100)
     newer = await store.accept("generic", _msg("m4", user="dave", chat="c4"))
     assert newer is not None
