@@ -21,6 +21,7 @@ from typing import Any
 
 from bench import prompt_cache, report
 from bench.chat_endpoint import chat_endpoint_overhead
+from bench.cluster import cluster_capacity
 from bench.common import SMOKE, STANDARD, BenchContext, Plan, Progress, make_progress
 from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
 from bench.learning_cost import learning_overhead
@@ -39,6 +40,7 @@ BENCHES = (
     "turn_overhead",
     "write",
     "network",
+    "cluster",
     "chat_endpoint",
     "purge",
     "mcp_search",
@@ -79,6 +81,8 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
         elif name == "network":
             prof = cfg.out_dir / f"ws_profile_{scale.name}.txt" if cfg.profile else None
             results.update(asyncio.run(network(ctx, prof)))
+        elif name == "cluster":
+            results[name] = asyncio.run(cluster_capacity(ctx))
         elif name == "chat_endpoint":
             results[name] = asyncio.run(chat_endpoint_overhead(ctx))
         elif name == "purge":

@@ -129,7 +129,7 @@ async def _client_loop(
 
 
 async def ws_load(
-    url: str,
+    url: str | Sequence[str],
     clients: int,
     turns: int,
     texts: Sequence[str],
@@ -144,13 +144,18 @@ async def ws_load(
     i]`` in its turn ``k`` (:func:`run_texts` makes them). ``rate`` (turns/s over all
     clients) paces them: each client sends every ``clients / rate`` seconds, the clients
     evenly out of phase. Without it they run closed loops, which measures capacity.
+    Given several URLs (instances of one service), client ``i`` connects to
+    ``url[i % len(url)]``, as a load balancer keeping each user on one instance would.
     """
+    urls = [url] if isinstance(url, str) else list(url)
     conns: list[ClientConnection] = []
     try:
         for i in range(clients):
             key = api_key(first_user + i)
             headers = {"Authorization": f"Bearer {key}"} if picobot else None
-            ws = await connect(url, additional_headers=headers, open_timeout=START_TIMEOUT)
+            ws = await connect(
+                urls[i % len(urls)], additional_headers=headers, open_timeout=START_TIMEOUT
+            )
             conns.append(ws)
             if picobot:
                 await ws.recv()  # hello

@@ -115,6 +115,13 @@ TARGETS: dict[str, Target] = {
         (("p50_ratio", "max"), ("p95_ratio", "max")),
         source="bench (the issue sets none)",
     ),
+    "cluster": Target(
+        "informational: WebSocket capacity of two serve instances on one SQLite file"
+        " against one, same run, no error frames",
+        lambda r: r["error_frames"] == 0,
+        (("capacity_ratio", "min"), ("error_frames", "max")),
+        source="bench (the issue sets its figure on PostgreSQL)",
+    ),
     "purge": Target(
         "other users' turn p99 during the purge <= 5x their p99 without one",
         lambda r: r["p99_ratio"] <= 5,
@@ -347,6 +354,16 @@ def _lines(name: str, scale: str, r: Result) -> list[list[str]]:
                 "informational",
                 "",
             ],
+        ]
+    if name == "cluster":
+        return [
+            [
+                "cluster: turns/s of two instances on one SQLite file vs one (closed loop)",
+                scale,
+                f"{r['two_instances_turns_per_s']:.0f}",
+                f"{r['one_instance_turns_per_s']:.0f}",
+                f"{r['capacity_ratio']:.2f}x",
+            ]
         ]
     if name == "vectors":
         emb, turn, turn_off = r["embedding_ms"], r["turn_ms"], r["turn_keywords_ms"]

@@ -35,6 +35,7 @@ RATIOS = {
     "learning_overhead": ("p50_ratio", "p95_ratio"),
     "vectors": ("recall_p95_ratio", "turn_p95_ratio"),
     "mcp_search": ("p50_ratio", "p95_ratio"),
+    "cluster": ("capacity_ratio",),
 }
 
 
@@ -62,6 +63,7 @@ def test_bench_runs_on_a_tiny_corpus(tmp_path: Path) -> None:
         assert _positive(websocket[key]), key
     assert websocket["error_frames"] == 0
     assert data["chat_endpoint"]["errors"] == 0
+    assert data["cluster"]["error_frames"] == 0  # two instances on one file answer every turn
     assert not (tmp_path / "cache" / f"run-{TINY.name}-bare").exists()  # the copy is removed
     recall = data["recall_search"]
     assert recall["p95_1m_ms"] is None and "BENCH_SCALE=full" in recall["p95_1m_note"]
