@@ -296,7 +296,6 @@ class Database:
         """
         if self._closed:
             raise StoreUnavailable(f"database {self.path} is closed")
-        self.sealer.refresh()  # another process's key deletion holds from here on
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         if self._flusher is not None or self._leading:
             self._pending.append((fn, future))  # committed by the next batch
@@ -333,7 +332,7 @@ class Database:
         async with self._write_lock:
             try:
                 # One trip to the writer thread for the whole batch.
-                outcomes = await self._writer.run(group_commit, fns)
+                outcomes = await self._writer.run(self._commit_batch, fns)
             except sqlite3.Error as exc:
                 error = StoreUnavailable(explain(exc, self.path))
                 outcomes = [(False, error)] * len(batch)
@@ -390,7 +389,6 @@ class Database:
         """
         if self._closed:
             raise StoreUnavailable(f"database {self.path} is closed")
-        self.sealer.refresh()  # another process's key deletion holds from here on
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._read_queue.append((fn, future))
         self._dispatch_reads()
@@ -423,6 +421,16 @@ class Database:
                 self._read_tasks.add(task)
                 task.add_done_callback(self._read_tasks.discard)
 
+    def _read_batch(self, conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:
+        # In the reader's thread, as the batch begins: a key another process deleted
+        # before these reads began opens nothing in them (a check off the event loop).
+        self.sealer.refresh()
+        return read_batch(conn, fns)
+
+    def _commit_batch(self, conn: sqlite3.Connection, fns: list[WriteFn]) -> list[tuple[bool, Any]]:
+        self.sealer.refresh()  # as for reads; each seal checks again (KeyRing.key)
+        return group_commit(conn, fns)
+
     def _spill_reads(self) -> None:
         self._spill = None
         self._dispatch_reads()
@@ -432,7 +440,7 @@ class Database:
     ) -> None:
         reader = self._readers[index]
         try:
-            outcomes = await reader.run(read_batch, [fn for fn, _ in batch])
+            outcomes = await reader.run(self._read_batch, [fn for fn, _ in batch])
         except Exception as exc:
             outcomes = [(False, exc)] * len(batch)
         except BaseException:  # cancelled (shutting down): nobody is left waiting quietly

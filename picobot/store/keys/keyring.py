@@ -96,9 +96,9 @@ class KeyRing:
     a key another process deleted must not stay usable here. The cache is trusted only
     while SQLite's ``data_version`` of this connection is unchanged (it moves when another
     connection commits to the file): :meth:`key` checks it before every seal, and
-    :meth:`refresh`, which the database calls as each read or write begins, before
-    every open. Another process's commit (a new user's key, a purge) empties the cache;
-    keys are read again from the file as they are used.
+    :meth:`refresh`, which the database calls in its threads as each batch of reads or
+    writes begins, before every open. Another process's commit (a new user's key, a
+    purge) empties the cache; keys are read again from the file as they are used.
     """
 
     def __init__(
@@ -167,9 +167,9 @@ class KeyRing:
         """Drop every cached key if another process committed to the file since the last
         look (a key it deleted must not open anything here); whether it did.
 
-        One ``PRAGMA`` (a few microseconds). Every read and write of the database calls
-        it as it begins (:meth:`picobot.store.db.Database.read`), so one that begins
-        after another process deleted a key never opens text with that key.
+        One ``PRAGMA`` (a few microseconds). The database calls it in its reader and
+        writer threads as each batch of reads or writes begins, so a read or write that
+        began after another process deleted a key never opens text with that key.
         """
         with self._lock:
             if self._closed:  # a closed ring caches nothing

@@ -126,7 +126,8 @@ class Sealer:
 
     def refresh(self) -> None:
         """Forget cached keys if another process changed the key store (see
-        :meth:`KeyRing.refresh`); the database calls it as each read or write begins."""
+        :meth:`KeyRing.refresh`); the database calls it as each batch of reads or writes
+        begins."""
         if self.ring is not None:
             self.ring.refresh()
 
