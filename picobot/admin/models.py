@@ -98,10 +98,12 @@ class Health(Response):
 
 
 class Readiness(Response):
-    """The public readiness check (a write commits, the disk has room); reasons are logged."""
+    """The public readiness check (a write commits, the schema is this version's, the disk
+    has room); reasons are logged."""
 
     status: Literal["ready", "unavailable"]
     database: Literal["ok", "unavailable"]
+    migrations: Literal["ok", "pending", "newer", "unknown"]
     disk: Literal["ok", "low"]
 
 

@@ -40,10 +40,17 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation(
         "get",
         "/readyz",
-        "Readiness: the store takes writes (no key needed)",
+        "Readiness: the store takes writes on this version's schema (no key needed)",
         {
-            200: Reply("A write commits and the disk has room.", m.Readiness),
-            503: Reply("Writes fail (locked, read-only) or the disk is low.", m.Readiness),
+            200: Reply(
+                "A write commits, the schema is this version's and the disk has room.",
+                m.Readiness,
+            ),
+            503: Reply(
+                "Writes fail (locked, read-only), the schema is older or newer than this"
+                " version's, or the disk is low.",
+                m.Readiness,
+            ),
         },
         public=True,
     ),

@@ -1,5 +1,8 @@
 """``/readyz``: whether this process can serve writes, for orchestrators and balancers.
 
+Ready means a write commits, the schema is the one this PicoBot knows (not one a newer
+instance migrated) and the data directory's disk has room.
+
 The probe commits a write (:func:`picobot.store.health.probe_writable`), so it is not
 run for every request of a public endpoint: concurrent requests share one probe, and a
 result is reused for ``max_age_secs``. A change of state is logged once, with the
@@ -69,11 +72,13 @@ class ReadinessProbe:
         return found
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        """``GET /readyz`` (public): 200 when the store takes writes, else 503."""
+        """``GET /readyz`` (public): 200 when the store takes writes on this version's
+        schema, else 503."""
         found = await self.check()
         body = Readiness(
             status="ready" if found.ready else "unavailable",
             database="ok" if found.database_ok else "unavailable",
+            migrations=found.migrations,
             disk="ok" if found.disk_ok else "low",
         )
         return json_response(body, 200 if found.ready else 503)

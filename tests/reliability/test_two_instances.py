@@ -1,11 +1,15 @@
 """Two ``picobot serve`` instances on one data directory, behind a small proxy.
 
 Real: both servers are ``python -m picobot serve`` processes on the same SQLite file,
-the proxy is a TCP relay in this test (round robin over the instances, the next one
-when a connection is refused, as a load balancer does), the clients speak WebSocket
-and signed webhooks over loopback, and one instance is killed with SIGKILL under load.
+their model is a remote one speaking OpenAI's chat completions protocol (served by this
+test, which reads the prompts off the wire), the proxy is a TCP relay in this test
+(round robin over the instances, the next one when a connection is refused, as a load
+balancer does), the clients speak WebSocket and signed webhooks over loopback, and one
+instance is killed with SIGKILL under load.
 Asserted: while both run, each webhook message is answered exactly once although both
-instances accept them; a user's history is one across instances; after the kill every
+instances accept them; a user's history is one across instances (what the user said
+and noted on A is in B's prompt, also after B served that user before), while the
+generic webhook's user of the same name is someone else; after the kill every
 acknowledged message is in the file, the clients go on through the proxy on the
 survivor (sending again the one message each had in flight), and every acknowledged
 webhook message is answered, those the dead instance had claimed once its claims
@@ -20,9 +24,13 @@ import json
 import os
 import signal
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
@@ -34,6 +42,66 @@ from .crash_harness import SECRET, Callback, Serve, ws_key
 
 CLIENTS = 4
 HOOKS = 40
+HISTORY_CLIENT = CLIENTS
+"""The WebSocket key of the history check, one the load does not use."""
+
+
+class Model:
+    """A remote model on the OpenAI chat completions wire protocol (streamed): it answers
+    every request "ok" and keeps each request's messages, to see what an instance sent."""
+
+    def __init__(self) -> None:
+        self.prompts: list[list[dict[str, object]]] = []
+        self.base_url = ""
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        self.prompts.append((await request.json())["messages"])
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        delta = {"role": "assistant", "content": "ok"}
+        for choice in (
+            {"delta": delta, "finish_reason": None},
+            {"delta": {}, "finish_reason": "stop"},
+        ):
+            chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, **choice}]}
+            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    def prompt_of(self, text: str) -> str:
+        """Every message of the one prompt whose last user message holds ``text``, joined."""
+        found = [
+            p for p in self.prompts if text in str([m for m in p if m.get("role") == "user"][-1:])
+        ]
+        assert len(found) == 1, (text, len(found))
+        return "\n".join(str(m.get("content")) for m in found[0])
+
+
+@pytest.fixture
+async def model() -> AsyncIterator[Model]:
+    """:class:`Model` on a loopback port; ``base_url`` ends in ``/v1``."""
+    fake = Model()
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", fake.handle)
+    server = TestServer(app, host="127.0.0.1", port=0)
+    await server.start_server()
+    fake.base_url = str(server.make_url("/v1"))
+    try:
+        yield fake
+    finally:
+        await server.close()
+
+
+def instance(tmp_path: Path, callback_url: str, name: str, model: Model) -> Serve:
+    """A serve instance on ``tmp_path``'s data directory whose model is ``model``."""
+    serve = Serve(tmp_path, callback_url, name)
+    serve.env.update(
+        PICOBOT_LLM__PROVIDER="openai",
+        PICOBOT_LLM__BASE_URL=model.base_url,
+        PICOBOT_LLM__MODEL="stand-in",  # a named model: no /models request
+    )
+    return serve
 
 
 class Proxy:
@@ -98,9 +166,22 @@ async def chat(url: str, i: int, turns: int, acked: list[str], tag: str) -> None
             await asyncio.sleep(0.1)
 
 
-async def post(http: aiohttp.ClientSession, url: str, n: int, tag: str) -> str:
+async def say(url: str, i: int, text: str) -> None:
+    """One message of client ``i`` on its own connection to ``url``, until its ``end``."""
+    headers = {"Authorization": f"Bearer {ws_key(i)}"}
+    async with connect(url, additional_headers=headers, open_timeout=SAFETY) as ws:
+        assert json.loads(await ws.recv())["type"] == "hello"
+        await ws.send(json.dumps({"type": "chat", "text": text, "id": "1"}))
+        while json.loads(await ws.recv())["type"] != "end":
+            pass
+
+
+async def post(
+    http: aiohttp.ClientSession, url: str, n: int, tag: str, user: str | None = None
+) -> str:
     mid = f"{tag}-{n}"
-    payload = {"user": f"user{n % 4}", "chat": f"chat{n % 4}", "text": mid, "message_id": mid}
+    who = user or f"user{n % 4}"
+    payload = {"user": who, "chat": f"chat{n % 4}", "text": mid, "message_id": mid}
     body = json.dumps(payload).encode()
     async with http.post(url, data=body, headers=signed_headers(body, secret=SECRET)) as resp:
         assert resp.status == 200, await resp.text()
@@ -108,10 +189,10 @@ async def post(http: aiohttp.ClientSession, url: str, n: int, tag: str) -> str:
 
 
 async def test_two_instances_share_one_store_and_one_survives_the_other(
-    tmp_path: Path, callback: tuple[Callback, str]
+    tmp_path: Path, callback: tuple[Callback, str], model: Model
 ) -> None:
     cb, callback_url = callback
-    a, b = Serve(tmp_path, callback_url, "a"), Serve(tmp_path, callback_url, "b")
+    a, b = (instance(tmp_path, callback_url, name, model) for name in "ab")
     proxy = Proxy([a.ws_port, b.ws_port])
     async with aiohttp.ClientSession() as http:
         try:
@@ -128,6 +209,22 @@ async def test_two_instances_share_one_store_and_one_survives_the_other(
                 await asyncio.gather(*(chat(url, i, 5, acked, "before") for i in range(CLIENTS)))
             await asyncio.sleep(1.0)  # a late second answer would have come by now
             assert all(cb.delivered[m] == 1 for m in hooks), cb.delivered
+
+            # One user on A, then B, then A, then B again: each prompt holds what came before
+            # on the other instance, the note saved on A too.
+            async with asyncio.timeout(SAFETY):
+                await say(b.ws_url, HISTORY_CLIENT, "first words on b")
+                await say(a.ws_url, HISTORY_CLIENT, "/remember bike: my bike is teal")
+                await say(a.ws_url, HISTORY_CLIENT, "then on a")
+                await say(b.ws_url, HISTORY_CLIENT, "back on b")
+            assert "first words on b" in model.prompt_of("then on a")
+            back = model.prompt_of("back on b")
+            assert "then on a" in back and "my bike is teal" in back
+            # The generic webhook's "client4" is generic:client4, not ws:client4.
+            other = await post(http, b.hook_url, 0, "separate", user=f"client{HISTORY_CLIENT}")
+            async with asyncio.timeout(SAFETY):
+                await cb.wait_for({other})
+            assert "then on a" not in model.prompt_of(other)
 
             # Under load, instance a dies.
             after: list[str] = []
