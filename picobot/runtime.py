@@ -29,6 +29,7 @@ from picobot.commands.summary import SummaryCommands
 from picobot.config.learning import LearningState, learning_state
 from picobot.config.settings import Settings
 from picobot.kernel.kernel import Kernel
+from picobot.kernel.prompt.recall_block import forget_lines
 from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.llm.base import LLMProvider
 from picobot.llm.embedding import Embedder, build_embedder
@@ -111,6 +112,7 @@ def forget_cached_texts() -> None:
     every deletion of content, so none of it stays in memory."""
     forget_texts()
     forget_words()
+    forget_lines()
 
 
 @asynccontextmanager

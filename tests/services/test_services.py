@@ -10,6 +10,7 @@ import pytest
 
 from picobot.admin.api import operator_actor
 from picobot.config.settings import DataSettings, Settings
+from picobot.kernel.prompt import recall_block
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, OutboundKind
 from picobot.privacy.redaction import Redactor
@@ -17,6 +18,7 @@ from picobot.privacy.scopes import UserScope
 from picobot.runtime import open_runtime
 from picobot.store.erasure.export import count_user_data
 from picobot.store.retrieval import terms
+from picobot.store.retrieval.search import SearchIndex
 from picobot.text import tokens
 from tests.admin.helpers import ALICE, BOB, KEY_A, KEY_B, WS_KEY, Api, FakeClock, start
 
@@ -48,14 +50,22 @@ async def test_a_purge_planned_through_the_services_is_confirmed_by_the_admin_ap
 
 
 async def test_a_purge_empties_the_caches_keyed_by_texts(api: Api) -> None:
-    # Token estimates and stems are cached by the text itself: a purge leaves none of it.
-    caches = (tokens._script_estimate, tokens._ascii_counts, terms._stem_short)
+    # Token estimates, stems and recalled lines are cached by the text itself: a purge
+    # leaves none of it.
+    caches = (
+        tokens._script_estimate,
+        tokens._ascii_counts,
+        terms._stem_short,
+        recall_block._rendered,
+    )
     await api.chat(BOB, "remind me about the quokkaberg appointment")
+    await SearchIndex(api.runtime.db).index_pending()  # as the runtime's indexer does
+    await api.chat(BOB, "the quokkaberg appointment, again", channel="slack")  # recalls it
     assert all(cache.cache_info().currsize > 0 for cache in caches)
     services = api.runtime.services
     pending = await services.purges.request(UserScope(BOB), operator_actor(KEY_A))
     assert await services.purges.confirm(pending.token, operator_actor(KEY_A), "y")
-    assert [cache.cache_info().currsize for cache in caches] == [0, 0, 0]
+    assert [cache.cache_info().currsize for cache in caches] == [0, 0, 0, 0]
 
 
 async def test_a_late_confirmation_is_expired_whoever_planned_it(api: Api) -> None:

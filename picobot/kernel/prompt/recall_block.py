@@ -43,8 +43,20 @@ def day_header(ts: float) -> str:
 
 
 def _line(hit: SearchHit) -> str:
-    role = hit.role or "user"
-    return f"{role}: {escape_data(one_line(hit.text))}"
+    return _rendered(hit.role or "user", hit.text)
+
+
+@functools.lru_cache(maxsize=8192)
+def _rendered(role: str, text: str) -> str:
+    # Cached: recall meets the same records turn after turn, and rendering them was half
+    # of packing. Keyed by the texts, so :func:`forget_lines` empties it on deletions.
+    return f"{role}: {escape_data(one_line(text))}"
+
+
+def forget_lines() -> None:
+    """Empty the cache of rendered lines, keyed by the records' texts: a purge or a
+    deletion calls this so no deleted text stays in this process's memory."""
+    _rendered.cache_clear()
 
 
 def pack(
