@@ -11,11 +11,13 @@ just chat); the TUI and WebSocket clients pass the token back explicitly
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 
 from picobot.errors import StoreUnavailable, UserError
 from picobot.kernel.commands import CommandCall
 from picobot.kernel.kernel import Kernel
 from picobot.messages import Identity, Outbound, OutboundKind, error, notice
+from picobot.privacy.controller import PurgeResult
 from picobot.privacy.scopes import Actor, OlderThanScope, PurgeScope, SessionScope, UserScope
 from picobot.services.purges import PurgeService
 
@@ -94,18 +96,22 @@ class PurgeCommands:
         if identity.channel in TOKEN_CHANNELS:
             return None
         actor = actor_of(identity)
-        pending = self._controller.pending_for(actor, (identity.channel, identity.chat_id), text)
+        origin = (identity.channel, identity.chat_id)
+        pending = await self._controller.pending_for(actor, origin, text)
         if pending is None:
             return None
-        return await self._confirm(pending.token, actor, text)
+        return await self._confirm(self._controller.confirm_pending(pending, actor, text), actor)
 
     async def confirm(self, identity: Identity, token: str, answer: str) -> list[Outbound]:
         """An explicit answer carrying the confirmation token."""
-        return await self._confirm(token, actor_of(identity), answer)
+        actor = actor_of(identity)
+        return await self._confirm(self._controller.confirm(token, actor, answer), actor)
 
-    async def _confirm(self, token: str, actor: Actor, answer: str) -> list[Outbound]:
+    async def _confirm(
+        self, answering: Awaitable[PurgeResult | None], actor: Actor
+    ) -> list[Outbound]:
         try:
-            result = await self._controller.confirm(token, actor, answer)
+            result = await answering
         except StoreUnavailable:
             log.exception("purge by %s failed", actor.id)
             return [error(PURGE_FAILED, code="store_unavailable")]

@@ -5,6 +5,8 @@ rights and returns a :class:`PendingPurge`: the exact counts of what would be de
 and a single-use token that expires after ``confirmation_timeout_secs``. Only
 :meth:`PrivacyController.confirm` with the same actor and the answer ``y`` or ``yes``
 executes it; any other answer, a different actor or an expired token deletes nothing.
+Pending purges are kept in the store (:mod:`picobot.store.erasure.pending_purges`), so
+every instance sharing it can take the answer, and each is taken once.
 
 Rights: a chat user may purge their own sessions and their own user data; OlderThan
 and anyone else's data need operator rights (the CLI on the host, the admin API).
@@ -13,11 +15,12 @@ This is kernel-level machinery; no tool exposes it to the model.
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 
 from picobot.errors import AccessDenied, UserError
 from picobot.metrics import observe_purge
@@ -26,7 +29,7 @@ from picobot.metrics import observe_purge
 from picobot.privacy import fact_scope as _fact_scope  # noqa: F401
 from picobot.privacy import message_scope as _message_scope  # noqa: F401
 from picobot.privacy.scopes import (
-    DAY,
+    SCOPE_TYPES,
     Actor,
     PurgeScope,
     ScopeDeps,
@@ -38,6 +41,7 @@ from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
 from picobot.store.erasure.erase import erase_residue
 from picobot.store.erasure.message_purge import MessagePurge
+from picobot.store.erasure.pending_purges import PendingPurges, StoredPurge, token_key
 from picobot.store.erasure.purge import PurgeCounts, PurgeStore
 from picobot.store.learned.fact_purge import FactPurge
 from picobot.store.task_runs import (
@@ -52,11 +56,7 @@ from picobot.store.task_runs import (
 log = logging.getLogger(__name__)
 
 YES = frozenset({"y", "yes"})
-EXPIRED_KEPT_SECS = DAY
-"""How long an expired purge is remembered: a late y/yes in the chat is told that
-nothing was deleted, rather than taken for chat that the model then answers, and a late
-confirmation through the admin API is told it expired rather than that the token is
-unknown (at most one per actor is kept: a new request replaces it)."""
+NO_SUCH_PURGE = "There is no pending purge with that confirmation (or it expired)."
 
 
 class PurgeExpired(UserError):
@@ -92,11 +92,42 @@ class PendingPurge:
     """A plan waiting for its y/n answer."""
 
     token: str
+    """The confirmation token; empty in a pending purge read back from the store (only
+    the one it was issued to knows it)."""
     plan: PurgePlan
     expires_at: float
     origin: tuple[str, str] | None = None
     """The (channel, chat) it was requested from: only an answer from there counts as
     the next-message answer (None: no chat, e.g. the admin API)."""
+    key: str = ""
+    """What the store keys it by (:func:`token_key` of the token)."""
+
+
+def _dump(pending: PendingPurge) -> StoredPurge:
+    """The stored form: the plan as JSON of ids, counts and a cutoff (no content)."""
+    plan = pending.plan
+    scope = {f.name: getattr(plan.scope, f.name) for f in fields(plan.scope)}  # type: ignore[arg-type]
+    body = {"kind": plan.scope.kind, "scope": scope, "counts": asdict(plan.counts)}
+    user_id, _ = rules_for(plan.scope).owner(plan.scope)
+    return StoredPurge(
+        pending.key,
+        plan.actor.id,
+        plan.actor.operator,
+        pending.origin,
+        user_id,
+        json.dumps({**body, "cutoff": plan.cutoff}),
+        pending.expires_at,
+    )
+
+
+def _load(stored: StoredPurge) -> PendingPurge:
+    """A pending purge read back from the store (without its token)."""
+    body = json.loads(stored.plan)
+    scope_fields = {k: tuple(v) if isinstance(v, list) else v for k, v in body["scope"].items()}
+    scope = SCOPE_TYPES.get(body["kind"])(**scope_fields)
+    actor = Actor(stored.actor_id, stored.operator)
+    plan = PurgePlan(scope, actor, PurgeCounts(**body["counts"]), body["cutoff"])
+    return PendingPurge("", plan, stored.expires_at, stored.origin, stored.key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,7 +173,7 @@ class PrivacyController:
             lambda: self._clock(),
             MessagePurge(db),
         )
-        self._pending: dict[str, PendingPurge] = {}
+        self._pending = PendingPurges(db)
         self.on_purged: list[Callable[[str], None]] = []
         """Called with the session id after a purge of (part of) a session executed:
         what caches its prompt forgets it (see :meth:`MemoryRetriever.forget`)."""
@@ -167,49 +198,54 @@ class PrivacyController:
     async def request(
         self, scope: PurgeScope, actor: Actor, origin: tuple[str, str] | None = None
     ) -> PendingPurge:
-        """Plan a purge and hold it for a y/n answer from the same actor."""
+        """Plan a purge and hold it for a y/n answer from the same actor (one pending
+        purge per actor: a new request replaces the old one)."""
         plan = await self.plan(scope, actor)
-        self._expire()
-        # One pending purge per actor: a new request replaces the old one.
-        for token, pending in list(self._pending.items()):
-            if pending.plan.actor == actor:
-                del self._pending[token]
-        expires = self._clock() + self._timeout
-        pending = PendingPurge(secrets.token_urlsafe(16), plan, expires, origin)
+        token = secrets.token_urlsafe(16)
+        now = self._clock()
+        pending = PendingPurge(token, plan, now + self._timeout, origin, token_key(token))
         if plan.counts.total:
-            self._pending[pending.token] = pending
+            await self._pending.hold(_dump(pending), now)
             await self._note("purge.requested", plan)
         return pending
 
-    def pending_for(
+    async def pending_for(
         self, actor: Actor, origin: tuple[str, str], answer: str
     ) -> PendingPurge | None:
         """The actor's pending purge requested from ``origin`` that ``answer``, their
-        next message there, answers, if any.
+        next message there, answers, if any (answer it with :meth:`confirm_pending`).
 
-        One that expired still takes a y/yes (:meth:`confirm` then says that nothing was
+        One that expired still takes a y/yes (which is then told that nothing was
         deleted); any other message drops it and is not an answer.
         """
-        self._expire()
-        pending = next(
-            (p for p in self._pending.values() if p.plan.actor == actor and p.origin == origin),
-            None,
-        )
-        if pending is not None and self._clock() > pending.expires_at and not is_yes(answer):
-            del self._pending[pending.token]
+        stored = await self._pending.asked_from(actor.id, actor.operator, origin)
+        if stored is None:
             return None
-        return pending
+        if self._clock() > stored.expires_at and not is_yes(answer):
+            await self._pending.drop(stored.key)
+            return None
+        return _load(stored)
 
     async def confirm(self, token: str, actor: Actor, answer: str) -> PurgeResult | None:
         """Answer a pending purge: execute on y/yes, cancel on anything else.
 
-        The token is single use. An unknown token, or one that belongs to another actor,
-        raises UserError, an expired one :class:`PurgeExpired`; neither deletes anything.
+        The token is single use, on every instance sharing the store. An unknown token,
+        or one that belongs to another actor, raises UserError, an expired one
+        :class:`PurgeExpired`; neither deletes anything.
         """
-        pending = self._pending.get(token)
-        if pending is None or pending.plan.actor != actor:
-            raise UserError("There is no pending purge with that confirmation (or it expired).")
-        del self._pending[token]
+        return await self._answer(token_key(token), actor, answer)
+
+    async def confirm_pending(
+        self, pending: PendingPurge, actor: Actor, answer: str
+    ) -> PurgeResult | None:
+        """:meth:`confirm` for a pending purge found by :meth:`pending_for`."""
+        return await self._answer(pending.key, actor, answer)
+
+    async def _answer(self, key: str, actor: Actor, answer: str) -> PurgeResult | None:
+        stored = await self._pending.take(key, actor.id, actor.operator)
+        if stored is None:
+            raise UserError(NO_SUCH_PURGE)
+        pending = _load(stored)
         if self._clock() > pending.expires_at:
             log.info("purge confirmation expired: %s by %s", pending.plan.scope, actor.id)
             raise PurgeExpired("The purge confirmation expired; nothing was deleted.")
@@ -327,9 +363,3 @@ class PrivacyController:
             # The row still says unfinished, which the next start's retention run
             # also erases after; the purge's own outcome is what the caller needs.
             log.exception("could not record the purge's erasure")
-
-    def _expire(self) -> None:
-        now = self._clock()
-        for token, pending in list(self._pending.items()):
-            if now > pending.expires_at + EXPIRED_KEPT_SECS:
-                del self._pending[token]

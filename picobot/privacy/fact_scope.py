@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from picobot.errors import UserError
-from picobot.privacy.scopes import PURGE_SCOPES, Actor, Counted, PurgeScope, ScopeDeps
+from picobot.privacy.scopes import PURGE_SCOPES, SCOPE_TYPES, Actor, Counted, PurgeScope, ScopeDeps
 from picobot.store.db import Database
 from picobot.store.erasure.purge import PurgeCounts
 from picobot.store.learned.facts import FactFilter, find_facts
@@ -72,4 +72,5 @@ class _FactsRules:
         return None, None
 
 
+SCOPE_TYPES.add("facts", FactsScope)
 PURGE_SCOPES.add("facts", _FactsRules())

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from picobot.errors import AccessDenied, UserError
-from picobot.privacy.scopes import PURGE_SCOPES, Actor, Counted, PurgeScope, ScopeDeps
+from picobot.privacy.scopes import PURGE_SCOPES, SCOPE_TYPES, Actor, Counted, PurgeScope, ScopeDeps
 from picobot.store.db import Database
 from picobot.store.erasure.message_purge import MessagePurge, last_exchange, locate
 from picobot.store.erasure.purge import PurgeCounts
@@ -100,4 +100,5 @@ class _MessagesRules:
         return None, scope.session_id
 
 
+SCOPE_TYPES.add("messages", MessagesScope)
 PURGE_SCOPES.add("messages", _MessagesRules())

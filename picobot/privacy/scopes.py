@@ -6,8 +6,9 @@ than N days, chosen facts) with a ``kind`` (the label of its events and metrics)
 who besides an operator may purge it, how to count it, how to delete it, and whose
 data it is (for the events). :class:`~picobot.privacy.controller.PrivacyController`
 looks the rules up by ``kind``, so adding a scope is its module (the dataclass and
-its rules) plus one registration line, ``PURGE_SCOPES.add("kind", Rules())``, and
-an import of that module in :mod:`picobot.privacy.controller` (see
+its rules) plus two registration lines, ``PURGE_SCOPES.add("kind", Rules())`` and
+``SCOPE_TYPES.add("kind", Scope)`` (how a pending purge's stored scope is read back),
+and an import of that module in :mod:`picobot.privacy.controller` (see
 :mod:`picobot.privacy.fact_scope`).
 """
 
@@ -88,6 +89,8 @@ class ScopeRules(Protocol):
 
 
 PURGE_SCOPES: Registry[ScopeRules] = Registry("purge scope")
+SCOPE_TYPES: Registry[Callable[..., PurgeScope]] = Registry("purge scope")
+"""Each kind's scope class, called with the scope's fields (a stored plan read back)."""
 
 
 def rules_for(scope: PurgeScope) -> ScopeRules:
@@ -132,6 +135,7 @@ class _SessionRules:
         return None, scope.session_id
 
 
+SCOPE_TYPES.add("session", SessionScope)
 PURGE_SCOPES.add("session", _SessionRules())
 
 
@@ -168,6 +172,7 @@ class _UserRules:
         return scope.user_id, None
 
 
+SCOPE_TYPES.add("user", UserScope)
 PURGE_SCOPES.add("user", _UserRules())
 
 
@@ -206,4 +211,5 @@ class _OlderThanRules:
         return None, None
 
 
+SCOPE_TYPES.add("older_than", OlderThanScope)
 PURGE_SCOPES.add("older_than", _OlderThanRules())

@@ -2,10 +2,10 @@
 
 :class:`PurgeService` holds the one :class:`PrivacyController` of the runtime, so the
 pending plans and their tokens (single use, expiring, bound to the requester) live in
-one table whichever door asked: the chat's ``/purge``, the admin API, the dashboard
-or the CLI. A confirmation that comes too late raises :class:`PurgeExpired` (a
-UserError), anything else unknown a plain UserError, so a front end can tell the two
-apart without keeping tokens of its own.
+one table of the store whichever door (or instance) asked: the chat's ``/purge``, the
+admin API, the dashboard or the CLI. A confirmation that comes too late raises
+:class:`PurgeExpired` (a UserError), anything else unknown a plain UserError, so a
+front end can tell the two apart without keeping tokens of its own.
 """
 
 from __future__ import annotations
@@ -42,11 +42,17 @@ class PurgeService:
         """Plan a purge and hold it for a y/n answer from the same actor."""
         return await self.controller.request(scope, actor, origin)
 
-    def pending_for(
+    async def pending_for(
         self, actor: Actor, origin: tuple[str, str], answer: str
     ) -> PendingPurge | None:
         """The actor's pending purge asked from ``origin`` that ``answer`` answers."""
-        return self.controller.pending_for(actor, origin, answer)
+        return await self.controller.pending_for(actor, origin, answer)
+
+    async def confirm_pending(
+        self, pending: PendingPurge, actor: Actor, answer: str
+    ) -> PurgeResult | None:
+        """Answer a pending purge found by :meth:`pending_for`, as :meth:`confirm` does."""
+        return await self.controller.confirm_pending(pending, actor, answer)
 
     async def confirm(self, token: str, actor: Actor, answer: str) -> PurgeResult | None:
         """Answer a pending purge: y/yes executes it, anything else cancels it."""

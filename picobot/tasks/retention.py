@@ -7,7 +7,8 @@ summaries and empty sessions in small transactions (:mod:`picobot.store.erasure.
 makes the deleted text unrecoverable (:func:`~picobot.store.erasure.erase.erase_residue`).
 Explicit user memories are never touched. A run also prunes the webhook replay guard's
 content-free records older than :data:`~picobot.store.channels.webhook_seen.SEEN_KEEP_SECS`
-(on their own clock: no platform can deliver their messages any more).
+(on their own clock: no platform can deliver their messages any more), and pending
+purges a day past their expiry (:mod:`picobot.store.erasure.pending_purges`).
 
 The erasure rewrites the whole index and file and stalls every writer meanwhile
 (seconds per GB), so a sweep runs it at most once per ``erase_interval_secs``: the
@@ -40,6 +41,7 @@ from picobot.store.channels.webhook_seen import SEEN_KEEP_SECS, SeenRecords
 from picobot.store.conversation.event_prune import record_alone
 from picobot.store.db import Database
 from picobot.store.erasure.erase import erase_residue
+from picobot.store.erasure.pending_purges import PendingPurges
 from picobot.store.erasure.purge import DEFAULT_BATCH_SIZE, PurgeCounts, PurgeStore
 from picobot.store.task_runs import (
     ERASE_TASK_NAME,
@@ -161,6 +163,7 @@ class RetentionTask:
             if counts.total:  # every process drops what it keeps of it (purge_watch)
                 await purge_generation.advance(self._db)
             await SeenRecords(self._db).prune(started - SEEN_KEEP_SECS)
+            await PendingPurges(self._db).prune(started)
             # Before the erasure, which then leaves the WAL empty of this write too.
             await record_alone(
                 self._db,

@@ -11,6 +11,7 @@ from picobot.errors import AccessDenied, ConfigError
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.scopes import (
     PURGE_SCOPES,
+    SCOPE_TYPES,
     Actor,
     Counted,
     PurgeScope,
@@ -59,7 +60,7 @@ class NotesRules:
 
 async def test_a_registered_scope_is_planned_confirmed_and_recorded(db: Database) -> None:
     rules = NotesRules()
-    with PURGE_SCOPES.added("notes_of", rules):
+    with PURGE_SCOPES.added("notes_of", rules), SCOPE_TYPES.added("notes_of", NotesOf):
         controller = PrivacyController(db)
         with pytest.raises(AccessDenied):
             await controller.plan(NotesOf("alice"), Actor("bob"))

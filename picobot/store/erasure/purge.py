@@ -28,6 +28,7 @@ from picobot.store.conversation.event_prune import prune_events_before, prune_us
 from picobot.store.conversation.preferences import delete_preferences
 from picobot.store.db import Database
 from picobot.store.erasure.export_files import delete_files_before, delete_user_files
+from picobot.store.erasure.pending_purges import delete_user_pending
 from picobot.store.erasure.purge_counts import PurgeCounts as PurgeCounts  # re-exported
 from picobot.store.learned.digest_purge import DigestPurge, delete_session_layers
 from picobot.store.learned.fact_purge import FactPurge, delete_session_facts
@@ -159,7 +160,8 @@ class PurgeStore:
     ) -> PurgeCounts:
         """Delete everything of ``user_id``: sessions (with all they hold), memories,
         tool records, current-session pointers, index entries, webhook queue rows,
-        learned facts, reflections, digests, events, privacy switches and export files.
+        learned facts, reflections, digests, events, privacy switches, pending purges they
+        asked for or that concern them, and export files.
 
         The user's key goes first: from then on nothing sealed with it can be read, in
         these files or in any backup, whatever the row deletion below still has to do.
@@ -173,6 +175,7 @@ class PurgeStore:
         layers = await DigestPurge(self._db).delete_user(user_id)
         await prune_user_events(self._db, user_id, batch_size)
         await self._db.write(lambda conn: delete_preferences(conn, user_id))
+        await self._db.write(lambda conn: delete_user_pending(conn, user_id))
         delete_user_files(self._db.path.parent, user_id)  # their /export files
         return _derived(counts, queued, facts, layers)
 

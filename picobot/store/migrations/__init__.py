@@ -20,7 +20,11 @@ from picobot.store.migrations.channels import m016_channel_offsets
 from picobot.store.migrations.events import m014_events, m017_events_autoincrement
 from picobot.store.migrations.facts import m012_learned_facts
 from picobot.store.migrations.forks import m022_fork_points
-from picobot.store.migrations.instances import m026_leases, m027_queue_claims
+from picobot.store.migrations.instances import (
+    m026_leases,
+    m027_queue_claims,
+    m028_pending_purges,
+)
 from picobot.store.migrations.keys import m020_store_meta
 from picobot.store.migrations.layers import m015_memory_layers
 from picobot.store.migrations.preferences import m019_user_preferences
@@ -244,6 +248,7 @@ MIGRATIONS: list[Migration] = [
     m025_sealed_names,
     m026_leases,
     m027_queue_claims,
+    m028_pending_purges,
 ]
 
 

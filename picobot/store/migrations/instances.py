@@ -39,3 +39,30 @@ async def m027_queue_claims(conn: AsyncConnection) -> None:
         ALTER TABLE outbound_queue ADD COLUMN claim_until REAL NOT NULL DEFAULT 0;
         """,
     )
+
+
+async def m028_pending_purges(conn: AsyncConnection) -> None:
+    """``pending_purges``: purges planned and waiting for their y/n answer, shared by
+    every instance, so a confirmation is answered wherever it arrives.
+
+    Keyed by the SHA-256 of the confirmation token, never the token. A row holds the
+    asking actor's id, the chat it was asked from, and the plan: scope ids, counts and
+    a cutoff, no content.
+    """
+    await run_script(
+        conn,
+        """
+        CREATE TABLE pending_purges (
+            token_hash TEXT PRIMARY KEY,
+            actor_id TEXT NOT NULL,
+            operator INTEGER NOT NULL,
+            channel TEXT,
+            chat_id TEXT,
+            user_id TEXT,
+            plan TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE INDEX pending_purges_actor ON pending_purges (actor_id);
+        CREATE INDEX pending_purges_user ON pending_purges (user_id);
+        """,
+    )
