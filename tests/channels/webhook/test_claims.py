@@ -9,10 +9,12 @@ import os
 import signal
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from picobot.channels.webhook.base import PlatformMessage
-from picobot.runtime import Runtime
+from picobot.config.settings import DataSettings, Settings
+from picobot.runtime import Runtime, open_database
 from picobot.store.channels.webhooks import CLAIM_SECS, OutboundItem, WebhookStore
 from tests.channels.webhook.conftest import FakeClock, answer
 
@@ -141,3 +143,72 @@ async def test_a_reply_claimed_by_a_killed_instance_is_sent_once_its_claim_expir
     [head_again] = await later.outbound_heads(10, ["generic"])
     taken = await later.claim_due(head_again.id, 4e9)
     assert taken is not None and taken.text == "hello"
+
+
+CHATS, PER_CHAT = 6, 25
+
+
+async def _run_turns(store: WebhookStore, answered: list[tuple[str, str]]) -> None:
+    """One instance's turn worker: take what it can claim, answer it, until none is left."""
+    while True:
+        pending = await store.pending_inbox(50, ["generic"])
+        if not pending:
+            return
+        for item in pending:
+            if await store.start_processing(item.id) is None:
+                continue  # the other instance's, or its chat's earlier message is pending
+            await asyncio.sleep(0)  # the turn: let the other instance run meanwhile
+            answered.append((item.chat_id, item.message_id))
+            await store.mark_processed(
+                item.id,
+                [f"re {item.message_id}"],
+                platform="generic",
+                reply_to={"chat": item.chat_id},
+                user_id=item.user_id,
+                chat_id=item.chat_id,
+            )
+
+
+async def _send_replies(store: WebhookStore, sent: list[tuple[str, str]]) -> None:
+    """One instance's delivery worker: claim each chat's due head, send it, mark it sent."""
+    while True:
+        heads = await store.outbound_heads(50, ["generic"])
+        if not heads:
+            return
+        for head in heads:
+            claimed = await store.claim_due(head.id, time.time())
+            if claimed is None:
+                continue
+            await asyncio.sleep(0)  # the platform's answer
+            sent.append((claimed.chat_id, claimed.text))
+            await store.mark_sent(claimed.id, time.time())
+
+
+async def test_two_connections_on_one_file_answer_and_send_each_message_once_in_order(
+    tmp_path: Path,
+) -> None:
+    # Two instances: each its own Database (connections, writer thread, group commit)
+    # on one file, racing for the same rows.
+    settings = Settings(data=DataSettings(dir=str(tmp_path / "data")))
+    async with open_database(settings) as one, open_database(settings) as two:
+        a = WebhookStore(one, holder="instance-a")
+        b = WebhookStore(two, holder="instance-b")
+        expected: dict[str, list[str]] = {}
+        for n in range(PER_CHAT):
+            for c in range(CHATS):
+                chat, message_id = f"c{c}", f"m{c}-{n:03}"
+                store = a if (n + c) % 2 else b  # accepted by either instance
+                assert await store.accept("generic", _msg(message_id, chat))
+                expected.setdefault(chat, []).append(message_id)
+
+        answered: list[tuple[str, str]] = []
+        await asyncio.gather(_run_turns(a, answered), _run_turns(b, answered))
+        sent: list[tuple[str, str]] = []
+        await asyncio.gather(_send_replies(a, sent), _send_replies(b, sent))
+
+    total = CHATS * PER_CHAT
+    assert len(answered) == total and len(set(answered)) == total  # each once
+    assert len(sent) == total and len(set(sent)) == total
+    for chat, ids in expected.items():
+        assert [m for c, m in answered if c == chat] == ids  # in the order accepted
+        assert [t for c, t in sent if c == chat] == [f"re {m}" for m in ids]
