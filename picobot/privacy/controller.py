@@ -218,10 +218,11 @@ class PrivacyController:
         One that expired still takes a y/yes (which is then told that nothing was
         deleted); any other message drops it and is not an answer.
         """
-        stored = await self._pending.asked_from(actor.id, actor.operator, origin)
+        now = self._clock()
+        stored = await self._pending.asked_from(actor.id, actor.operator, origin, now)
         if stored is None:
             return None
-        if self._clock() > stored.expires_at and not is_yes(answer):
+        if now > stored.expires_at and not is_yes(answer):
             await self._pending.drop(stored.key)
             return None
         return _load(stored)
@@ -242,7 +243,7 @@ class PrivacyController:
         return await self._answer(pending.key, actor, answer)
 
     async def _answer(self, key: str, actor: Actor, answer: str) -> PurgeResult | None:
-        stored = await self._pending.take(key, actor.id, actor.operator)
+        stored = await self._pending.take(key, actor.id, actor.operator, self._clock())
         if stored is None:
             raise UserError(NO_SUCH_PURGE)
         pending = _load(stored)

@@ -18,7 +18,7 @@ from picobot.privacy.controller import PrivacyController
 from picobot.privacy.message_scope import undo_scope
 from picobot.privacy.scopes import Actor, SessionScope, UserScope
 from picobot.runtime import Runtime, open_runtime
-from picobot.store.erasure.pending_purges import KEPT_AFTER_EXPIRY_SECS, PendingPurges
+from picobot.store.erasure.pending_purges import KEPT_AFTER_EXPIRY_SECS
 from picobot.tasks.retention import RetentionTask
 
 ALICE = Identity("telegram", "telegram:41", "41")
@@ -130,11 +130,9 @@ async def test_a_user_purge_deletes_the_pending_purges_of_and_about_the_user(
     sid = (await say(a, ALICE, "one"))[0].session_id
     await say(a, ALICE, "two")
     assert sid is not None
-    store = PendingPurges(a.db)
     # Alice's own undo, and an operator's purge of her: both name her.
     await a.services.purges.request(await undo_scope(a.db, sid), Actor(ALICE.user_id))
     other = await a.services.purges.request(UserScope(ALICE.user_id), Actor("operator:b", True))
-    assert await store.asked_from(ALICE.user_id, False, ("x", "y")) is None
     row = await a.db.fetchone("SELECT COUNT(*) FROM pending_purges")
     assert row is not None and row[0] == 2
     pending = await b.services.purges.request(UserScope(ALICE.user_id), OPERATOR)
@@ -155,9 +153,13 @@ async def test_retention_deletes_pending_purges_a_day_past_their_expiry(
     await a.services.purges.request(UserScope(BOB.user_id), Actor("operator:b", True))
     # Asked long ago and never answered (a request prunes such rows too: none came since).
     old = PrivacyController(a.db, clock=lambda: now - KEPT_AFTER_EXPIRY_SECS - 120)
-    await old.request(UserScope(ALICE.user_id), OPERATOR)
+    stale = await old.request(UserScope(ALICE.user_id), OPERATOR)
     rows = await a.db.fetchall("SELECT user_id FROM pending_purges ORDER BY user_id")
     assert [r[0] for r in rows] == [ALICE.user_id, BOB.user_id]
+    # A day past its expiry no answer finds it (not even to say it expired).
+    with pytest.raises(UserError, match="no pending purge"):
+        await a.services.purges.confirm(stale.token, OPERATOR, "y")
+    await old.request(UserScope(ALICE.user_id), OPERATOR)
     await RetentionTask(a.db, max_age_days=90).run()
     rows = await a.db.fetchall("SELECT user_id FROM pending_purges")
     assert [r[0] for r in rows] == [BOB.user_id]

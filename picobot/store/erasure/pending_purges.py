@@ -13,7 +13,7 @@ at once, one gets it and the other finds nothing, so a purge runs once.
 - A purge of a user deletes the rows that user asked for or that concern them; the rest
   go when taken, when their actor asks again (one pending purge per actor), or once
   they are :data:`KEPT_AFTER_EXPIRY_SECS` past their expiry (at the next request, and
-  by retention).
+  by retention; no answer finds them meanwhile).
 """
 
 from __future__ import annotations
@@ -97,24 +97,26 @@ class PendingPurges:
         await self._db.write(run)
 
     async def asked_from(
-        self, actor_id: str, operator: bool, origin: tuple[str, str]
+        self, actor_id: str, operator: bool, origin: tuple[str, str], now: float
     ) -> StoredPurge | None:
-        """The actor's pending purge asked from the chat ``origin``, if any."""
+        """The actor's pending purge asked from the chat ``origin``, if any (expired
+        ones too, until they are pruned)."""
         row = await self._db.fetchone(
             f"SELECT {_COLUMNS} FROM pending_purges"  # noqa: S608
-            " WHERE actor_id = ? AND operator = ? AND channel = ? AND chat_id = ?",
-            (actor_id, int(operator), origin[0], origin[1]),
+            " WHERE actor_id = ? AND operator = ? AND channel = ? AND chat_id = ?"
+            " AND expires_at >= ?",
+            (actor_id, int(operator), origin[0], origin[1], now - KEPT_AFTER_EXPIRY_SECS),
         )
         return None if row is None else _stored(row)
 
-    async def take(self, key: str, actor_id: str, operator: bool) -> StoredPurge | None:
+    async def take(self, key: str, actor_id: str, operator: bool, now: float) -> StoredPurge | None:
         """Delete and return the pending purge ``key`` of this actor; None when there is
-        none (unknown, taken already, or another actor's, which then stays)."""
+        none (unknown, taken already, pruned, or another actor's, which then stays)."""
         row = await self._db.write(
             lambda conn: conn.execute(
                 f"DELETE FROM pending_purges WHERE token_hash = ? AND actor_id = ?"  # noqa: S608
-                f" AND operator = ? RETURNING {_COLUMNS}",
-                (key, actor_id, int(operator)),
+                f" AND operator = ? AND expires_at >= ? RETURNING {_COLUMNS}",
+                (key, actor_id, int(operator), now - KEPT_AFTER_EXPIRY_SECS),
             ).fetchone()
         )
         return None if row is None else _stored(row)
