@@ -305,19 +305,21 @@ async def _network(ctx: BenchContext, bare_dir: Path, profile: Path | None) -> d
         # The echo server first (it does no database work); PicoBot and the bare-SQL
         # server swap places between the two runs. PicoBot's capacity comes first, as
         # the paced run's rate depends on it.
+        # The last stage brings the first one's users back: each carries on the session
+        # in which it sent its turns, now long, as a returning user does.
         stages = (
-            ("capacity", False, ("raw_echo", "picobot", "bare_sql")),
-            ("paced_half_capacity", True, ("raw_echo", "bare_sql", "picobot")),
+            ("capacity", False, ("raw_echo", "picobot", "bare_sql"), 0),
+            ("paced_half_capacity", True, ("raw_echo", "bare_sql", "picobot"), 1),
+            ("returning_capacity", False, ("picobot", "bare_sql"), 0),
         )
-        for run, (key, paced, order) in enumerate(stages):
+        for key, paced, order, users_of in stages:
             # Latency at a load PicoBot sustains: half its measured capacity, offered
             # to every server alike.
             offered = max(1.0, round(_capacity(runs["picobot"]) / 2)) if paced else None
-            # Users of its own for each run: a run adds dozens of messages to each of
-            # its users' histories, which makes their later turns' recall dearer (at
-            # 100k, capacity fell by a third or more over six runs on the same users).
-            fresh = (run + 1) * clients <= min(ctx.scale.users, KEYED_USERS)
-            first = run * clients if fresh else 0
+            # Users of its own for each of the first runs: a run adds dozens of messages
+            # to each of its users' histories, which makes their later turns dearer.
+            fresh = (users_of + 1) * clients <= min(ctx.scale.users, KEYED_USERS)
+            first = users_of * clients if fresh else 0
             texts = run_texts(ctx, first, clients)
             for name in order:
                 urls, is_pico = servers[name]
@@ -343,6 +345,11 @@ async def _network(ctx: BenchContext, bare_dir: Path, profile: Path | None) -> d
         "turns_per_s": _capacity(pico),
         "bare_sql_turns_per_s": _capacity(bare),
         "capacity_ratio": ratio(_capacity(pico), _capacity(bare)),
+        "returning_turns_per_s": pico["returning_capacity"]["turns_per_s"],
+        "bare_sql_returning_turns_per_s": bare["returning_capacity"]["turns_per_s"],
+        "returning_capacity_ratio": ratio(
+            pico["returning_capacity"]["turns_per_s"], bare["returning_capacity"]["turns_per_s"]
+        ),
         "half_capacity_turns_per_s": half["offered_turns_per_s"],
         "half_capacity_delivered_turns_per_s": half["turns_per_s"],
         "bare_sql_half_capacity_delivered_turns_per_s": bare["paced_half_capacity"]["turns_per_s"],

@@ -28,7 +28,12 @@ RATIOS = {
     "turn_overhead": ("p50_ratio", "p95_ratio"),
     "recall_search": ("p50_ratio", "p95_ratio"),
     "write": ("p50_ratio", "p99_ratio"),
-    "websocket": ("capacity_ratio", "half_capacity_p95_ratio", "echo_capacity_ratio"),
+    "websocket": (
+        "capacity_ratio",
+        "returning_capacity_ratio",
+        "half_capacity_p95_ratio",
+        "echo_capacity_ratio",
+    ),
     "webhook": ("p50_ratio", "p95_ratio"),
     "chat_endpoint": ("p50_ratio", "p95_ratio", "whole_p95_ratio"),
     "purge": ("p99_ratio",),
