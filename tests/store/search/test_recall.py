@@ -146,28 +146,3 @@ async def test_only_the_neighbours_needed_are_opened(db: Database) -> None:
     # The match, and on each side the neighbour plus at most the row the cursor
     # stepped onto: not the eight rows of the scan.
     assert len(opened) <= 5
-
-
-async def test_neighbours_that_recall_has_read_are_not_read_again(db: Database) -> None:
-    # A returning user's matches lie side by side in one session: each match's
-    # neighbours are other matches, which the search has opened already.
-    sid = await new_session(db, ALICE)
-    texts = [f"zeppelin log entry {w}" for w in "abcdefghi"]
-    await say(db, sid, *texts)
-    query = RecallQuery(ALICE, ["zeppelin"], neighbours=2)
-    opened: list[object] = []
-
-    def counting(value: object) -> str | None:
-        opened.append(value)
-        return db.sealer.open(value)
-
-    def run(conn: sqlite3.Connection) -> list[SearchHit]:
-        conn.create_function("picobot_open", 1, counting)
-        try:
-            return recall_records(conn, query)
-        finally:
-            conn.create_function("picobot_open", 1, db.sealer.open)
-
-    hits = await db.read(run)
-    assert sorted(h.text for h in hits) == texts  # each once
-    assert len(opened) == len(texts)  # by the search, none again for the neighbours
