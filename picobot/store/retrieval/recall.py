@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -156,12 +156,11 @@ def _with_neighbours(
     # Message ids only: another kind's row id may equal a message's.
     seen_ids = {h.row_id for h in hits if h.kind == "message"} | set(query.exclude_ids)
     seen_texts = {(h.text, h.created_at) for h in hits}
-    known = _Known(hits)
     found: list[SearchHit] = []
     for hit in around:
         if hit.kind != "message":
             continue
-        for distance, near in _neighbours(conn, hit, query.neighbours, known):
+        for distance, near in _neighbours(conn, hit, query.neighbours):
             key = (near.text, near.created_at)
             if near.row_id in seen_ids or key in seen_texts:
                 continue
@@ -239,76 +238,19 @@ def _messages(conn: sqlite3.Connection, ids: Sequence[int]) -> list[SearchHit]:
     return [by_id[i] for i in ids if i in by_id]
 
 
-class _Known:
-    """The messages one recall has read already, by (session, position), and whether each
-    has content: a returning user's matches lie close together in their sessions, so
-    their neighbours are often other matches or a neighbour read for an earlier match."""
-
-    def __init__(self, hits: Iterable[SearchHit]) -> None:
-        self._rows: dict[tuple[str, int], SearchHit] = {
-            (h.session_id, h.seq_order): h
-            for h in hits
-            if h.kind == "message" and h.session_id is not None and h.seq_order is not None
-        }
-        self._content: dict[int, bool] = {}
-
-    def get(self, session_id: str, seq: int) -> SearchHit | None:
-        """The message at ``seq`` of ``session_id``, if this recall has read it."""
-        return self._rows.get((session_id, seq))
-
-    def add(self, row: SearchHit) -> None:
-        """Remember a message read from the store."""
-        if row.session_id is not None and row.seq_order is not None:
-            self._rows[(row.session_id, row.seq_order)] = row
-            self._content[row.row_id] = True  # read by _with_content: it has content
-
-    def has_content(self, row: SearchHit) -> bool:
-        """:func:`has_content` of the row's text, once per row."""
-        found = self._content.get(row.row_id)
-        if found is None:
-            found = self._content[row.row_id] = has_content(row.text)
-        return found
-
-
 def _neighbours(
-    conn: sqlite3.Connection, hit: SearchHit, count: int, known: _Known
+    conn: sqlite3.Connection, hit: SearchHit, count: int
 ) -> list[tuple[int, SearchHit]]:
     """Up to ``count`` messages with content on each side of ``hit``, with distances."""
     if hit.session_id is None or hit.seq_order is None:
         return []
     span = SCAN_FACTOR * count + 1
-    near = _side(conn, hit, -1, span, count, known)
-    after = _side(conn, hit, 1, span, count, known)
+    seq = hit.seq_order
+    near = _with_content(conn, _BEFORE, hit, (seq - span, seq - 1), count)
+    after = _with_content(conn, _AFTER, hit, (seq + 1, seq + span), count)
     out = [(i + 1, r) for i, r in enumerate(near)][::-1]
     out += [(i + 1, r) for i, r in enumerate(after)]
     return out
-
-
-def _side(
-    conn: sqlite3.Connection, hit: SearchHit, step: int, span: int, count: int, known: _Known
-) -> list[SearchHit]:
-    """The first ``count`` messages with content within ``span`` positions of ``hit`` on
-    one side (``step`` -1: before, 1: after), nearest first.
-
-    The nearest ones this recall has read already are taken from ``known``; the store is
-    read from the first position it has not, and what it yields is remembered.
-    """
-    assert hit.session_id is not None and hit.seq_order is not None
-    found: list[SearchHit] = []
-    seq, last = hit.seq_order + step, hit.seq_order + step * span
-    while len(found) < count and (seq - last) * step <= 0:
-        row = known.get(hit.session_id, seq)
-        if row is None:
-            break
-        if known.has_content(row):
-            found.append(row)
-        seq += step
-    if len(found) < count and (seq - last) * step <= 0:
-        sql, seqs = (_AFTER, (seq, last)) if step > 0 else (_BEFORE, (last, seq))
-        for row in _with_content(conn, sql, hit, seqs, count - len(found)):
-            known.add(row)
-            found.append(row)
-    return found
 
 
 def _with_content(
