@@ -130,8 +130,12 @@ class Serve:
         return f"ws://127.0.0.1:{self.ws_port}/ws"
 
     @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
     def hook_url(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}/webhooks/generic"
+        return f"{self.http_url}/webhooks/generic"
 
     def log_tail(self) -> str:
         text = "".join(

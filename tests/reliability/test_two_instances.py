@@ -9,7 +9,9 @@ instance is killed with SIGKILL under load.
 Asserted: while both run, each webhook message is answered exactly once although both
 instances accept them; a user's history is one across instances (what the user said
 and noted on A is in B's prompt, also after B served that user before), while the
-generic webhook's user of the same name is someone else; after the kill every
+generic webhook's user of the same name is someone else; a purge asked on one
+instance is confirmed on the other (a webhook chat's "y", an admin API token) and taken
+once; after the kill every
 acknowledged message is in the file, the clients go on through the proxy on the
 survivor (sending again the one message each had in flight), and every acknowledged
 webhook message is answered, those the dead instance had claimed once its claims
@@ -38,7 +40,7 @@ from picobot.store.channels.webhooks import CLAIM_SECS
 from tests.channels.webhook.generic_client import signed_headers
 
 from .conftest import SAFETY, integrity, user_texts
-from .crash_harness import SECRET, Callback, Serve, ws_key
+from .crash_harness import ADMIN_KEY, SECRET, Callback, Serve, ws_key
 
 CLIENTS = 4
 HOOKS = 40
@@ -177,11 +179,16 @@ async def say(url: str, i: int, text: str) -> None:
 
 
 async def post(
-    http: aiohttp.ClientSession, url: str, n: int, tag: str, user: str | None = None
+    http: aiohttp.ClientSession,
+    url: str,
+    n: int,
+    tag: str,
+    user: str | None = None,
+    text: str | None = None,
 ) -> str:
     mid = f"{tag}-{n}"
     who = user or f"user{n % 4}"
-    payload = {"user": who, "chat": f"chat{n % 4}", "text": mid, "message_id": mid}
+    payload = {"user": who, "chat": f"chat{n % 4}", "text": text or mid, "message_id": mid}
     body = json.dumps(payload).encode()
     async with http.post(url, data=body, headers=signed_headers(body, secret=SECRET)) as resp:
         assert resp.status == 200, await resp.text()
@@ -225,6 +232,27 @@ async def test_two_instances_share_one_store_and_one_survives_the_other(
             async with asyncio.timeout(SAFETY):
                 await cb.wait_for({other})
             assert "then on a" not in model.prompt_of(other)
+
+            # Confirmations are in the store: a purge asked on one instance is answered
+            # on the other, in a webhook chat and through the admin API alike.
+            said = await post(http, a.hook_url, 0, "leaver-says", user="leaver")
+            asked = await post(http, a.hook_url, 0, "leaver-asks", "leaver", "/purge user")
+            async with asyncio.timeout(SAFETY):
+                await cb.wait_for({said, asked})
+            assert "Answer y or n" in cb.texts[asked][-1]
+            yes = await post(http, b.hook_url, 0, "leaver-yes", "leaver", "y")
+            async with asyncio.timeout(SAFETY):
+                await cb.wait_for({yes})
+            assert cb.texts[yes][-1].startswith("Deleted all data of user generic:leaver")
+            admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
+            plan = {"scope": "user", "user_id": f"generic:user{HOOKS % 4}"}
+            async with http.post(f"{a.http_url}/api/v1/purge", json=plan, headers=admin) as r:
+                token = (await r.json())["confirm_token"]
+            confirm = f"/api/v1/purge/{token}/confirm"
+            async with http.post(b.http_url + confirm, json={"answer": "y"}, headers=admin) as r:
+                assert r.status == 200 and (await r.json())["deleted"]["messages"] > 0
+            async with http.post(a.http_url + confirm, json={"answer": "y"}, headers=admin) as r:
+                assert r.status == 404  # taken once, whichever instance asks
 
             # Under load, instance a dies.
             after: list[str] = []
