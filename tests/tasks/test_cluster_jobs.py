@@ -4,9 +4,6 @@ when that one stops or dies."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
 import textwrap
 import time
 from collections.abc import AsyncIterator
@@ -21,6 +18,7 @@ from picobot.runtime import open_database, open_runtime
 from picobot.store.db import Database
 from picobot.store.leases import leases, release, take
 from picobot.tasks.cluster import SKIPPED, ClusterJobs
+from tests.killed import kill_when_ready
 
 
 class Clock:
@@ -116,18 +114,7 @@ async def test_an_instance_killed_holding_a_lease_hands_its_job_over_once_it_exp
 ) -> None:
     settings = settings_for(tmp_path)
     async with open_database(settings) as db:  # migrated before the holder starts
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            KILLED_HOLDER,
-            str(settings.data_dir),
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-            stdout=asyncio.subprocess.PIPE,
-        )
-        assert proc.stdout is not None
-        assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"held\n"
-        os.kill(proc.pid, signal.SIGKILL)
-        await proc.wait()
+        await kill_when_ready(KILLED_HOLDER, str(settings.data_dir), ready=b"held")
         survivor = ClusterJobs(db, "survivor", lease_secs=1.5)
         runs: list[float] = []
 

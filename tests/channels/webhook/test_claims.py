@@ -5,9 +5,6 @@ are taken over once its claims expire."""
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import sys
 import textwrap
 import time
 from pathlib import Path
@@ -17,6 +14,7 @@ from picobot.config.settings import DataSettings, Settings
 from picobot.runtime import Runtime, open_database
 from picobot.store.channels.webhooks import CLAIM_SECS, OutboundItem, WebhookStore
 from tests.channels.webhook.conftest import FakeClock, answer
+from tests.killed import kill_when_ready
 
 
 def _msg(message_id: str, chat: str = "c1") -> PlatformMessage:
@@ -125,19 +123,9 @@ async def test_a_reply_claimed_by_a_killed_instance_is_sent_once_its_claim_expir
 ) -> None:
     store = WebhookStore(runtime.db, holder="survivor")
     head = await _queued(store, ["hello"])
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        KILLED_SENDER,
-        str(runtime.settings.data_dir),
-        str(head.id),
-        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        stdout=asyncio.subprocess.PIPE,
+    await kill_when_ready(
+        KILLED_SENDER, str(runtime.settings.data_dir), str(head.id), ready=b"sending"
     )
-    assert proc.stdout is not None
-    assert await asyncio.wait_for(proc.stdout.readline(), 60) == b"sending\n"
-    os.kill(proc.pid, signal.SIGKILL)
-    await proc.wait()
     assert await store.outbound_heads(10, ["generic"]) == []  # the dead one's claim
     later = WebhookStore(runtime.db, holder="survivor", clock=lambda: 4e9)  # past it
     [head_again] = await later.outbound_heads(10, ["generic"])
