@@ -124,10 +124,9 @@ class FakeLLMServer:
         return respond
 
 
-@pytest.fixture
-async def llm_server() -> AsyncIterator[FakeLLMServer]:
-    """A FakeLLMServer listening on 127.0.0.1, any free port; base_url ends in /v1."""
-    fake = FakeLLMServer()
+@contextlib.asynccontextmanager
+async def serving(fake: FakeLLMServer) -> AsyncIterator[FakeLLMServer]:
+    """``fake`` listening on 127.0.0.1, any free port; its base_url ends in /v1."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", fake.handle)
     server = TestServer(app, host="127.0.0.1", port=0)
@@ -138,6 +137,13 @@ async def llm_server() -> AsyncIterator[FakeLLMServer]:
     finally:
         fake.release.set()
         await server.close()
+
+
+@pytest.fixture
+async def llm_server() -> AsyncIterator[FakeLLMServer]:
+    """A FakeLLMServer listening on 127.0.0.1, any free port; base_url ends in /v1."""
+    async with serving(FakeLLMServer()) as fake:
+        yield fake
 
 
 # The tool and the prompt both provider test modules send.

@@ -31,13 +31,12 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestServer
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from picobot.store.channels.webhooks import CLAIM_SECS
 from tests.channels.webhook.generic_client import signed_headers
+from tests.llm.conftest import FakeLLMServer, serving
 
 from .conftest import SAFETY, integrity, user_texts
 from .crash_harness import ADMIN_KEY, SECRET, Callback, Serve, ws_key
@@ -48,54 +47,34 @@ HISTORY_CLIENT = CLIENTS
 """The WebSocket key of the history check, one the load does not use."""
 
 
-class Model:
-    """A remote model on the OpenAI chat completions wire protocol (streamed): it answers
-    every request "ok" and keeps each request's messages, to see what an instance sent."""
-
-    def __init__(self) -> None:
-        self.prompts: list[list[dict[str, object]]] = []
-        self.base_url = ""
-
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        self.prompts.append((await request.json())["messages"])
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-        await resp.prepare(request)
-        delta = {"role": "assistant", "content": "ok"}
-        for choice in (
-            {"delta": delta, "finish_reason": None},
-            {"delta": {}, "finish_reason": "stop"},
-        ):
-            chunk = {"object": "chat.completion.chunk", "choices": [{"index": 0, **choice}]}
-            await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        await resp.write(b"data: [DONE]\n\n")
-        await resp.write_eof()
-        return resp
-
-    def prompt_of(self, text: str) -> str:
-        """Every message of the one prompt whose last user message holds ``text``, joined."""
-        found = [
-            p for p in self.prompts if text in str([m for m in p if m.get("role") == "user"][-1:])
-        ]
-        assert len(found) == 1, (text, len(found))
-        return "\n".join(str(m.get("content")) for m in found[0])
+OK_STREAM = [
+    {"object": "chat.completion.chunk", "choices": [{"index": 0, **choice}]}
+    for choice in (
+        {"delta": {"role": "assistant", "content": "ok"}, "finish_reason": None},
+        {"delta": {}, "finish_reason": "stop"},
+    )
+]
+"""The model's answer to every request, streamed: "ok"."""
 
 
 @pytest.fixture
-async def model() -> AsyncIterator[Model]:
-    """:class:`Model` on a loopback port; ``base_url`` ends in ``/v1``."""
-    fake = Model()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", fake.handle)
-    server = TestServer(app, host="127.0.0.1", port=0)
-    await server.start_server()
-    fake.base_url = str(server.make_url("/v1"))
-    try:
+async def model() -> AsyncIterator[FakeLLMServer]:
+    """A remote model on the OpenAI chat completions wire protocol, on a loopback port:
+    it answers every request "ok" and keeps each request, to see what an instance sent."""
+    async with serving(FakeLLMServer()) as fake:
+        fake.reply(fake.sse([*OK_STREAM, "[DONE]"]))
         yield fake
-    finally:
-        await server.close()
 
 
-def instance(tmp_path: Path, callback_url: str, name: str, model: Model) -> Serve:
+def prompt_of(model: FakeLLMServer, text: str) -> str:
+    """Every message of the one prompt whose last user message holds ``text``, joined."""
+    prompts = [r.body["messages"] for r in model.requests if r.path.endswith("/completions")]
+    found = [p for p in prompts if text in str([m for m in p if m.get("role") == "user"][-1:])]
+    assert len(found) == 1, (text, len(found))
+    return "\n".join(str(m.get("content")) for m in found[0])
+
+
+def instance(tmp_path: Path, callback_url: str, name: str, model: FakeLLMServer) -> Serve:
     """A serve instance on ``tmp_path``'s data directory whose model is ``model``."""
     serve = Serve(tmp_path, callback_url, name)
     serve.env.update(
@@ -196,7 +175,7 @@ async def post(
 
 
 async def test_two_instances_share_one_store_and_one_survives_the_other(
-    tmp_path: Path, callback: tuple[Callback, str], model: Model
+    tmp_path: Path, callback: tuple[Callback, str], model: FakeLLMServer
 ) -> None:
     cb, callback_url = callback
     a, b = (instance(tmp_path, callback_url, name, model) for name in "ab")
@@ -224,14 +203,14 @@ async def test_two_instances_share_one_store_and_one_survives_the_other(
                 await say(a.ws_url, HISTORY_CLIENT, "/remember bike: my bike is teal")
                 await say(a.ws_url, HISTORY_CLIENT, "then on a")
                 await say(b.ws_url, HISTORY_CLIENT, "back on b")
-            assert "first words on b" in model.prompt_of("then on a")
-            back = model.prompt_of("back on b")
+            assert "first words on b" in prompt_of(model, "then on a")
+            back = prompt_of(model, "back on b")
             assert "then on a" in back and "my bike is teal" in back
             # The generic webhook's "client4" is generic:client4, not ws:client4.
             other = await post(http, b.hook_url, 0, "separate", user=f"client{HISTORY_CLIENT}")
             async with asyncio.timeout(SAFETY):
                 await cb.wait_for({other})
-            assert "then on a" not in model.prompt_of(other)
+            assert "then on a" not in prompt_of(model, other)
 
             # Confirmations are in the store: a purge asked on one instance is answered
             # on the other, in a webhook chat and through the admin API alike.
