@@ -34,6 +34,7 @@ from picobot.errors import StoreUnavailable
 from picobot.store.batches import WriteFn, group_commit, read_batch
 from picobot.store.connect import connect, explain, pragma
 from picobot.store.connection import AsyncConnection
+from picobot.store.engine import Engine, sqlite_engine
 from picobot.store.keys.keyring import KeyRing
 from picobot.store.keys.sealing import Sealer
 
@@ -66,8 +67,11 @@ class Database:
         readers: list[AsyncConnection],
         maintenance: AsyncConnection,
         sealer: Sealer | None = None,
+        engine: Engine | None = None,
     ):
         self.path = path
+        # Which server holds the data, and how its errors read (SQLite unless given).
+        self.engine = engine or sqlite_engine(path)
         # Seals what the repositories store with its owner's key (see picobot.store.keys).
         self.sealer = sealer or Sealer()
         self._writer = writer
@@ -101,6 +105,7 @@ class Database:
         migrate: bool = True,
         readers: int = DEFAULT_READERS,
         keys: KeyRing | None = None,
+        url: str | None = None,
     ) -> Database:
         """Open (creating if needed) the database file and apply pending migrations.
 
@@ -109,8 +114,16 @@ class Database:
         ``keys``: the key store that seals users' texts (the caller closes it); without
         one, texts are stored in clear (tools and tests) and sealed ones read as erased.
         A database bound to another key store is refused (:func:`bind_key_store`).
+        ``url``: a ``postgresql://`` database instead of the file; ``path`` then only
+        says where the data directory's other files go (see :mod:`picobot.store.postgres`).
         """
         sealer = Sealer(keys)
+        if url is not None:
+            from picobot.store.postgres.engine import open_postgres
+
+            return await open_postgres(
+                cls, url, path, readers=readers, sealer=sealer, migrate=migrate
+            )
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -134,18 +147,23 @@ class Database:
             raise StoreUnavailable(explain(exc, path)) from None
         db = cls(path, writer, conns[:-1], conns[-1], sealer)
         db._busy_timeout_ms = busy_timeout_ms
+        await db.prepare(migrate=migrate)
+        return db
+
+    async def prepare(self, *, migrate: bool) -> None:
+        """Apply pending migrations (``migrate``) and bind the key store; closes the
+        database and raises if either fails."""
         from picobot.store.keys.binding import bind_key_store
 
         try:
             if migrate:
                 from picobot.store.migrations import apply_migrations
 
-                await apply_migrations(db)
-            await bind_key_store(db, write=migrate)
+                await apply_migrations(self)
+            await bind_key_store(self, write=migrate)
         except BaseException:
-            await db.close()
+            await self.close()
             raise
-        return db
 
     @property
     def reader_threads(self) -> int:
@@ -164,12 +182,12 @@ class Database:
             try:
                 await self._flusher
             except Exception:
-                log.exception("pending writes failed while closing %s", self.path)
+                log.exception("pending writes failed while closing %s", self.engine.where)
         if self._spill is not None:
             self._spill.cancel()
         for _, future in self._read_queue:
             if not future.done():
-                future.set_exception(StoreUnavailable(f"database {self.path} is closed"))
+                future.set_exception(StoreUnavailable(f"database {self.engine.where} is closed"))
         self._read_queue.clear()
         if self._read_tasks:  # reads already handed to a reader finish first
             await asyncio.gather(*self._read_tasks, return_exceptions=True)
@@ -179,7 +197,7 @@ class Database:
         async with self._checkpoint_lock:  # a passive checkpoint under way ends first
             await self._maintenance.close()
         try:
-            if await self._truncate_wal():
+            if self.engine.file and await self._truncate_wal():
                 log.warning("WAL checkpoint on close: another connection is still reading")
         except StoreUnavailable as exc:
             log.warning("WAL checkpoint on close failed: %s", exc)
@@ -194,12 +212,12 @@ class Database:
         number of WAL frames still not checkpointed (readers may pin some).
         """
         async with self._checkpoint_lock:
-            if self._closed:
+            if self._closed or not self.engine.file:
                 return 0
             try:
                 rows = await pragma(self._maintenance, "wal_checkpoint(PASSIVE)")
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(explain(exc, self.path)) from None
+            except self.engine.errors as exc:
+                raise StoreUnavailable(self.engine.explain(exc)) from None
         _busy, log_frames, done = (int(v) for v in rows[0]) if rows else (0, 0, 0)
         return max(0, log_frames - done)
 
@@ -212,7 +230,7 @@ class Database:
         StoreUnavailable when the WAL could not be emptied (a reader, possibly in another
         process, kept an old snapshot open).
         """
-        if await self._truncate_wal():
+        if self.engine.file and await self._truncate_wal():
             raise StoreUnavailable(
                 f"database {self.path}: the WAL could not be checkpointed because another"
                 " connection is still reading; deleted data stays in the WAL until the next"
@@ -232,8 +250,8 @@ class Database:
             while True:
                 try:
                     rows = await pragma(self._writer, "wal_checkpoint(TRUNCATE)")
-                except sqlite3.Error as exc:
-                    raise StoreUnavailable(explain(exc, self.path)) from None
+                except self.engine.errors as exc:
+                    raise StoreUnavailable(self.engine.explain(exc)) from None
                 if rows and not int(rows[0][0]):
                     return False
                 if loop.time() >= deadline:
@@ -252,8 +270,8 @@ class Database:
             try:
                 async with self._writer.execute("VACUUM"):
                     pass
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(explain(exc, self.path)) from None
+            except self.engine.errors as exc:
+                raise StoreUnavailable(self.engine.explain(exc)) from None
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
@@ -262,8 +280,8 @@ class Database:
             self.sealer.refresh()  # another process's key deletion holds from here on
             try:
                 await self._writer.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreUnavailable(explain(exc, self.path)) from None
+            except self.engine.errors as exc:
+                raise StoreUnavailable(self.engine.explain(exc)) from None
             except asyncio.CancelledError:
                 # The BEGIN may still run in the writer's thread; undo it (queued behind
                 # it), or every later write on this connection would fail.
@@ -271,18 +289,18 @@ class Database:
                 raise
             try:
                 yield self._writer
-            except sqlite3.OperationalError as exc:
+            except self.engine.unavailable as exc:
                 # Locked, read-only, full disk: the write is undone and nothing is lost.
                 await self._rollback()
-                raise StoreUnavailable(explain(exc, self.path)) from None
+                raise StoreUnavailable(self.engine.explain(exc)) from None
             except BaseException:
                 await self._rollback()
                 raise
             try:
                 await self._writer.commit()
-            except sqlite3.Error as exc:
+            except self.engine.errors as exc:
                 await self._rollback()
-                raise StoreUnavailable(explain(exc, self.path)) from None
+                raise StoreUnavailable(self.engine.explain(exc)) from None
 
     async def write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` in a committed write transaction; return its result.
@@ -295,7 +313,7 @@ class Database:
         and none of their writes is kept.
         """
         if self._closed:
-            raise StoreUnavailable(f"database {self.path} is closed")
+            raise StoreUnavailable(f"database {self.engine.where} is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         if self._flusher is not None or self._leading:
             self._pending.append((fn, future))  # committed by the next batch
@@ -333,17 +351,17 @@ class Database:
             try:
                 # One trip to the writer thread for the whole batch.
                 outcomes = await self._writer.run(self._commit_batch, fns)
-            except sqlite3.Error as exc:
-                error = StoreUnavailable(explain(exc, self.path))
+            except self.engine.errors as exc:
+                error = StoreUnavailable(self.engine.explain(exc))
                 outcomes = [(False, error)] * len(batch)
             except BaseException as exc:  # cancelled while waiting: the batch is unknown
                 for _, future in batch:
                     if not future.done():
                         future.set_exception(
-                            StoreUnavailable(f"database {self.path}: write interrupted")
+                            StoreUnavailable(f"database {self.engine.where}: write interrupted")
                         )
                 if isinstance(exc, Exception):
-                    log.exception("group commit failed on %s", self.path)
+                    log.exception("group commit failed on %s", self.engine.where)
                     return
                 raise
         self._settle(batch, outcomes)
@@ -357,26 +375,24 @@ class Database:
                 continue
             if ok:
                 future.set_result(value)
-            elif isinstance(value, sqlite3.OperationalError):
-                future.set_exception(StoreUnavailable(explain(value, self.path)))
-            elif isinstance(value, ValueError | sqlite3.ProgrammingError) and "closed" in str(
-                value
-            ):
+            elif isinstance(value, self.engine.unavailable):
+                future.set_exception(StoreUnavailable(self.engine.explain(value)))
+            elif isinstance(value, (ValueError, *self.engine.misuse)) and "closed" in str(value):
                 # The connection closed under the request (sqlite3's words).
-                future.set_exception(StoreUnavailable(f"database {self.path} is closed"))
+                future.set_exception(StoreUnavailable(f"database {self.engine.where} is closed"))
             else:
                 future.set_exception(value)
 
     async def _rollback(self) -> None:
         try:
             await self._writer.rollback()
-        except sqlite3.Error:
-            log.exception("rollback failed on %s", self.path)
+        except self.engine.errors:
+            log.exception("rollback failed on %s", self.engine.where)
 
     async def execute_write(self, sql: str, params: Iterable[Any] = ()) -> int:
-        """Run one write statement, committed (a :meth:`write`); return lastrowid."""
+        """Run one write statement, committed (a :meth:`write`); return the rows it changed."""
         args = tuple(params)
-        return await self.write(lambda conn: conn.execute(sql, args).lastrowid or 0)
+        return await self.write(lambda conn: conn.execute(sql, args).rowcount)
 
     async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run ``fn(conn)`` on a reader connection, in one read transaction.
@@ -388,7 +404,7 @@ class Database:
         more than most queries.
         """
         if self._closed:
-            raise StoreUnavailable(f"database {self.path} is closed")
+            raise StoreUnavailable(f"database {self.engine.where} is closed")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self._read_queue.append((fn, future))
         self._dispatch_reads()
@@ -447,7 +463,7 @@ class Database:
             for _, future in batch:
                 if not future.done():
                     future.set_exception(
-                        StoreUnavailable(f"database {self.path}: read interrupted")
+                        StoreUnavailable(f"database {self.engine.where}: read interrupted")
                     )
             raise
         finally:

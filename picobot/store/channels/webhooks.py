@@ -194,10 +194,11 @@ class WebhookStore(WebhookPurges):
                     "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
                     " reply_to_json, received_at) VALUES (?1, ?2, ?3, ?4, picobot_seal(?3, ?5),"
                     " ?6, ?7)"
-                    " ON CONFLICT (platform, message_id) DO NOTHING",
+                    " ON CONFLICT (platform, message_id) DO NOTHING RETURNING id",
                     params,
                 )
-                ids.append(cur.lastrowid if cur.rowcount == 1 else None)
+                row = cur.fetchone()
+                ids.append(None if row is None else int(row[0]))
             if next_offset is not None:
                 save_offset(conn, platform, next_offset, now)
             return ids

@@ -117,7 +117,7 @@ def record_event(
         raise ValueError(f"unknown event type {type_!r}")
     cur = conn.execute(
         "INSERT INTO events (at, user_id, session_id, type, actor, payload_json)"
-        " VALUES (?, ?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?) RETURNING id",
         (
             now,
             user_id,
@@ -127,7 +127,7 @@ def record_event(
             json.dumps(payload or {}, sort_keys=True, separators=(",", ":")),
         ),
     )
-    return int(cur.lastrowid or 0)
+    return int(cur.fetchone()[0])
 
 
 async def record_event_in(

@@ -49,10 +49,11 @@ class ToolRecordRepo:
                 "INSERT INTO tool_records (session_id, user_id, name, arguments, result, ok,"
                 " created_at) SELECT ?1, ?2, picobot_seal(?2, ?3), picobot_seal(?2, ?4),"
                 " picobot_seal(?2, ?5),"
-                " ?6, ?7 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)",
+                " ?6, ?7 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1) RETURNING id",
                 (session_id, user_id, name, arguments, result, int(ok), created_at),
             )
-            if cur.rowcount == 0:
+            row = await cur.fetchone()
+            if row is None:
                 # Purged while the tool ran: said plainly, not as a foreign-key failure.
                 raise SessionGone(session_id)
             if started_at is not None:
@@ -73,6 +74,6 @@ class ToolRecordRepo:
                 payload={
                     "name": event_name or "unknown",
                     "ok": ok,
-                    "tool_record_id": cur.lastrowid,
+                    "tool_record_id": int(row[0]),
                 },
             )

@@ -181,7 +181,7 @@ class DigestStore:
                 "INSERT INTO digests (user_id, level, session_id, first_message_id,"
                 " last_message_id, first_seq, last_seq, text, token_estimate, created_at,"
                 " updated_at) VALUES (?1, 0, ?2, ?3, ?4, ?5, ?6, picobot_seal(?1, ?7), ?8, ?9,"
-                " ?10)",
+                " ?10) RETURNING id",
                 (
                     user_id,
                     source.session_id,
@@ -195,7 +195,7 @@ class DigestStore:
                     now,
                 ),
             )
-            rid = int(cur.lastrowid or 0)
+            rid = int(cur.fetchone()[0])
             if not text:  # a dropped answer: the row only marks the range as read
                 return rid
             record_event(
@@ -244,10 +244,10 @@ class DigestStore:
                 return None
             cur = conn.execute(
                 "INSERT INTO digests (user_id, level, text, token_estimate, created_at,"
-                " updated_at) VALUES (?1, ?2, picobot_seal(?1, ?3), ?4, ?5, ?6)",
+                " updated_at) VALUES (?1, ?2, picobot_seal(?1, ?3), ?4, ?5, ?6) RETURNING id",
                 (user_id, level, text, tokens, now, now),
             )
-            did = int(cur.lastrowid or 0)
+            did = int(cur.fetchone()[0])
             conn.execute(
                 "UPDATE digests SET parent_id = ? WHERE id IN (SELECT value FROM json_each(?))",
                 (did, ids),

@@ -156,9 +156,9 @@ def insert_fact(
     cur = conn.execute(
         "INSERT INTO facts (user_id, subject, subject_tag, category, text, confidence, active,"
         " created_at, updated_at) VALUES (?1, picobot_seal(?1, ?2), picobot_tag(?1, ?2), ?3,"
-        " picobot_seal(?1, ?4), ?5, ?6, ?7, ?8)",
+        " picobot_seal(?1, ?4), ?5, ?6, ?7, ?8) RETURNING id",
         (user_id, subject, category, text, confidence, int(is_active(confidence, rules)), now, now),
     )
-    fact = get_fact(conn, int(cur.lastrowid or 0))
+    fact = get_fact(conn, int(cur.fetchone()[0]))
     assert fact is not None
     return fact

@@ -209,9 +209,11 @@ async def test_the_migration_links_existing_rows_to_their_session(tmp_path: Path
         inbox = (
             "INSERT INTO webhook_inbox (platform, message_id, user_id, chat_id, text,"
             " reply_to_json, received_at) VALUES ('generic', ?, 'generic:alice', 'c1', '', '{}', 0)"
+            " RETURNING id"
         )
-        linked = await db.execute_write(inbox, ("m1",))
-        command = await db.execute_write(inbox, ("m2",))  # no message of it was stored
+        linked = await db.write(lambda conn: conn.execute(inbox, ("m1",)).fetchone()[0])
+        # No message of it was stored.
+        command = await db.write(lambda conn: conn.execute(inbox, ("m2",)).fetchone()[0])
         await db.execute_write(
             "INSERT INTO outbound_queue (platform, user_id, chat_id, reply_to_json, text,"
             " next_attempt_at, created_at, inbox_id) VALUES"

@@ -33,10 +33,12 @@ async def test_excluded_ids_leave_out_those_messages_and_nothing_else(db: Databa
     _, older = await chat(db, ALICE, ["lighthouse in the old session"])
     _, bobs = await chat(db, BOB, ["bob's lighthouse"])
     now = time.time()
-    memory = await db.execute_write(
-        "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
-        " VALUES (?, 'place', 'the lighthouse at Cape Point', ?, ?)",
-        (ALICE, now, now),
+    memory = await db.write(
+        lambda conn: conn.execute(
+            "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
+            " VALUES (?, 'place', 'the lighthouse at Cape Point', ?, ?) RETURNING id",
+            (ALICE, now, now),
+        ).fetchone()[0]
     )
     by_id = await recall(db, SearchQuery(ALICE, ["lighthouse"], exclude_ids=ids[2:]))
     assert by_id == {

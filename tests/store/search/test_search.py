@@ -40,11 +40,17 @@ async def old_session(db: Database, user_id: str) -> str:
     return sid
 
 
+async def inserted(db: Database, sql: str, params: tuple[object, ...]) -> int:
+    """Run an ``INSERT ... RETURNING id``, committed; the new row's id."""
+    return int(await db.write(lambda conn: conn.execute(sql, params).fetchone()[0]))
+
+
 async def add_memory(db: Database, user_id: str, key: str, content: str) -> int:
     now = time.time()
-    return await db.execute_write(
+    return await inserted(
+        db,
         "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
-        " VALUES (?, ?, ?, ?, ?)",
+        " VALUES (?, ?, ?, ?, ?) RETURNING id",
         (user_id, key, content, now, now),
     )
 
@@ -57,10 +63,11 @@ async def index_rows(db: Database) -> int:
 
 async def old_message(db: Database, sid: str, role: str, text: str) -> int:
     """Store a message in a database migrated only part way (the columns of m001)."""
-    return await db.execute_write(
+    return await inserted(
+        db,
         "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"
         " created_at) VALUES (?, (SELECT COALESCE(MAX(seq_order), 0) + 1 FROM messages"
-        " WHERE session_id = ?), ?, ?, 4, 0)",
+        " WHERE session_id = ?), ?, ?, 4, 0) RETURNING id",
         (sid, sid, role, text),
     )
 
