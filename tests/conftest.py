@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
 from picobot.store.db import Database
+from tests.pg import cluster
 
 
 @pytest.fixture(autouse=True)
@@ -57,3 +59,54 @@ async def db(tmp_path: Path) -> AsyncIterator[Database]:
     database = await Database.open(tmp_path / "data" / "conversations.db")
     yield database
     await database.close()
+
+
+def _no_postgres(reason: str) -> NoReturn:
+    """Skip, or fail when ``PICOBOT_REQUIRE_POSTGRES=1`` (CI that installed PostgreSQL)."""
+    if os.environ.get("PICOBOT_REQUIRE_POSTGRES") == "1":
+        pytest.fail(f"PICOBOT_REQUIRE_POSTGRES=1, but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def postgres_bindir() -> Path:
+    """The PostgreSQL server binaries' directory (see ``cluster.find_bindir``).
+
+    Skips when there are none, failing instead under ``PICOBOT_REQUIRE_POSTGRES=1``.
+    """
+    bindir = cluster.find_bindir()
+    if bindir is None:
+        _no_postgres(
+            "no PostgreSQL server binaries (initdb, pg_ctl, postgres): install Debian's "
+            "postgresql package, set PICOBOT_PG_BINDIR, or set PICOBOT_TEST_POSTGRES to a "
+            "server's URL"
+        )
+    return bindir
+
+
+@pytest.fixture(scope="session")
+def postgres_server(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The URL of a PostgreSQL server for this test session, as a role that may create
+    databases: ``$PICOBOT_TEST_POSTGRES`` if set (a ``postgresql://`` URL of a server that
+    is already running, e.g. from ``make pg``), else a throwaway cluster started now and
+    deleted at the session's end. Tests take their own database from ``postgres_url``.
+
+    Session fixtures are set up before the autouse ``isolated`` clears PICOBOT_*.
+    """
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        _no_postgres("psycopg is not installed (the [postgres] extra)")
+    existing = os.environ.get("PICOBOT_TEST_POSTGRES")
+    if existing:
+        yield existing
+        return
+    with cluster.Cluster.start(request.getfixturevalue("postgres_bindir")) as server:
+        yield server.url
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """The URL of a new, empty database of its own for one test, dropped after it."""
+    with cluster.temporary_database(postgres_server) as url:
+        yield url
