@@ -9,7 +9,9 @@ from typing import NoReturn
 
 import pytest
 
+from picobot.config.keys import KeySettings
 from picobot.store.db import Database
+from picobot.store.keys import open_keyring
 from tests.pg import cluster
 
 
@@ -49,16 +51,34 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+STORE = os.environ.get("PICOBOT_TEST_STORE", "sqlite")
+"""The engine the ``db`` fixture opens: ``sqlite`` (default) or ``postgresql`` (a
+database of its own on ``postgres_server``, sealed with a key store in the data dir).
+Read at import, before ``isolated`` clears PICOBOT_* for each test."""
+
+
 @pytest.fixture
-async def db(tmp_path: Path) -> AsyncIterator[Database]:
-    """A migrated database at ``tmp_path/data/conversations.db`` (alone in its data dir).
+async def db(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Database]:
+    """A migrated database at ``tmp_path/data/conversations.db`` (alone in its data dir),
+    or on PostgreSQL when ``PICOBOT_TEST_STORE=postgresql`` (see :data:`STORE`).
 
     Directories and modules that need another (a short busy timeout, seeded rows)
     define their own ``db``, which takes precedence.
     """
-    database = await Database.open(tmp_path / "data" / "conversations.db")
-    yield database
-    await database.close()
+    path = tmp_path / "data" / "conversations.db"
+    if STORE != "postgresql":
+        database = await Database.open(path)
+        yield database
+        await database.close()
+        return
+    url = request.getfixturevalue("postgres_url")
+    ring = open_keyring(path.parent, KeySettings(), {})
+    try:
+        database = await Database.open(path, url=url, keys=ring)
+        yield database
+        await database.close()
+    finally:
+        ring.close()
 
 
 def _no_postgres(reason: str) -> NoReturn:

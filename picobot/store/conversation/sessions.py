@@ -241,7 +241,7 @@ async def _set_current(
         "INSERT INTO current_sessions (channel, chat_id, user_id, session_id)"
         " VALUES (?, ?, ?, ?) ON CONFLICT (channel, chat_id, user_id)"
         " DO UPDATE SET session_id = excluded.session_id"
-        " WHERE session_id <> excluded.session_id",
+        " WHERE current_sessions.session_id <> excluded.session_id",
         (channel, chat_id, user_id, sid),
     ) as cur:
         return cur.rowcount > 0

@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from picobot.errors import StoreUnavailable, UserError
 from picobot.store.connection import AsyncConnection
@@ -268,7 +268,13 @@ async def applied_versions(db: Database) -> list[tuple[int, str]]:
 
 
 async def apply_migrations(db: Database, migrations: list[Migration] | None = None) -> list[str]:
-    """Apply every pending migration, each in its own transaction; return their names."""
+    """Apply every pending migration, each in its own transaction; return their names.
+
+    On PostgreSQL the schema is created whole (:mod:`picobot.store.postgres.schema`)
+    when the database has none yet, and must otherwise be current.
+    """
+    if db.engine.name == "postgresql":
+        return await _postgres_schema(db)
     todo = MIGRATIONS if migrations is None else migrations
     done = {version for version, _ in await applied_versions(db)}
     if done and max(done) > len(todo):
@@ -291,7 +297,33 @@ async def apply_migrations(db: Database, migrations: list[Migration] | None = No
     return applied
 
 
-def _newer(path: Path, version: int, known: int) -> StoreUnavailable:
+async def _postgres_schema(db: Database) -> list[str]:
+    """Create the PostgreSQL schema unless it exists; the migrations it stands for.
+
+    Under the writer lock (a write transaction), so two instances starting together
+    create it once.
+    """
+    from picobot.store.postgres.schema import MIGRATION_NAMES, create_schema, existing_tables
+
+    def create(conn: Any) -> list[str]:
+        if existing_tables(conn.raw):
+            return []
+        create_schema(conn.raw)
+        return list(MIGRATION_NAMES)
+
+    created = await db.write(create)
+    state = await schema_state(db)
+    if state.ahead:
+        raise _newer(db.engine.where, state.current, state.known)
+    if state.behind:
+        raise StoreUnavailable(
+            f"database {db.engine.where} has schema version {state.current} of"
+            f" {state.known}, and PostgreSQL schemas are not upgraded in place yet"
+        )
+    return created
+
+
+def _newer(path: Path | str, version: int, known: int) -> StoreUnavailable:
     return StoreUnavailable(
         f"database {path} has schema version {version}, newer than this "
         f"PicoBot knows ({known}); upgrade PicoBot"

@@ -12,8 +12,8 @@ store uses and PostgreSQL spells differently:
 - ``a IS b`` / ``a IS NOT b`` (not ``NULL``) become ``IS [NOT] DISTINCT FROM``;
 - scalar ``MAX(a, b)`` / ``MIN(a, b)`` become ``GREATEST`` / ``LEAST``, ``instr`` is
   ``strpos``, ``json_extract(x, '$.k')`` is ``(x::jsonb ->> 'k')``, ``CAST(... AS
-  INTEGER)`` is ``BIGINT``, ``LIMIT -1`` is ``LIMIT ALL``, and ``sqlite_master`` lists
-  the tables of the current schema;
+  INTEGER)`` is ``BIGINT``, ``LIMIT -1`` is ``LIMIT ALL``, ``WHERE 1`` is ``WHERE
+  TRUE``, and ``sqlite_master`` lists the tables of the current schema;
 - the sealing functions, which need the user's key and so cannot run in the server:
   ``picobot_seal``, ``picobot_seal_bytes`` and ``picobot_tag`` of parameters become a
   new parameter computed in Python, and ``picobot_open[_bytes](column) AS name`` in a
@@ -55,10 +55,11 @@ class Opened(Enum):
 class Statement:
     """A statement rewritten for PostgreSQL.
 
-    ``sql`` uses ``$1..$n``: the first ``given`` are the caller's parameters, in order;
+    Before numbering, the first ``given`` are the caller's parameters, in order;
     ``lists`` are those of them passed as JSON arrays that go as lists; each of
     ``computed`` is one more, ``(function, user parameter, value parameter)`` (0-based);
-    ``opened`` maps a returned column's name to how it is opened.
+    ``opened`` maps a returned column's name to how it is opened. ``sent``: which of
+    those values (0-based: the caller's, then the computed) go as ``$1..$k``.
     """
 
     sql: str
@@ -66,6 +67,7 @@ class Statement:
     lists: frozenset[int]
     computed: tuple[tuple[Computed, int, int], ...]
     opened: dict[str, Opened]
+    sent: tuple[int, ...]
 
 
 _CATALOG = (
@@ -88,6 +90,7 @@ _WORDS = (
     (re.compile(r"\bAS\s+REAL\s*\)", re.I), "AS DOUBLE PRECISION)"),
     (re.compile(r"\bLIMIT\s+-1\b", re.I), "LIMIT ALL"),
     (re.compile(r"\bsqlite_master\b", re.I), _CATALOG),
+    (re.compile(r"\bWHERE\s+1\b(?!\s*[=<>!])", re.I), "WHERE TRUE"),
 )
 _SCALAR = re.compile(r"\b(MAX|MIN)\(", re.I)
 _JSON_EXTRACT = re.compile(r"\bjson_extract\(", re.I)
@@ -121,9 +124,24 @@ def translate(sql: str) -> Statement:
     code, opened = _opened_columns(code)
     if found := _ANY_FUNCTION.search(code):
         raise UnsupportedSQL(f"{found.group(0)[:-1]} is not available on PostgreSQL: {sql}")
+    code, sent = _renumber(code)
     for index, literal in enumerate(literals):
         code = code.replace(_MARK.format(index), literal)
-    return Statement(code, given, lists, computed, opened)
+    return Statement(code, given, lists, computed, opened, sent)
+
+
+def _renumber(code: str) -> tuple[str, tuple[int, ...]]:
+    """Number the parameters the statement uses ``$1..$k`` (the server cannot type a
+    parameter it is sent but never sees: one only sealed is such a one)."""
+    sent: list[int] = []
+
+    def number(match: re.Match[str]) -> str:
+        value = int(match.group(1)) - 1
+        if value not in sent:
+            sent.append(value)
+        return f"${sent.index(value) + 1}"
+
+    return _PARAM.sub(number, code), tuple(sent)
 
 
 def _number_placeholders(code: str) -> tuple[str, int]:

@@ -141,7 +141,11 @@ class PgConnection:
             sql = f"SELECT pg_advisory_xact_lock({WRITER_LOCK})"
         statement = translate(sql)
         cursor = psycopg.RawCursor(self.raw)
-        cursor.execute(statement.sql, self._parameters(statement, parameters) or None)
+        try:
+            cursor.execute(statement.sql, self._parameters(statement, parameters) or None)
+        except psycopg.Error as exc:
+            exc.add_note(f"statement: {statement.sql}")  # the SQL, never the parameters
+            raise
         return PgCursor(cursor, statement, self.sealer)
 
     def executemany(self, sql: str, parameters: Iterable[Sequence[Any]]) -> PgCursor:
@@ -172,7 +176,17 @@ class PgConnection:
                 values.append(seal.seal_bytes(owner, values[value]))
             else:
                 values.append(seal.tag(owner, values[value]))
-        return values
+        return [values[i] for i in statement.sent]
+
+    def commit(self) -> None:
+        """COMMIT the open transaction (nothing happens when there is none)."""
+        if self.in_transaction:
+            self.raw.execute("COMMIT")
+
+    def rollback(self) -> None:
+        """ROLLBACK the open transaction (nothing happens when there is none)."""
+        if self.in_transaction:
+            self.raw.execute("ROLLBACK")
 
     def close(self) -> None:
         """Close the connection."""
