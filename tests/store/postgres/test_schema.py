@@ -6,12 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
-import socket
 import sqlite3
-import subprocess
-import tempfile
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +15,6 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from picobot.store.db import Database
 from picobot.store.keys.backfill import SEALED_COLUMNS
@@ -37,61 +31,14 @@ from picobot.store.postgres.schema import (
     table_names,
 )
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
 FTS5_SHADOWS = {f"search_index_{s}" for s in ("data", "idx", "content", "docsize", "config")}
-
-
-# replaced by the shared postgres_url fixture
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-# replaced by the shared postgres_url fixture
-def _as_cluster_owner(tool: str, *args: str, check: bool = True) -> None:
-    """Run a PostgreSQL tool; as the postgres system user when root (initdb refuses root)."""
-    owner = ["setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups"]
-    argv = [*(owner if os.geteuid() == 0 else []), str(PG_BIN / tool), *args]
-    subprocess.run(argv, check=check, capture_output=True)  # noqa: S603 - fixed argv
-
-
-# replaced by the shared postgres_url fixture
-@pytest.fixture(scope="module")
-def postgres_url() -> Iterator[str]:
-    """A throwaway PostgreSQL cluster on 127.0.0.1 (trust auth): the conninfo of its
-    ``postgres`` database. Stopped and removed after the module."""
-    if not (PG_BIN / "initdb").exists():
-        pytest.skip(f"no PostgreSQL binaries in {PG_BIN}")
-    root = Path(tempfile.mkdtemp(prefix="picobot-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-    data, port = str(root / "data"), _free_port()
-    try:
-        _as_cluster_owner("initdb", "-D", data, "-U", "postgres", "--auth=trust", "--no-sync")
-        options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off"
-        _as_cluster_owner(
-            "pg_ctl", "-D", data, "-l", str(root / "log"), "-o", options, "-w", "start"
-        )
-        yield f"host=127.0.0.1 port={port} user=postgres dbname=postgres"
-    finally:
-        if (root / "data" / "postmaster.pid").exists():
-            _as_cluster_owner("pg_ctl", "-D", data, "-m", "fast", "-w", "stop", check=False)
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture
 def pg_empty(postgres_url: str) -> Iterator[psycopg.Connection[Any]]:
-    """An autocommit connection to a new, empty database of the cluster."""
-    name = f"t_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_url, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        with psycopg.connect(make_conninfo(postgres_url, dbname=name), autocommit=True) as conn:
-            yield conn
-    finally:
-        with psycopg.connect(postgres_url, autocommit=True) as admin:
-            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    """An autocommit connection to a new, empty database of its own."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        yield conn
 
 
 @pytest.fixture
