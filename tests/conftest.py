@@ -72,7 +72,7 @@ async def db(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Da
         await database.close()
         return
     url = request.getfixturevalue("postgres_url")
-    ring = open_keyring(path.parent, KeySettings(), {})
+    ring = open_keyring(path.parent, KeySettings(), {}, url=url)
     try:
         database = await Database.open(path, url=url, keys=ring)
         yield database

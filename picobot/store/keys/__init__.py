@@ -25,16 +25,33 @@ log = logging.getLogger(__name__)
 
 
 def open_keyring(
-    data_dir: Path, settings: KeySettings, environ: Mapping[str, str] | None = None
+    data_dir: Path,
+    settings: KeySettings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    url: str | None = None,
 ) -> KeyRing:
     """Open the data directory's key store with the configured master key.
 
     A missing or wrong master key is a ConfigError that says which source was used; a
     missing key file next to an existing key store is never replaced by a new key. A
     rotation interrupted after the store was re-wrapped (``master.key.new`` present and
-    the only key that opens it) is finished here.
+    the only key that opens it) is finished here. ``url``: the key store is the one in
+    that PostgreSQL database (:mod:`picobot.store.postgres.keyring`), shared by every
+    instance; the master key still comes from this instance's file or environment, and
+    must be the same on every instance.
     """
     env = os.environ if environ is None else environ
+    if url is not None:
+        from picobot.store.postgres.keyring import PostgresKeyRing
+
+        master = load_master_key(
+            env.get(MASTER_KEY_ENV),
+            key_file_path(data_dir, settings.master_key_file),
+            default_file=not settings.master_key_file,
+            may_create=True,
+        )
+        return PostgresKeyRing.open_url(url, master.key, master.source)
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

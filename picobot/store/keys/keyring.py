@@ -20,9 +20,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol, Self
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -45,6 +46,16 @@ CREATE TABLE IF NOT EXISTS user_keys (
     created_at REAL NOT NULL
 );
 """
+
+
+class KeyConnection(Protocol):
+    """What the ring needs of its connection: ``sqlite3``'s, or one to PostgreSQL."""
+
+    def execute(self, sql: str, parameters: Any = ..., /) -> Any:
+        """Run one statement; a cursor."""
+
+    def close(self) -> None:
+        """Close the connection."""
 
 
 def _kid_aad(kid: int) -> bytes:
@@ -80,7 +91,7 @@ class UserKey:
 class KeyStoreInfo:
     """What ``picobot keys status`` shows: never a key."""
 
-    path: Path
+    path: Path | str
     store_id: str
     user_keys: int
     master_source: str
@@ -101,8 +112,13 @@ class KeyRing:
     purge) empties the cache; keys are read again from the file as they are used.
     """
 
+    BEGIN = "BEGIN IMMEDIATE"
+    """How a change of the keys begins: with the file's write lock."""
+    VERSION = "PRAGMA data_version"
+    """What reads the number that moves when another connection commits."""
+
     def __init__(
-        self, conn: sqlite3.Connection, path: Path, master: bytes, source: str, store_id: str
+        self, conn: KeyConnection, path: Path | str, master: bytes, source: str, store_id: str
     ) -> None:
         self._conn = conn
         self.path = path
@@ -133,20 +149,35 @@ class KeyRing:
             rows = dict(conn.execute("SELECT name, value FROM meta").fetchall())
         except sqlite3.Error as exc:
             raise ConfigError(f"key store {path} cannot be opened: {exc}") from None
+        return cls.checked(conn, rows, path, master, source)
+
+    @classmethod
+    def checked(
+        cls,
+        conn: KeyConnection,
+        meta: dict[str, Any],
+        path: Path | str,
+        master: bytes,
+        source: str,
+    ) -> Self:
+        """The ring over ``conn`` (its ``meta`` rows read), once the master key is known
+        to open it; a new store gets its id and master key check. Closes ``conn`` and
+        raises ConfigError for a wrong key or a damaged store."""
         aead = AESGCM(master)
-        if "check" not in rows:
+        if "check" not in meta:
             if conn.execute("SELECT 1 FROM user_keys LIMIT 1").fetchone() is not None:
                 conn.close()
                 raise ConfigError(f"key store {path} is damaged: its master key check is missing")
             store_id = secrets.token_hex(8)
             check = _wrap(aead, _CHECK_TEXT, b"picobot-check:" + store_id.encode())
-            with _transaction(conn):
-                conn.execute("INSERT INTO meta VALUES ('store_id', ?)", (store_id,))
+            with _transaction(conn, cls.BEGIN):
+                conn.execute("INSERT INTO meta VALUES ('store_id', ?)", (store_id.encode(),))
                 conn.execute("INSERT INTO meta VALUES ('check', ?)", (check,))
             return cls(conn, path, master, source, store_id)
-        store_id = str(rows["store_id"])
+        raw_id = meta["store_id"]
+        store_id = bytes(raw_id).decode() if not isinstance(raw_id, str) else raw_id
         try:
-            _unwrap(aead, bytes(rows["check"]), b"picobot-check:" + store_id.encode())
+            _unwrap(aead, bytes(meta["check"]), b"picobot-check:" + store_id.encode())
         except InvalidTag:
             conn.close()
             raise ConfigError(
@@ -195,7 +226,7 @@ class KeyRing:
                 return found
             kid = secrets.randbits(62) + 1
             key = AESGCM.generate_key(bit_length=256)
-            with _transaction(self._conn):
+            with self._transaction():
                 self._conn.execute(
                     "INSERT INTO user_keys (kid, user_id, wrapped, created_at) VALUES (?, ?, ?, ?)",
                     (kid, user_id, _wrap(self._master, key, _kid_aad(kid)), time.time()),
@@ -247,9 +278,9 @@ class KeyRing:
                 "SELECT kid FROM user_keys WHERE user_id = ?", (user_id,)
             ).fetchall():
                 self._by_kid.pop(int(kid), None)
-            with _transaction(self._conn):
+            with self._transaction():
                 cur = self._conn.execute("DELETE FROM user_keys WHERE user_id = ?", (user_id,))
-            return cur.rowcount > 0
+            return bool(cur.rowcount > 0)
 
     def known_kids(self) -> set[int]:
         """The ids of every key the store holds (to tell which sealed rows are erased)."""
@@ -265,7 +296,7 @@ class KeyRing:
         with self._lock:
             new = AESGCM(new_master)
             rows = self._conn.execute("SELECT kid, wrapped FROM user_keys").fetchall()
-            with _transaction(self._conn):
+            with self._transaction():
                 for kid, wrapped in rows:
                     key = _unwrap(self._master, bytes(wrapped), _kid_aad(int(kid)))
                     self._conn.execute(
@@ -277,12 +308,21 @@ class KeyRing:
             self._master = new
             return len(rows)
 
-    def backup_to(self, dest: Path) -> None:
-        """Copy the store, consistently, to a new file ``dest`` (mode 0600)."""
+    @staticmethod
+    def create_file(dest: Path) -> sqlite3.Connection:
+        """A new key store file ``dest`` (mode 0600; refused if it exists) with its tables,
+        for a copy of the keys."""
         os.close(os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         target = sqlite3.connect(str(dest))
+        target.executescript(_SCHEMA)
+        return target
+
+    def backup_to(self, dest: Path) -> None:
+        """Copy the store, consistently, to a new file ``dest`` (mode 0600)."""
+        target = self.create_file(dest)
         try:
             with self._lock:
+                assert isinstance(self._conn, sqlite3.Connection)  # see PostgresKeyRing
                 self._conn.backup(target)
         finally:
             target.close()
@@ -294,7 +334,11 @@ class KeyRing:
         return KeyStoreInfo(self.path, self.store_id, int(count), self.master_source)
 
     def _data_version(self) -> int:
-        return int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+        """A number that moves when another connection commits a change of the keys."""
+        return int(self._conn.execute(self.VERSION).fetchone()[0])
+
+    def _transaction(self) -> AbstractContextManager[None]:
+        return _transaction(self._conn, self.BEGIN)
 
     def _remember(self, user_id: str, key: UserKey) -> UserKey:
         self._kid_of[user_id] = key.kid
@@ -307,8 +351,8 @@ class KeyRing:
 
 
 @contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
+def _transaction(conn: KeyConnection, begin: str) -> Iterator[None]:
+    conn.execute(begin)
     try:
         yield
     except BaseException:
