@@ -129,9 +129,11 @@ async def open_database(
     (``keys_for_migrate``: by ``picobot migrate``, which migrates by itself).
     """
     makes_keys = schema == "migrate" or keys_for_migrate
+    url = settings.store.resolved_url() or None
+    # On PostgreSQL the key store is in the database: every instance opens the same one.
     keys = (
-        open_keyring(settings.data_dir, settings.keys)
-        if makes_keys or (settings.data_dir / KEY_STORE_FILE).exists()
+        open_keyring(settings.data_dir, settings.keys, url=url)
+        if makes_keys or url is not None or (settings.data_dir / KEY_STORE_FILE).exists()
         else None
     )
     try:
@@ -141,6 +143,7 @@ async def open_database(
             migrate=schema == "migrate",
             readers=settings.data.reader_threads,
             keys=keys,
+            url=url,
         )
     except BaseException:
         if keys is not None:

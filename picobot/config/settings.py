@@ -42,6 +42,7 @@ from picobot.config.sources import CONFIG_ENV as CONFIG_ENV
 from picobot.config.sources import DEFAULT_CONFIG_FILE as DEFAULT_CONFIG_FILE
 from picobot.config.sources import config_path as config_path
 from picobot.config.sources import gather, read_toml
+from picobot.config.store import StoreSettings
 from picobot.errors import ConfigError
 
 _INPUT: ContextVar[dict[str, Any] | None] = ContextVar("picobot_config_input", default=None)
@@ -204,6 +205,8 @@ class Settings(BaseSettings):
     """Language model."""
     data: DataSettings = DataSettings()
     """Data directory and database."""
+    store: StoreSettings = StoreSettings()
+    """The database: the SQLite file in the data directory, or PostgreSQL."""
     session: SessionSettings = SessionSettings()
     """Sessions, memory and retention."""
     memory: MemoryRootSettings = MemoryRootSettings()

@@ -3,7 +3,8 @@
 A database that answers ``SELECT 1`` may still refuse every write (locked by another
 process, read-only, disk full), so readiness commits a real write: ``PRAGMA
 user_version`` set to the value it already has changes nothing, yet takes the write
-lock and appends a page to the WAL like any commit. It is bounded by a timeout, and
+lock and appends a page to the WAL like any commit (on PostgreSQL: a transaction id,
+committed under the writer lock). It is bounded by a timeout, and
 the free space of the data directory's disk is checked too, because a commit that
 reuses WAL space can succeed on a full disk that the next larger write fails on.
 The schema is compared with this PicoBot's migrations as well: an instance whose file
@@ -50,6 +51,12 @@ def _rewrite_user_version(conn: sqlite3.Connection) -> None:
     conn.execute(f"PRAGMA user_version = {int(version)}")
 
 
+def _commit_a_transaction_id(conn: sqlite3.Connection) -> None:
+    """PostgreSQL's write that changes nothing: a transaction id, whose commit is
+    written to the WAL like any other (and the writer lock taken first)."""
+    conn.execute("SELECT txid_current()").fetchone()
+
+
 async def probe_writable(
     db: Database, *, min_free_bytes: int, timeout_secs: float = WRITE_PROBE_TIMEOUT_SECS
 ) -> WriteProbe:
@@ -60,7 +67,7 @@ async def probe_writable(
     migrations: Migrations = "unknown"
     try:
         async with asyncio.timeout(timeout_secs):
-            await db.write(_rewrite_user_version)
+            await db.write(_rewrite_user_version if db.engine.file else _commit_a_transaction_id)
             state = await schema_state(db)
     except TimeoutError:
         database_ok = False
