@@ -58,18 +58,29 @@ def add_backup_commands(
     keys.set_defaults(handler=with_settings(run_keys))
 
 
+POSTGRES_DUMP = (
+    "on PostgreSQL, back the database up with pg_dump --exclude-schema=picobot_keys and"
+    " restore it with pg_restore (docs/deploy.md#postgresql)"
+)
+
+
 def run_backup(args: argparse.Namespace, settings: Settings) -> int:
-    """Copy the database to ``--to`` and the key store to its backup directory."""
+    """Copy the database to ``--to`` and the key store to its backup directory; on
+    PostgreSQL only the key store (the database is pg_dump's)."""
     from picobot.store.backup import backup_database, backup_keys, backup_name
     from picobot.store.keys import open_keyring
 
     now = time.time()
-    dest_dir = Path(args.to) if args.to else settings.data_dir / "backups"
-    dest_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    dest = dest_dir / backup_name(now)
-    ring = open_keyring(settings.data_dir, settings.keys)
+    url = settings.store.resolved_url() or None
+    dest: Path | None = None
+    size = 0
+    ring = open_keyring(settings.data_dir, settings.keys, url=url)
     try:
-        size = backup_database(settings.db_path, dest)
+        if url is None:
+            dest_dir = Path(args.to) if args.to else settings.data_dir / "backups"
+            dest_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            dest = dest_dir / backup_name(now)
+            size = backup_database(settings.db_path, dest)
         keys, pruned = backup_keys(
             ring, settings.keys.backup_path(settings.data_dir), now, settings.keys.key_backup_days
         )
@@ -78,14 +89,17 @@ def run_backup(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print_json(
             {
-                "database": str(dest),
+                "database": None if dest is None else str(dest),
                 "bytes": size,
                 "keys": str(keys),
                 "pruned": [str(p) for p in pruned],
             }
         )
         return EXIT_OK
-    print(f"database: {dest} ({size:,} bytes)")
+    if dest is None:
+        print(f"database: {POSTGRES_DUMP}")
+    else:
+        print(f"database: {dest} ({size:,} bytes)")
     print(f"key store: {keys} (kept {settings.keys.key_backup_days} days)")
     for path in pruned:
         print(f"deleted old key-store copy: {path}")
@@ -97,6 +111,8 @@ def run_restore(args: argparse.Namespace, settings: Settings) -> int:
     from picobot.errors import PicobotError
     from picobot.store.backup import restore_database
 
+    if settings.store.resolved_url():
+        raise PicobotError(f"restore copies a SQLite file back; {POSTGRES_DUMP}")
     if not args.yes:
         raise PicobotError(
             f"restore replaces {settings.db_path} with {args.file}: stop the server, then"

@@ -151,7 +151,7 @@ def run_migrate(args: argparse.Namespace, settings: Settings) -> int:
     if args.json:
         print_json(
             {
-                "database": str(settings.db_path),
+                "database": settings.database_label,
                 "schema_version": current,
                 "known_version": known,
                 "applied_now": applied_now,
@@ -163,7 +163,7 @@ def run_migrate(args: argparse.Namespace, settings: Settings) -> int:
             }
         )
         return EXIT_OK
-    print(f"database: {settings.db_path}")
+    print(f"database: {settings.database_label}")
     for version, name in versions:
         mark = "  (applied now)" if name in applied_now else ""
         print(f"  {version:>3}  {name}{mark}")

@@ -54,16 +54,21 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
     Warnings go to stderr (with ``--json`` also into the object); any warning exits 4.
     """
     path = settings.db_path
+    url = settings.store.resolved_url()
     found: StoreStatus | SchemaState | None = None
-    sizes: tuple[int, int] | None = None
+    sizes: tuple[int, int | None] | None = None
     lines: list[str] = []
     warnings: list[str] = []
-    if path.is_file():
+    if url:
+        found, size = asyncio.run(read_postgres_status(settings))
+        sizes = (size, None)
+    elif path.is_file():
         found = asyncio.run(read_status(settings))
         # Read after the open/close above: close checkpoints, so the WAL shows 0 bytes
         # unless a running server has written since.
         wal = path.with_name(path.name + "-wal")
         sizes = (path.stat().st_size, wal.stat().st_size if wal.is_file() else 0)
+    if found is not None:
         interval = settings.session.retention.cleanup_interval_secs
         if isinstance(found, StoreStatus):
             lines, warnings = describe_status(found, interval, time.time())
@@ -71,14 +76,17 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
             lines, warnings = describe_schema(found)
     if not args.json:
         print(f"data directory: {settings.data_location.describe()}")
+    where = settings.database_label
     if args.json:
-        print_json(status_json(path, sizes, found, settings, warnings))
+        engine = "postgresql" if url else "sqlite"
+        print_json(status_json(where, sizes, found, settings, warnings, engine))
     elif sizes is None:
-        print(f"database: {path} (not created yet)")
+        print(f"database: {where} (not created yet)")
     else:
         size, wal_size = sizes
-        print(f"database: {path}")
-        print(f"size: {human_bytes(size)} (WAL {human_bytes(wal_size)})")
+        print(f"database: {where}")
+        wal_note = "" if wal_size is None else f" (WAL {human_bytes(wal_size)})"
+        print(f"size: {human_bytes(size)}{wal_note}")
         for line in lines:
             print(line)
     if not args.json:
@@ -86,6 +94,16 @@ def run_status(args: argparse.Namespace, settings: Settings) -> int:
     for warning in warnings:
         warn(warning)
     return EXIT_ATTENTION if warnings else EXIT_OK
+
+
+async def read_postgres_status(settings: Settings) -> tuple[StoreStatus | SchemaState, int]:
+    """The status of a PostgreSQL store, and the database's size in bytes (its own
+    files, indexes and TOAST included)."""
+    from picobot.runtime import open_database
+
+    async with open_database(settings, schema="as_is") as db:
+        row = await db.fetchone("SELECT pg_database_size(current_database())")
+    return await read_status(settings), int(row[0]) if row is not None else 0
 
 
 async def read_status(settings: Settings) -> StoreStatus | SchemaState:
@@ -203,15 +221,17 @@ def _purge_residue(erasure: ErasureState | None) -> list[str]:
 
 
 def status_json(
-    path: Path,
-    sizes: tuple[int, int] | None,
+    path: Path | str,
+    sizes: tuple[int, int | None] | None,
     found: StoreStatus | SchemaState | None,
     settings: Settings,
     warnings: list[str],
+    engine: str = "sqlite",
 ) -> dict[str, Any]:
     """``status --json``: every key always present, null where it does not apply."""
     database = {
         "path": str(path),
+        "engine": engine,
         "exists": sizes is not None,
         "size_bytes": sizes[0] if sizes else None,
         "wal_bytes": sizes[1] if sizes else None,

@@ -42,7 +42,7 @@ from picobot.config.sources import CONFIG_ENV as CONFIG_ENV
 from picobot.config.sources import DEFAULT_CONFIG_FILE as DEFAULT_CONFIG_FILE
 from picobot.config.sources import config_path as config_path
 from picobot.config.sources import gather, read_toml
-from picobot.config.store import StoreSettings
+from picobot.config.store import StoreSettings, redacted
 from picobot.errors import ConfigError
 
 _INPUT: ContextVar[dict[str, Any] | None] = ContextVar("picobot_config_input", default=None)
@@ -309,6 +309,13 @@ class Settings(BaseSettings):
     def db_path(self) -> Path:
         """The SQLite database file."""
         return self.data_dir / "conversations.db"
+
+    @property
+    def database_label(self) -> str:
+        """The database as commands name it: the SQLite file, or the PostgreSQL URL of
+        ``[store]`` without its password."""
+        url = self.store.resolved_url()
+        return redacted(url) if url else str(self.db_path)
 
 
 def describe_errors(exc: ValidationError, env: EnvInput | None = None) -> list[str]:

@@ -9,7 +9,7 @@ can share (docs/deploy.md). A password never goes in this file: libpq reads it f
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import AfterValidator
 
@@ -19,6 +19,17 @@ from picobot.errors import ConfigError
 
 SCHEMES = ("postgresql", "postgres")
 """URL schemes of a PostgreSQL database."""
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password: what logs and messages show."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    netloc = f"{parts.username}:***@{host}{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _scheme_ok(value: str) -> bool:

@@ -98,7 +98,10 @@ def _rowid(column: SealedColumn) -> str:
 
 
 async def count_clear(db: Database) -> int:
-    """How many rows still hold a user's text in clear."""
+    """How many rows still hold a user's text in clear (none on PostgreSQL, where every
+    value is sealed as it is written)."""
+    if not db.engine.file:
+        return 0
 
     def count(conn: sqlite3.Connection) -> int:
         total = 0
@@ -115,10 +118,11 @@ async def seal_existing(
 ) -> int:
     """Seal every row still in clear, ``batch`` rows per write; how many were sealed.
 
-    Needs a key store (``db.sealer.ring``); without one, nothing is done. ``progress``
-    hears ``(table.column, rows sealed so far)`` after each batch.
+    Needs a key store (``db.sealer.ring``); without one, nothing is done; nor on
+    PostgreSQL (nothing there was ever stored in clear). ``progress`` hears
+    ``(table.column, rows sealed so far)`` after each batch.
     """
-    if db.sealer.ring is None:
+    if db.sealer.ring is None or not db.engine.file:
         return 0
     done = 0
     for c in SEALED_COLUMNS:

@@ -2,27 +2,15 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
 import psycopg
 
+from picobot.config.store import redacted as redacted
 from picobot.store.connection import AsyncConnection
 from picobot.store.keys.sealing import Sealer
 from picobot.store.postgres.driver import PgConnection
 
 CONNECT_TIMEOUT_SECS = 10
 """How long opening a connection waits for the server."""
-
-
-def redacted(url: str) -> str:
-    """``url`` without its password: what logs and messages show."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    netloc = f"{parts.username}:***@{host}{port}"
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def explain(exc: BaseException, url: str) -> str:
