@@ -57,6 +57,16 @@ database of its own on ``postgres_server``, sealed with a key store in the data 
 Read at import, before ``isolated`` clears PICOBOT_* for each test."""
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With ``PICOBOT_TEST_STORE=postgresql`` only the tests of the store's operations
+    run (those taking the ``db`` fixture): the rest would run on SQLite a second time."""
+    if STORE != "postgresql":
+        return
+    kept = [item for item in items if "db" in getattr(item, "fixturenames", ())]
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept
+
+
 @pytest.fixture
 async def db(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Database]:
     """A migrated database at ``tmp_path/data/conversations.db`` (alone in its data dir),
