@@ -52,6 +52,12 @@ and checkpoint the WAL (:func:`picobot.store.erasure.erase.erase_residue` does a
 
 Rows written with ``INSERT OR REPLACE`` bypass the delete triggers (SQLite fires them on
 REPLACE only with ``recursive_triggers`` on); the repositories use UPSERT and DELETE.
+
+On PostgreSQL the same operations run on plain tables (:mod:`picobot.store.postgres.search`):
+the triggers queue notes, facts and digests as well as messages (their terms need the
+user's key), the indexer writes them, and :func:`search_records` ranks them by FTS5's
+bm25 with the same filters (:func:`search_filters`). There are no segments to merge:
+:meth:`SearchIndex.tidy` and :meth:`SearchIndex.optimize` do nothing.
 """
 
 from __future__ import annotations
@@ -292,11 +298,12 @@ class SearchIndex:
         return await self.read_fresh(lambda conn: search_records(conn, query))
 
     async def read_fresh(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn`` in a read, after indexing every queued message.
+        """``fn`` in a read, after indexing every queued record.
 
         An explicit search (``/search``, the ``memory_search`` tool, the admin API)
-        sees every stored message, queued ones too. A read-only or locked database
-        answers from what is indexed rather than not at all.
+        sees every stored message, queued ones too (on PostgreSQL notes, facts and
+        digests are queued as well, and so found right after they are written). A
+        read-only or locked database answers from what is indexed rather than not at all.
         """
         try:
             await self.index_pending(None)

@@ -113,7 +113,8 @@ def requeue_index(conn: sqlite3.Connection) -> int:
     """In the writer: empty the recall index and index everything again; how many records.
 
     Messages go to the queue (indexed in the background, or before any explicit
-    search); notes, facts and digests are indexed at once by their update triggers.
+    search); notes, facts and digests are indexed at once by their update triggers
+    (queued like messages on PostgreSQL).
     For a change of how terms are made (see picobot.store.keys.binding).
     """
     conn.execute("DELETE FROM search_index")
