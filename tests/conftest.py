@@ -59,12 +59,17 @@ Read at import, before ``isolated`` clears PICOBOT_* for each test."""
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With ``PICOBOT_TEST_STORE=postgresql`` only the tests of the store's operations
-    run (those taking the ``db`` fixture): the rest would run on SQLite a second time."""
+    run (those taking the ``db`` fixture: the rest would run on SQLite a second time),
+    and those marked ``sqlite_only`` are skipped."""
     if STORE != "postgresql":
         return
     kept = [item for item in items if "db" in getattr(item, "fixturenames", ())]
     config.hook.pytest_deselected(items=[item for item in items if item not in kept])
     items[:] = kept
+    skip = pytest.mark.skip(reason="SQLite-specific (FTS5, WAL or file layout)")
+    for item in kept:
+        if item.get_closest_marker("sqlite_only"):
+            item.add_marker(skip)
 
 
 @pytest.fixture

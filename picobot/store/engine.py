@@ -50,3 +50,13 @@ def sqlite_engine(path: Path) -> Engine:
         (sqlite3.ProgrammingError,),
         lambda exc: explain(exc, path) if isinstance(exc, sqlite3.Error) else str(exc),
     )
+
+
+def is_postgres(conn: object) -> bool:
+    """Whether a store function's connection is PostgreSQL's (a
+    :class:`~picobot.store.postgres.driver.PgConnection`) rather than ``sqlite3``'s.
+
+    Why: the few operations SQL alone cannot share (the recall index: FTS5 there, tables
+    and BM25 in Python here) branch on it, once per function.
+    """
+    return not isinstance(conn, sqlite3.Connection)

@@ -52,6 +52,12 @@ and checkpoint the WAL (:func:`picobot.store.erasure.erase.erase_residue` does a
 
 Rows written with ``INSERT OR REPLACE`` bypass the delete triggers (SQLite fires them on
 REPLACE only with ``recursive_triggers`` on); the repositories use UPSERT and DELETE.
+
+On PostgreSQL the same operations run on plain tables (:mod:`picobot.store.postgres.search`):
+the triggers queue notes, facts and digests as well as messages (their terms need the
+user's key), the indexer writes them, and :func:`search_records` ranks them by FTS5's
+bm25 with the same filters (:func:`search_filters`). There are no segments to merge:
+:meth:`SearchIndex.tidy` and :meth:`SearchIndex.optimize` do nothing.
 """
 
 from __future__ import annotations
@@ -61,12 +67,14 @@ import logging
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
+from picobot.store.engine import is_postgres
 from picobot.store.migrations.facts import FACT_ROWID_BASE
 from picobot.store.migrations.layers import REFLECTION_ROWID_BASE
+from picobot.store.postgres import search as pg_search
 from picobot.store.retrieval.search_kinds import joins, kind_of, rowid_filter
 from picobot.store.retrieval.search_writes import (
     INDEX_BATCH,
@@ -84,6 +92,9 @@ from picobot.store.retrieval.terms import WORD
 from picobot.store.retrieval.terms import body_query as body_query
 from picobot.store.retrieval.terms import fts_query as fts_query
 from picobot.store.retrieval.terms import user_token as user_token
+
+if TYPE_CHECKING:
+    from picobot.store.postgres.driver import PgConnection
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -144,17 +155,12 @@ EXCLUDED_AS_PARAMETERS = 64
 """Up to this many ``exclude_ids`` go into the statement as parameters, more as JSON."""
 
 
-def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
-    """The statement and parameters :meth:`SearchIndex.search` runs (for EXPLAIN too).
-
-    The MATCH (the owner's token and the prefixed terms) and the rowid tests are
-    answered from the index alone; the best ``query.limit`` are joined to their source
-    rows for the text, session, position and time. Only the session exclusion
-    (``session_id`` and ``before_seq``) reads stored columns of every match.
-    """
-    # The expression is made in SQL (picobot.store.connect): a user's terms are keyed.
-    where = "search_index MATCH picobot_match(?, ?)"
-    params: list[Any] = [query.user_id, json.dumps(list(query.terms))]
+def search_filters(query: SearchQuery) -> tuple[list[str], list[Any]]:
+    """The conditions on ``search_index`` (its ``rowid``, ``session_id``, ``seq_order``
+    and ``created_at``) of every field of ``query`` but its owner and terms, and their
+    parameters: the same on both engines."""
+    filters: list[str] = []
+    params: list[Any] = []
     kinds = rowid_filter(
         memories=query.include_memories,
         facts=query.include_facts,
@@ -162,29 +168,45 @@ def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
         messages=query.include_messages,
     )
     if kinds:
-        where += f" AND {kinds}"
+        filters.append(kinds)
     ids = [int(i) for i in query.exclude_ids]
     if len(ids) > EXCLUDED_AS_PARAMETERS:
         # Any number of ids in one parameter (SQLite caps the parameters of a statement).
-        where += " AND rowid NOT IN (SELECT value FROM json_each(?))"
+        filters.append("rowid NOT IN (SELECT value FROM json_each(?))")
         params.append(json.dumps(ids))
     elif ids:  # cheaper than json_each for a window's worth of ids
-        where += f" AND rowid NOT IN ({', '.join('?' * len(ids))})"
+        filters.append(f"rowid NOT IN ({', '.join('?' * len(ids))})")
         params += ids
     if query.session_id is not None and query.before_seq is not None:
         # IS NOT: memories have a NULL session_id and must stay in.
-        where += " AND (session_id IS NOT ? OR seq_order < ?)"
+        filters.append("(session_id IS NOT ? OR seq_order < ?)")
         params += [query.session_id, query.before_seq]
     if query.in_session is not None:
         # A reflection's session is its digest row's; the index holds a message's own.
-        where += (
-            " AND (session_id = ? OR rowid IN (SELECT -(? + id) FROM digests"
+        filters.append(
+            "(session_id = ? OR rowid IN (SELECT -(? + id) FROM digests"
             " WHERE session_id = ? AND level = 0))"
         )
         params += [query.in_session, REFLECTION_ROWID_BASE, query.in_session]
     if query.since is not None:
-        where += " AND created_at >= ?"
+        filters.append("created_at >= ?")
         params.append(query.since)
+    return filters, params
+
+
+def search_sql(query: SearchQuery) -> tuple[str, list[Any]]:
+    """The statement and parameters :meth:`SearchIndex.search` runs on SQLite (for
+    EXPLAIN too).
+
+    The MATCH (the owner's token and the prefixed terms) and the rowid tests are
+    answered from the index alone; the best ``query.limit`` are joined to their source
+    rows for the text, session, position and time. Only the session exclusion
+    (``session_id`` and ``before_seq``) reads stored columns of every match.
+    """
+    # The expression is made in SQL (picobot.store.connect): a user's terms are keyed.
+    filters, rest = search_filters(query)
+    where = " AND ".join(["search_index MATCH picobot_match(?, ?)", *filters])
+    params: list[Any] = [query.user_id, json.dumps(list(query.terms)), *rest]
     params.append(query.limit)
     # The index ranks and limits; only the hits are joined to their source rows. An
     # explicit bm25() costs less than the configured 'rank' (FTS5 re-parses that per
@@ -209,13 +231,22 @@ def search_records(conn: sqlite3.Connection, query: SearchQuery) -> list[SearchH
     """:meth:`SearchIndex.search` on a plain connection (in a reader thread)."""
     terms = [t for t in query.terms if WORD.search(t)]
     limit = min(query.limit, MAX_LIMIT)
-    if not terms or limit <= 0:
+    kinds = (query.include_messages, query.include_memories, query.include_facts)
+    if not terms or limit <= 0 or not any((*kinds, query.include_digests)):
         return []
     # Twice the limit leaves room for the fork copies dropped below.
-    sql, params = search_sql(replace(query, terms=terms, limit=limit * 2))
+    rows: Sequence[Sequence[Any]]
+    if is_postgres(conn):
+        filters, params = search_filters(query)
+        rows = pg_search.search_rows(
+            cast("PgConnection", conn), query.user_id, terms, filters, params, limit * 2
+        )
+    else:
+        sql, params = search_sql(replace(query, terms=terms, limit=limit * 2))
+        rows = conn.execute(sql, params).fetchall()
     hits: list[SearchHit] = []
     seen: set[tuple[str, float]] = set()
-    for row in conn.execute(sql, params).fetchall():
+    for row in rows:
         rowid, text, created_at = int(row[0]), str(row[1]), float(row[4])
         kind, row_id = kind_of(rowid)
         if (text, created_at) in seen:
@@ -267,11 +298,12 @@ class SearchIndex:
         return await self.read_fresh(lambda conn: search_records(conn, query))
 
     async def read_fresh(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """``fn`` in a read, after indexing every queued message.
+        """``fn`` in a read, after indexing every queued record.
 
         An explicit search (``/search``, the ``memory_search`` tool, the admin API)
-        sees every stored message, queued ones too. A read-only or locked database
-        answers from what is indexed rather than not at all.
+        sees every stored message, queued ones too (on PostgreSQL notes, facts and
+        digests are queued as well, and so found right after they are written). A
+        read-only or locked database answers from what is indexed rather than not at all.
         """
         try:
             await self.index_pending(None)
@@ -321,8 +353,10 @@ class SearchIndex:
         writer (and every turn's write behind it) for tens of milliseconds under load;
         steps of ``TIDY_STEP_PAGES`` let other writes in between. Stops when a step finds
         nothing to merge, after ``max_steps``, or when :meth:`optimize` starts. Returns
-        the number of writes it took.
+        the number of writes it took (none on PostgreSQL: no segments to merge).
         """
+        if self._db.engine.name == "postgresql":
+            return 0
         steps = 0
         while steps < max_steps and not self._db.search_compaction.locked():
             steps += 1
@@ -338,8 +372,11 @@ class SearchIndex:
         seconds on a large index). A segment added meanwhile (a memory, a
         delete, another process's indexer) restarts FTS5's merge; if the steps have not
         converged after twice the expected number, one 'optimize' finishes the job.
-        Returns the number of writes it took.
+        Returns the number of writes it took: none on PostgreSQL, whose index tables
+        keep no deleted entries (its own VACUUM reclaims their space).
         """
+        if self._db.engine.name == "postgresql":
+            return 0
         async with self._db.search_compaction:
             pages = await self._db.read(index_pages)
             most = 2 * (pages // step_pages + 1) + 8

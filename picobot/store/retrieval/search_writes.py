@@ -8,6 +8,13 @@ Plain functions of a ``sqlite3`` connection, run inside a group commit by
 from __future__ import annotations
 
 import sqlite3
+from typing import TYPE_CHECKING, cast
+
+from picobot.store.engine import is_postgres
+from picobot.store.postgres import search as pg_search
+
+if TYPE_CHECKING:
+    from picobot.store.postgres.driver import PgConnection
 
 INDEX_BATCH = 2500
 """Most queued messages one indexing write takes. Large enough that one run every
@@ -21,8 +28,12 @@ def index_pending(conn: sqlite3.Connection, limit: int | None = INDEX_BATCH) -> 
 
     Runs inside the caller's transaction (a group commit), so the FTS5 segment it adds
     holds every message of the batch. A queued id whose message is gone was removed by
-    the delete trigger; the join skips any other leftover.
+    the delete trigger; the join skips any other leftover. On PostgreSQL the queue holds
+    notes, facts and digests too, indexed first (see
+    :func:`picobot.store.postgres.search.index_pending`).
     """
+    if is_postgres(conn):
+        return pg_search.index_pending(cast("PgConnection", conn), limit)
     row = conn.execute(
         "SELECT min(id), max(id) FROM (SELECT id FROM search_pending ORDER BY id LIMIT ?)",
         (-1 if limit is None else limit,),
@@ -102,7 +113,8 @@ def requeue_index(conn: sqlite3.Connection) -> int:
     """In the writer: empty the recall index and index everything again; how many records.
 
     Messages go to the queue (indexed in the background, or before any explicit
-    search); notes, facts and digests are indexed at once by their update triggers.
+    search); notes, facts and digests are indexed at once by their update triggers
+    (queued like messages on PostgreSQL).
     For a change of how terms are made (see picobot.store.keys.binding).
     """
     conn.execute("DELETE FROM search_index")

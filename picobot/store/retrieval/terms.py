@@ -201,15 +201,29 @@ def body_query(user_id: str, terms: Sequence[str], terms_key: bytes | None = Non
     parsed as FTS5 syntax: only letters, digits and marks reach the expression. Terms
     without a word are skipped; raises ValueError when none is left.
     """
-    phrases = []
-    for term in terms[:MAX_QUERY_TERMS]:
-        found = words(term)
-        if found:
-            phrases.append('"' + " ".join(user_terms(user_id, found, terms_key)) + '"')
+    phrases = ['"' + " ".join(p) + '"' for p in query_phrases(user_id, terms, terms_key)]
     if not phrases:
         raise ValueError("a recall query needs at least one term with a word in it")
     # body: keeps terms off the owner column.
     return f"body:({' OR '.join(phrases)})"
+
+
+def query_phrases(
+    user_id: str, terms: Sequence[str], terms_key: bytes | None = None
+) -> list[list[str]]:
+    """The phrases a query of ``terms`` matches, each the index terms of one term's
+    words in order (:func:`user_terms`); terms without a word are skipped.
+
+    What :func:`body_query` quotes for FTS5, and what PostgreSQL's ranking
+    (:mod:`picobot.store.postgres.search`) looks up: one list, so both engines match
+    the same phrases.
+    """
+    phrases = []
+    for term in terms[:MAX_QUERY_TERMS]:
+        found = words(term)
+        if found:
+            phrases.append(user_terms(user_id, found, terms_key))
+    return phrases
 
 
 def fts_query(user_id: str, terms: Sequence[str], terms_key: bytes | None = None) -> str:

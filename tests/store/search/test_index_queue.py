@@ -88,8 +88,9 @@ async def test_a_deleted_queued_message_is_never_indexed(db: Database) -> None:
     assert await queued(db) == [kept.id]
     assert await SearchIndex(db).index_pending() == 1
     assert await recall(db, ALICE, "wombat") == ["public wombat facts"]
-    blocks = await db.fetchall("SELECT block FROM search_index_data")
-    assert not any(b"secret" in bytes(r[0]) for r in blocks if r[0] is not None)
+    if db.engine.name == "sqlite":  # FTS5's segments (PostgreSQL's index holds no text)
+        blocks = await db.fetchall("SELECT block FROM search_index_data")
+        assert not any(b"secret" in bytes(r[0]) for r in blocks if r[0] is not None)
 
 
 async def test_an_edited_message_leaves_the_index_at_once_and_is_queued_again(
@@ -99,7 +100,8 @@ async def test_an_edited_message_leaves_the_index_at_once_and_is_queued_again(
     msg = await MessageRepo(db).append(sid, "user", "the old axolotl text", 5)
     await SearchIndex(db).index_pending()
     await db.execute_write(
-        "UPDATE messages SET content = 'the new capybara text' WHERE id = ?", (msg.id,)
+        "UPDATE messages SET content = picobot_seal(?, ?) WHERE id = ?",
+        (ALICE, "the new capybara text", msg.id),
     )
     assert await recall(db, ALICE, "axolotl") == []
     assert await queued(db) == [msg.id]

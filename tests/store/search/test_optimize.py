@@ -45,6 +45,7 @@ async def many_segments_then_delete(db: Database, batches: int = 12) -> str:
     return sid
 
 
+@pytest.mark.sqlite_only
 async def test_optimize_in_steps_drops_deleted_text_and_keeps_the_rest(db: Database) -> None:
     await many_segments_then_delete(db)
     steps = await SearchIndex(db).optimize(step_pages=1)
@@ -57,6 +58,7 @@ async def test_optimize_in_steps_drops_deleted_text_and_keeps_the_rest(db: Datab
     assert await SearchIndex(db).optimize(step_pages=1) == 1
 
 
+@pytest.mark.sqlite_only
 async def test_writes_go_on_between_the_merge_steps(db: Database) -> None:
     sid = await many_segments_then_delete(db)
     other = await new_session(db, BOB)
@@ -89,6 +91,7 @@ async def test_the_background_indexer_waits_for_an_optimize(db: Database) -> Non
     assert await index.index_in_background() == 1
 
 
+@pytest.mark.sqlite_only
 async def test_merge_steps_that_never_converge_end_in_one_optimize(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -147,6 +150,7 @@ async def one_segment_each(db: Database, count: int) -> tuple[str, int]:
     return sid, before
 
 
+@pytest.mark.sqlite_only
 async def test_index_writes_merge_nothing_and_tidy_does_the_merge_work(db: Database) -> None:
     _, before = await one_segment_each(db, 12)
     index = SearchIndex(db)
@@ -158,6 +162,7 @@ async def test_index_writes_merge_nothing_and_tidy_does_the_merge_work(db: Datab
     await integrity_check(db)
 
 
+@pytest.mark.sqlite_only
 async def test_the_background_indexer_tidies_after_a_run_that_indexed(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -36,10 +36,11 @@ async def test_excluded_ids_leave_out_those_messages_and_nothing_else(db: Databa
     memory = await db.write(
         lambda conn: conn.execute(
             "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
-            " VALUES (?, 'place', 'the lighthouse at Cape Point', ?, ?) RETURNING id",
-            (ALICE, now, now),
+            " VALUES (?1, picobot_seal(?1, ?2), picobot_seal(?1, ?3), ?4, ?4) RETURNING id",
+            (ALICE, "place", "the lighthouse at Cape Point", now),
         ).fetchone()[0]
     )
+    await SearchIndex(db).index_pending()  # PostgreSQL queues notes too
     by_id = await recall(db, SearchQuery(ALICE, ["lighthouse"], exclude_ids=ids[2:]))
     assert by_id == {
         ("message", ids[0]),
