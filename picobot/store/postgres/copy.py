@@ -37,10 +37,11 @@ import hashlib
 import re
 import sqlite3
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -140,13 +141,6 @@ class _Table:
     @property
     def column_list(self) -> str:
         return ", ".join(self.columns)
-
-
-@dataclass
-class _State:
-    """The target's progress rows: table -> (last rowid copied, done)."""
-
-    rows: dict[str, tuple[int | None, bool]] = field(default_factory=dict)
 
 
 def _encode(value: Any) -> bytes:
@@ -250,6 +244,8 @@ class StoreCopy:
         self.environ = environ
         self.batch_rows = batch_rows
         self.progress = progress
+        # Set when run() is cancelled (Ctrl+C): the copying thread stops at the next batch.
+        self._stopping = threading.Event()
 
     # --- the whole copy ---------------------------------------------------------------
 
@@ -265,10 +261,20 @@ class StoreCopy:
         try:
             await self._check_source(ring)
             resumed = await asyncio.to_thread(self._copy_keys, ring)
+        except psycopg.Error as exc:
+            raise StoreUnavailable(explain(exc, self.url)) from None
         finally:
             ring.close()
         await self._open_target()
-        tables, queued, keys = await asyncio.to_thread(self._copy_tables)
+        try:
+            tables, queued, keys = await asyncio.to_thread(self._copy_tables)
+        except asyncio.CancelledError:
+            self._stopping.set()
+            raise
+        except psycopg.Error as exc:
+            raise StoreUnavailable(explain(exc, self.url)) from None
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"cannot read {self.db_path}: {exc}") from None
         return CopyReport(
             source=str(self.db_path),
             target=self.where,
@@ -415,9 +421,10 @@ class StoreCopy:
             tables = self._plan(src, pg)
             state = self._state(pg, tables)
             for table in tables:
-                last, done = state.rows.get(table.name, (None, False))
+                last, done = state.get(table.name, (None, False))
                 if done:
                     continue
+                self._check_stop()
                 if table.name in MERGED:
                     self._merge(src, pg, table)
                 elif table.whole:
@@ -462,7 +469,11 @@ class StoreCopy:
         return plan
 
     @staticmethod
-    def _state(pg: psycopg.Connection[Any], tables: list[_Table]) -> _State:
+    def _state(
+        pg: psycopg.Connection[Any], tables: list[_Table]
+    ) -> dict[str, tuple[int | None, bool]]:
+        """The progress rows (made for tables met the first time): table -> (last rowid
+        copied, done)."""
         with pg.transaction():
             with pg.cursor() as cur:
                 cur.executemany(
@@ -473,18 +484,25 @@ class StoreCopy:
             rows = pg.execute(
                 f"SELECT table_name, last_rowid, done FROM {PROGRESS_TABLE}"  # noqa: S608
             ).fetchall()
-        return _State({str(n): (last, bool(done)) for n, last, done in rows})
+        return {str(n): (last, bool(done)) for n, last, done in rows}
 
-    def _write(
-        self, pg: psycopg.Connection[Any], table: _Table, rows: Iterable[Sequence[Any]]
-    ) -> None:
-        """COPY ``rows`` into ``table`` (in the caller's transaction)."""
+    @staticmethod
+    def _write(pg: psycopg.Connection[Any], table: _Table, rows: Iterable[Sequence[Any]]) -> int:
+        """COPY ``rows`` into ``table`` (in the caller's transaction); how many."""
+        written = 0
         with (
             pg.cursor() as cur,
             cur.copy(f"COPY {table.name} ({table.column_list}) FROM STDIN") as copy,
         ):
             for row in _convert(table, rows):
                 copy.write_row(row)
+                written += 1
+        return written
+
+    def _check_stop(self) -> None:
+        """Raise CopyError once :meth:`run` was cancelled (between two transactions)."""
+        if self._stopping.is_set():
+            raise CopyError("the copy was interrupted; run it again to resume")
 
     @staticmethod
     def _begin(pg: psycopg.Connection[Any]) -> None:
@@ -513,6 +531,7 @@ class StoreCopy:
             " WHERE rowid > ? ORDER BY rowid LIMIT ?"
         )
         while True:
+            self._check_stop()
             rows = src.execute(query, (after, self.batch_rows)).fetchall()
             if not rows:
                 break
@@ -535,10 +554,10 @@ class StoreCopy:
         with pg.transaction():
             self._begin(pg)
             pg.execute(f"DELETE FROM {table.name}")  # noqa: S608 - trigger-made rows
-            self._write(pg, table, rows)
+            written = self._write(pg, table, rows)
             self._mark(pg, table, None, True)
-        if self.progress is not None:
-            self.progress(table.name, self._count(src, table))
+        if self.progress is not None and written:
+            self.progress(table.name, written)
 
     def _merge(self, src: sqlite3.Connection, pg: psycopg.Connection[Any], table: _Table) -> None:
         """Upsert the source's rows of a ``name``/``value`` table over the target's."""
@@ -552,10 +571,6 @@ class StoreCopy:
                     rows,
                 )
             self._mark(pg, table, None, True)
-
-    @staticmethod
-    def _count(src: sqlite3.Connection, table: _Table) -> int:
-        return int(src.execute(f"SELECT COUNT(*) FROM {table.name}").fetchone()[0])  # noqa: S608
 
     # --- finishing ----------------------------------------------------------------------
 
@@ -595,10 +610,8 @@ class StoreCopy:
                     " Was the SQLite store used between runs? Empty the target database"
                     " and copy again"
                 )
-            queued = int(pg.execute("SELECT COUNT(*) FROM search_pending").fetchone()[0])  # type: ignore[index]
-            keys = int(
-                pg.execute(f"SELECT COUNT(*) FROM {KEYS_SCHEMA}.user_keys").fetchone()[0]  # type: ignore[index]  # noqa: S608
-            )
+            queued = _count(pg, "search_pending")
+            keys = _count(pg, f"{KEYS_SCHEMA}.user_keys")
             pg.execute(f"DROP TABLE {PROGRESS_TABLE}")
         return report, queued, keys
 
@@ -653,6 +666,12 @@ class StoreCopy:
             )
         except psycopg.Error as exc:
             raise StoreUnavailable(explain(exc, self.url)) from None
+
+
+def _count(pg: psycopg.Connection[Any], table: str) -> int:
+    """Rows of the target's ``table``."""
+    row = pg.execute(f"SELECT COUNT(*) FROM {table}").fetchone()  # noqa: S608 - our names
+    return 0 if row is None else int(row[0])
 
 
 def _as_bytes(value: Any) -> bytes:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import re
 import signal
 import sys
 from dataclasses import dataclass, field
@@ -193,7 +195,6 @@ async def test_copy_reads_the_same_texts_and_queues_the_index(
             for r in conn.execute("SELECT id FROM messages WHERE role IN ('user', 'assistant')")
         }
         assert indexed <= queued
-        assert -1 in queued or len(queued) == report.queued
         notes = [
             int(r[0]) for r in conn.execute("SELECT id FROM user_memories WHERE sensitive = 0")
         ]
@@ -298,7 +299,6 @@ async def test_cli_prints_no_password(
     await _seed(tmp_path, messages_per_user=3)
     # A trust-authenticated server ignores the password: it must still not be shown.
     url = _with_password(postgres_url, "s3cr3t-pw")
-    import asyncio
 
     status = await asyncio.to_thread(main, ["store", "copy", "--to", url, "--json"])
     out, err = capsys.readouterr()
@@ -317,7 +317,6 @@ def test_cli_needs_a_target(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 async def test_cli_killed_mid_copy_resumes(tmp_path: Path, postgres_url: str) -> None:
     """SIGKILL after a reported batch: a second run finishes with every row once."""
-    import asyncio
 
     counts = await _seed(tmp_path, messages_per_user=40)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PICOBOT_")}
@@ -362,3 +361,41 @@ async def test_cli_killed_mid_copy_resumes(tmp_path: Path, postgres_url: str) ->
     assert "resumed" in out.decode()
     assert _scalar(postgres_url, "SELECT COUNT(*) FROM messages") == counts["messages"]
     assert await _read(tmp_path, postgres_url) == await _read(tmp_path, None)
+
+
+async def test_a_target_that_differs_is_an_error_naming_the_table(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    await _seed(tmp_path, messages_per_user=6)
+
+    class Killed(Exception):
+        pass
+
+    def stop(table: str, rows: int) -> None:
+        if table == "messages":
+            raise Killed
+
+    with pytest.raises(Killed):
+        await _copier(tmp_path, postgres_url, batch_rows=4, progress=stop).run()
+    with _pg(postgres_url) as conn:  # a copied row changed between the runs
+        conn.execute("UPDATE sessions SET chat_id = 'elsewhere' WHERE parent_session_id IS NULL")
+    with pytest.raises(CopyError, match=r"does not match the source: sessions \(same 6 rows"):
+        await _copier(tmp_path, postgres_url).run()
+    # Nothing is dropped: the progress table stays until a copy verifies.
+    assert _scalar(postgres_url, f"SELECT to_regclass('{PROGRESS_TABLE}')") is not None
+
+
+def test_cli_copies_to_the_configured_url(
+    tmp_path: Path,
+    postgres_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+
+    asyncio.run(_seed(tmp_path, messages_per_user=3))
+    monkeypatch.setenv("PICOBOT_STORE__URL", postgres_url)
+    assert main(["store", "copy"]) == 0
+    out = capsys.readouterr().out
+    assert f"to {postgres_url}" in out
+    assert "counts and checksums match" in out
+    assert re.search(r"^  messages +\d+$", out, flags=re.MULTILINE)
