@@ -425,12 +425,16 @@ class StoreCopy:
                 if done:
                     continue
                 self._check_stop()
-                if table.name in MERGED:
-                    self._merge(src, pg, table)
-                elif table.whole:
-                    self._copy_whole(src, pg, table)
-                else:
-                    self._copy_batches(src, pg, table, last)
+                try:
+                    if table.name in MERGED:
+                        self._merge(src, pg, table)
+                    elif table.whole:
+                        self._copy_whole(src, pg, table)
+                    else:
+                        self._copy_batches(src, pg, table, last)
+                except psycopg.DataError as exc:  # a value PostgreSQL refuses (a NUL)
+                    first = str(exc).strip().splitlines()[0]
+                    raise CopyError(f"table {table.name} cannot be copied: {first}") from None
             return self._finish(src, pg, tables)
 
     def _plan(self, src: sqlite3.Connection, pg: psycopg.Connection[Any]) -> list[_Table]:

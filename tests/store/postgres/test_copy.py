@@ -399,3 +399,18 @@ def test_cli_copies_to_the_configured_url(
     assert f"to {postgres_url}" in out
     assert "counts and checksums match" in out
     assert re.search(r"^  messages +\d+$", out, flags=re.MULTILINE)
+
+
+async def test_a_value_postgresql_refuses_names_its_table(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    await _seed(tmp_path, messages_per_user=3)
+    db = await Database.open(_data(tmp_path) / "conversations.db")
+    try:
+        await db.execute_write(
+            "INSERT INTO events (at, type, payload_json) VALUES (?, 'test.nul', ?)", (T0, "a\0b")
+        )
+    finally:
+        await db.close()
+    with pytest.raises(CopyError, match="table events cannot be copied"):
+        await _copier(tmp_path, postgres_url).run()
