@@ -305,6 +305,10 @@ async def test_cli_prints_no_password(
     assert status == 0, err
     assert "s3cr3t-pw" not in out + err
     result = json.loads(out)
+    assert set(result) == {  # the keys docs/cli.md lists
+        "source", "target", "resumed", "user_keys", "tables", "rows", "seconds",
+        "queued_for_index",
+    }  # fmt: skip
     assert result["target"].count("***") == 1
     assert result["rows"] == sum(t["rows"] for t in result["tables"])
     assert {"name", "rows", "checksum"} <= set(result["tables"][0])
