@@ -90,7 +90,8 @@ _KINDS = {
 }
 
 Progress = Callable[[str, int], None]
-"""Hears ``(table, rows copied so far)`` after each committed batch."""
+"""Hears ``(table, rows of it copied so far)`` after each committed batch (counting the
+rows an interrupted run copied)."""
 
 
 class CopyError(UserError):
@@ -529,7 +530,12 @@ class StoreCopy:
         """Copy ``table`` after rowid ``last``, one transaction per batch with its
         progress row, then mark it done."""
         after = -(2**63) if last is None else last
-        copied = 0
+        copied = int(
+            src.execute(
+                f"SELECT COUNT(*) FROM {table.name} WHERE rowid <= ?",  # noqa: S608
+                (after,),
+            ).fetchone()[0]
+        )
         query = (
             f"SELECT rowid, {table.column_list} FROM {table.name}"  # noqa: S608
             " WHERE rowid > ? ORDER BY rowid LIMIT ?"

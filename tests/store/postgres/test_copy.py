@@ -237,7 +237,7 @@ async def test_an_interrupted_copy_resumes_without_duplicates(
     ).run()
     assert report.resumed
     assert ("sessions", 6) not in resumed  # done before the interruption
-    assert resumed[0] == ("messages", 7)  # the rows after the first 14, 7 at a time
+    assert resumed[0] == ("messages", 21)  # the rows after the first 14, 7 at a time
     assert _scalar(postgres_url, "SELECT COUNT(*) FROM messages") == counts["messages"]
     assert _scalar(postgres_url, "SELECT COUNT(DISTINCT id) FROM messages") == counts["messages"]
     assert await _read(tmp_path, postgres_url) == await _read(tmp_path, None)
