@@ -36,6 +36,7 @@ from picobot.cli.facts import add_facts_command
 from picobot.cli.memories import add_memories_command
 from picobot.cli.ops import add_ops_commands
 from picobot.cli.purge import add_purge_command
+from picobot.cli.store import add_store_commands
 from picobot.config.settings import DEFAULT_CONFIG_FILE, Settings, config_path, load_settings
 from picobot.config.sources import REMOTE_KEY_ENV
 from picobot.errors import ConfigError, PicobotError
@@ -224,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_memories_command(sub, parents=[common])
     add_facts_command(sub, parents=[common])
     add_backup_commands(sub, parents=[common])
+    add_store_commands(sub, parents=[common])
     parser.epilog = sub.help_section()
     return parser
 

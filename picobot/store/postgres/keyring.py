@@ -46,6 +46,26 @@ _DDL = (
 )
 
 
+def connect_keys(url: str) -> psycopg.Connection[Any]:
+    """An autocommit connection to the database at ``url`` whose statements name the
+    key store's tables (search path :data:`SCHEMA`). Raises psycopg.Error."""
+    return psycopg.connect(
+        url,
+        autocommit=True,
+        connect_timeout=CONNECT_TIMEOUT_SECS,
+        application_name="picobot-keys",
+        options=f"-c search_path={SCHEMA}",
+    )
+
+
+def create_key_tables(raw: psycopg.Connection[Any]) -> None:
+    """Make the key store's schema, tables and version trigger where missing, in one
+    transaction (a savepoint of an open one); ``raw`` comes from :func:`connect_keys`."""
+    with raw.transaction():
+        for statement in _DDL:
+            raw.execute(statement)
+
+
 class PostgresKeyRing(KeyRing):
     """A :class:`KeyRing` whose tables are in the schema :data:`SCHEMA`."""
 
@@ -58,22 +78,14 @@ class PostgresKeyRing(KeyRing):
         and check ``master`` opens it. Raises ConfigError."""
         where = f"{redacted(url)} (schema {SCHEMA})"
         try:
-            raw = psycopg.connect(
-                url,
-                autocommit=True,
-                connect_timeout=CONNECT_TIMEOUT_SECS,
-                application_name="picobot-keys",
-                options=f"-c search_path={SCHEMA}",
-            )
+            raw = connect_keys(url)
         except psycopg.Error as exc:
             raise ConfigError(f"key store {where} cannot be opened: {exc}") from None
         try:
             # Held until the store has its id and check: instances starting together
             # make one store, and each checks its master key against it.
             raw.execute("SELECT pg_advisory_lock(%s)", (KEYS_LOCK,))
-            with raw.transaction():
-                for statement in _DDL:
-                    raw.execute(statement)
+            create_key_tables(raw)
             meta: dict[str, Any] = dict(raw.execute("SELECT name, value FROM meta").fetchall())
             return cls.checked(PgConnection(raw, Sealer()), meta, where, master, source)
         except psycopg.Error as exc:
