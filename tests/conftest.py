@@ -57,6 +57,16 @@ database of its own on ``postgres_server``, sealed with a key store in the data 
 Read at import, before ``isolated`` clears PICOBOT_* for each test."""
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip the tests marked ``sqlite_only`` when the store under test is PostgreSQL."""
+    if STORE != "postgresql":
+        return
+    skip = pytest.mark.skip(reason="SQLite-specific (FTS5, WAL or file layout)")
+    for item in items:
+        if item.get_closest_marker("sqlite_only") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 async def db(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Database]:
     """A migrated database at ``tmp_path/data/conversations.db`` (alone in its data dir),
