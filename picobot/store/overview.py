@@ -79,33 +79,35 @@ def session_previews(
     offset: int,
 ) -> list[SessionPreview]:
     """Sessions, most recently active first; ``text`` matches (case-insensitively) the
-    session id, the user id or any message of the session."""
+    session id, the user id or any message of the session.
+
+    Messages are sealed, so a ``text`` filter opens them here, session by session in
+    listing order, until the page is full.
+    """
     parts: list[str] = []
     params: list[Any] = []
     if user_id is not None:
         parts.append("s.user_id = ?")
         params.append(user_id)
+    where = " WHERE " + " AND ".join(parts) if parts else ""
+    order = f"{SESSION_SELECT}{where} ORDER BY s.last_active DESC, s.id"
     if text:
         needle = text.lower()
-        parts.append(
-            "(instr(lower(s.id), ?) > 0 OR instr(lower(s.user_id), ?) > 0 OR EXISTS"
-            " (SELECT 1 FROM messages f WHERE f.session_id = s.id"
-            " AND instr(lower(picobot_open(f.content)), ?) > 0))"
-        )
-        params += [needle, needle, needle]
-    where = " WHERE " + " AND ".join(parts) if parts else ""
-    rows = conn.execute(
-        f"{SESSION_SELECT}{where} ORDER BY s.last_active DESC, s.id LIMIT ? OFFSET ?",
-        (*params, limit, offset),
-    ).fetchall()
+        matched = [
+            info
+            for info in (session_info(r) for r in conn.execute(order, params).fetchall())
+            if _session_matches(conn, info, needle)
+        ]
+        listed = matched[offset : offset + max(0, limit)]
+    else:
+        rows = conn.execute(f"{order} LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()
+        listed = [session_info(r) for r in rows]
     out = []
-    for row in rows:
-        info = session_info(row)
+    for info in listed:
         first = conn.execute(
-            "SELECT substr(picobot_open(content), 1, ?) FROM messages"
-            " WHERE session_id = ? AND role = 'user'"
-            " ORDER BY seq_order LIMIT 1",
-            (PREVIEW_CHARS + 1, info.id),
+            "SELECT picobot_open(content) AS content FROM messages"
+            " WHERE session_id = ? AND role = 'user' ORDER BY seq_order LIMIT 1",
+            (info.id,),
         ).fetchone()
         forks = conn.execute(
             "SELECT COUNT(*) FROM sessions WHERE parent_session_id = ?", (info.id,)
@@ -115,6 +117,17 @@ def session_previews(
             preview = preview[:PREVIEW_CHARS] + "…"
         out.append(SessionPreview(info, preview, int(forks[0])))
     return out
+
+
+def _session_matches(conn: sqlite3.Connection, info: SessionInfo, needle: str) -> bool:
+    """Whether the lower-case ``needle`` is in the session's id, user id or a message."""
+    if needle in info.id.lower() or needle in info.user_id.lower():
+        return True
+    cursor = conn.execute(
+        "SELECT picobot_open(content) AS content FROM messages WHERE session_id = ?",
+        (info.id,),
+    )
+    return any(needle in str(row[0]).lower() for row in cursor)
 
 
 def session_family(conn: sqlite3.Connection, session_id: str) -> tuple[list[str], list[str]]:

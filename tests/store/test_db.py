@@ -17,6 +17,7 @@ from picobot.store.db import Database
 from picobot.store.migrations import MIGRATIONS, applied_versions, apply_migrations
 
 
+@pytest.mark.sqlite_only
 async def test_open_creates_file_in_wal_mode_with_foreign_keys(db: Database) -> None:
     assert db.path.is_file()
     mode = await db.fetchone("PRAGMA journal_mode")
@@ -53,18 +54,32 @@ async def test_newer_schema_is_refused(tmp_path: Path) -> None:
 
 
 async def test_tables_and_indexes_exist(db: Database) -> None:
-    rows = await db.fetchall("SELECT name FROM sqlite_master WHERE type IN ('table', 'index')")
-    names = {r[0] for r in rows}
+    last_messages = "SELECT * FROM messages WHERE session_id = ? ORDER BY seq_order DESC LIMIT 20"
+    if db.engine.name == "postgresql":
+        listed = (
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() UNION"
+            " SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+        )
+        explain, used = "EXPLAIN ", "Index"
+    else:
+        listed = "SELECT name FROM sqlite_master WHERE type IN ('table', 'index')"
+        explain, used = "EXPLAIN QUERY PLAN ", "USING INDEX"
+    names = {r[0] for r in await db.fetchall(listed)}
     for table in ("sessions", "messages", "user_memories", "session_summaries", "tool_records"):
         assert table in names
     assert "sessions_by_user" in names
     # "last N messages of a session" is served by the UNIQUE(session_id, seq_order) index.
-    plan = await db.fetchall(
-        "EXPLAIN QUERY PLAN SELECT * FROM messages WHERE session_id = ? "
-        "ORDER BY seq_order DESC LIMIT 20",
-        ("x",),
-    )
-    assert any("USING INDEX" in str(r[3]) for r in plan)
+    plan = await db.fetchall(explain + last_messages, ("x",))
+    assert any(used in str(r[-1]) for r in plan)
+
+
+def integrity_error(db: Database) -> type[Exception]:
+    """The exception a violated constraint raises on ``db``'s engine."""
+    if db.engine.name == "postgresql":
+        import psycopg
+
+        return psycopg.IntegrityError
+    return sqlite3.IntegrityError
 
 
 async def test_messages_are_ordered_per_session(db: Database) -> None:
@@ -79,7 +94,7 @@ async def test_messages_are_ordered_per_session(db: Database) -> None:
     assert [m.content for m in last_a] == ["a0", "a1", "a2"]
     assert [m.seq_order for m in last_a] == [1, 2, 3]
     assert [m.content for m in await messages.last(b, 2)] == ["b1", "b2"]
-    with pytest.raises(sqlite3.IntegrityError):
+    with pytest.raises(integrity_error(db)):
         async with db.transaction() as conn:
             await conn.execute(
                 "INSERT INTO messages (session_id, seq_order, role, content, token_estimate,"

@@ -13,7 +13,7 @@ from tests.store.search.test_search import old_message, old_session
 
 async def contents(db: Database) -> list[tuple[str, int, str]]:
     rows = await db.fetchall(
-        "SELECT session_id, seq_order, picobot_open(content) FROM messages ORDER BY id"
+        "SELECT session_id, seq_order, picobot_open(content) AS content FROM messages ORDER BY id"
     )
     return [(str(r[0]), int(r[1]), str(r[2])) for r in rows]
 
@@ -51,10 +51,10 @@ async def test_a_source_id_is_only_the_same_message_in_its_session_with_its_text
         (other, 1, "hello"),
         (sid, 3, "other text"),
     ]
-    row = await db.fetchone(
-        "SELECT source_id FROM messages WHERE picobot_open(content) = 'other text'"
+    rows = await db.fetchall(
+        "SELECT source_id, picobot_open(content) AS content FROM messages ORDER BY id"
     )
-    assert row is not None and row[0] is None
+    assert [r[0] for r in rows if r[1] == "other text"] == [None]
 
 
 async def test_m007_adds_the_column_to_a_database_with_messages(tmp_path: Path) -> None:

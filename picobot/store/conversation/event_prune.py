@@ -111,7 +111,7 @@ async def finish_purge(
     elif session_id is not None:
         where, params = "session_id = ?", (session_id,)
     else:
-        where, params = "0", ()
+        where, params = "1 = 0", ()
     payload: dict[str, Any] = {"scope": kind, "counts": counts}
     last = {"type_": "purge.completed", "now": now, "actor": actor, "payload": payload}
     return await _delete_where(db, where, params, batch_size, last)

@@ -129,7 +129,7 @@ def list_memories(
     the model tool's listing)."""
     rows = conn.execute(
         f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ?"  # noqa: S608
-        " AND (? OR sensitive = 0) ORDER BY updated_at DESC, id DESC LIMIT ?",
+        " AND (? = 1 OR sensitive = 0) ORDER BY updated_at DESC, id DESC LIMIT ?",
         # LIMIT -1 is SQLite for "no limit".
         (user_id, int(sensitive), -1 if limit is None else max(0, limit)),
     ).fetchall()

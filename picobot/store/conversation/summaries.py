@@ -99,37 +99,38 @@ class SummaryRepo:
         summary = self._db.redact(summary)
         check = -1 if replaces is None else replaces
         async with self._db.transaction() as conn:
+            async with conn.execute(
+                "SELECT user_id FROM sessions WHERE id = ?", (session_id,)
+            ) as owner:
+                row = await owner.fetchone()
+            if row is None:
+                return False
+            user_id = row[0]
             cur = await conn.execute(
                 "INSERT INTO session_summaries"
                 " (session_id, summary, covered_seq, token_estimate, updated_at)"
-                " SELECT ?1, picobot_seal((SELECT user_id FROM sessions WHERE id = ?1), ?2),"
-                " ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM messages"
-                " WHERE session_id = ? AND seq_order = ?) AND (? < 0 OR COALESCE("
-                "(SELECT covered_seq FROM session_summaries WHERE session_id = ?), 0) = ?)"
-                " AND (SELECT COUNT(*) FROM messages WHERE id IN (SELECT value FROM"
-                " json_each(?))) = ?"
+                " SELECT ?1, picobot_seal(?9, ?2), ?3, ?4, ?5 WHERE EXISTS (SELECT 1"
+                " FROM messages WHERE session_id = ?1 AND seq_order = ?3) AND (?6 < 0 OR"
+                " COALESCE((SELECT covered_seq FROM session_summaries WHERE session_id = ?1),"
+                " 0) = ?6) AND (SELECT COUNT(*) FROM messages WHERE id IN (SELECT value FROM"
+                " json_each(?7))) = ?8"
                 " ON CONFLICT (session_id) DO UPDATE SET summary = excluded.summary,"
                 " covered_seq = excluded.covered_seq,"
                 " token_estimate = excluded.token_estimate,"
                 " updated_at = excluded.updated_at",
                 (
-                    *(session_id, summary, covered_seq, token_estimate, now),
-                    *(session_id, covered_seq, check, session_id, check),
-                    *(json.dumps(list(folded)), len(folded)),
+                    *(session_id, summary, covered_seq, token_estimate, now, check),
+                    *(json.dumps(list(folded)), len(folded), user_id),
                 ),
             )
             written = cur.rowcount > 0
             await cur.close()
             if written:
-                async with conn.execute(
-                    "SELECT user_id FROM sessions WHERE id = ?", (session_id,)
-                ) as owner:
-                    row = await owner.fetchone()
                 await record_event_in(
                     conn,
                     "summary.updated",
                     now,
-                    user_id=None if row is None else row[0],
+                    user_id=user_id,
                     session_id=session_id,
                     actor=actor,
                     payload={"covered_seq": covered_seq, "token_estimate": token_estimate},

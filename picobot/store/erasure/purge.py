@@ -46,7 +46,7 @@ Clause = tuple[str, tuple[Any, ...]]
 Deleter = Callable[[AsyncConnection, str], Awaitable[PurgeCounts]]
 """Deletes a batch of rows by key (a JSON array) in a transaction; what it deleted."""
 
-_NOTHING: Clause = ("0", ())
+_NOTHING: Clause = ("1 = 0", ())
 
 
 @dataclass(frozen=True, slots=True)

@@ -272,10 +272,10 @@ class DigestStore:
             if not _unchanged(children(conn, digest.id), sources):
                 return False
             cur = conn.execute(
-                "UPDATE digests SET text = picobot_seal(user_id, ?), token_estimate = ?, stale = 0,"
+                "UPDATE digests SET text = picobot_seal(?, ?), token_estimate = ?, stale = 0,"
                 " updated_at = ?"
                 " WHERE id = ? AND stale = 1",
-                (text, tokens, now, digest.id),
+                (digest.user_id, text, tokens, now, digest.id),
             )
             if cur.rowcount:
                 n = len(sources)

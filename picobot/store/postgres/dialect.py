@@ -14,6 +14,9 @@ store uses and PostgreSQL spells differently:
   ``strpos``, ``json_extract(x, '$.k')`` is ``(x::jsonb ->> 'k')``, ``CAST(... AS
   INTEGER)`` is ``BIGINT``, ``LIMIT -1`` is ``LIMIT ALL``, ``WHERE 1`` is ``WHERE
   TRUE``, and ``sqlite_master`` lists the tables of the current schema;
+- a subquery in ``FROM`` without an alias (SQLite needs none) gets one;
+- ``LIMIT ?`` given a negative number (SQLite's "no limit") is sent ``NULL``, which
+  PostgreSQL reads as ``LIMIT ALL``;
 - the sealing functions, which need the user's key and so cannot run in the server:
   ``picobot_seal``, ``picobot_seal_bytes`` and ``picobot_tag`` of parameters become a
   new parameter computed in Python, and ``picobot_open[_bytes](column) AS name`` in a
@@ -58,6 +61,7 @@ class Statement:
     Before numbering, the first ``given`` are the caller's parameters, in order;
     ``lists`` are those of them passed as JSON arrays that go as lists; each of
     ``computed`` is one more, ``(function, user parameter, value parameter)`` (0-based);
+    ``limits`` are those of the caller's that are a ``LIMIT``, sent ``NULL`` if negative;
     ``opened`` maps a returned column's name to how it is opened. ``sent``: which of
     those values (0-based: the caller's, then the computed) go as ``$1..$k``.
     """
@@ -65,6 +69,7 @@ class Statement:
     sql: str
     given: int
     lists: frozenset[int]
+    limits: frozenset[int]
     computed: tuple[tuple[Computed, int, int], ...]
     opened: dict[str, Opened]
     sent: tuple[int, ...]
@@ -83,6 +88,7 @@ _JSON_EACH = re.compile(
 _IS_NOT = re.compile(r"\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
 _IS = re.compile(r"\bIS\s+(?!NOT\b|NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
 _INSERT_OR_IGNORE = re.compile(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", re.I)
+_LIMIT_PARAMETER = re.compile(r"\bLIMIT\s+\$(\d+)", re.I)
 _RETURNING = re.compile(r"\bRETURNING\b", re.I)
 _WORDS = (
     (re.compile(r"\binstr\(", re.I), "strpos("),
@@ -91,6 +97,32 @@ _WORDS = (
     (re.compile(r"\bLIMIT\s+-1\b", re.I), "LIMIT ALL"),
     (re.compile(r"\bsqlite_master\b", re.I), _CATALOG),
     (re.compile(r"\bWHERE\s+1\b(?!\s*[=<>!])", re.I), "WHERE TRUE"),
+)
+_FROM_SUBQUERY = re.compile(r"\bFROM\s*\(\s*SELECT\b", re.I)
+_ALIASED = re.compile(
+    r"\s*(?:AS\s+)?(?!(?:{})\b)[A-Za-z_]\w*".format(
+        "|".join(
+            (
+                "WHERE",
+                "ORDER",
+                "GROUP",
+                "HAVING",
+                "LIMIT",
+                "OFFSET",
+                "UNION",
+                "EXCEPT",
+                "INTERSECT",
+                "JOIN",
+                "LEFT",
+                "INNER",
+                "CROSS",
+                "ON",
+                "WINDOW",
+                "RETURNING",
+            )
+        )
+    ),
+    re.I,
 )
 _SCALAR = re.compile(r"\b(MAX|MIN)\(", re.I)
 _JSON_EXTRACT = re.compile(r"\bjson_extract\(", re.I)
@@ -113,11 +145,13 @@ def translate(sql: str) -> Statement:
     code = _LITERAL.sub(hide, sql)
     code, given = _number_placeholders(code)
     code, lists = _json_lists(code)
+    limits = frozenset(int(m.group(1)) - 1 for m in _LIMIT_PARAMETER.finditer(code))
     code = _IS_NOT.sub("IS DISTINCT FROM ", code)
     code = _IS.sub("IS NOT DISTINCT FROM ", code)
     for pattern, replacement in _WORDS:
         code = pattern.sub(replacement, code)
     code = _insert_or_ignore(code)
+    code = _alias_subqueries(code)
     code = _scalar_extremes(code)
     code = _json_extract(code, literals)
     code, computed = _computed_parameters(code, given)
@@ -127,7 +161,7 @@ def translate(sql: str) -> Statement:
     code, sent = _renumber(code)
     for index, literal in enumerate(literals):
         code = code.replace(_MARK.format(index), literal)
-    return Statement(code, given, lists, computed, opened, sent)
+    return Statement(code, given, lists, limits, computed, opened, sent)
 
 
 def _renumber(code: str) -> tuple[str, tuple[int, ...]]:
@@ -199,6 +233,20 @@ def _arguments(code: str, open_paren: int) -> tuple[list[str], int]:
             args.append(code[start:i].strip())
             start = i + 1
     raise UnsupportedSQL(f"unbalanced parentheses: {code}")
+
+
+def _alias_subqueries(code: str) -> str:
+    """``FROM (SELECT ...)`` without an alias → ``FROM (SELECT ...) AS _subqueryN``."""
+    at = 0
+    count = 0
+    while found := _FROM_SUBQUERY.search(code, at):
+        open_paren = code.index("(", found.start())
+        _, end = _arguments(code, open_paren)
+        if not _ALIASED.match(code, end):
+            count += 1
+            code = f"{code[:end]} AS _subquery{count}{code[end:]}"
+        at = open_paren + 1
+    return code
 
 
 def _scalar_extremes(code: str) -> str:

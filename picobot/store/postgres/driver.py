@@ -167,6 +167,9 @@ class PgConnection:
         for i in statement.lists:
             value = values[i]
             values[i] = json.loads(value) if isinstance(value, str | bytes) else list(value)
+        for i in statement.limits:
+            if isinstance(values[i], int) and values[i] < 0:
+                values[i] = None
         seal = self.sealer
         for how, user, value in statement.computed:
             owner = None if values[user] is None else str(values[user])

@@ -17,6 +17,7 @@ nothing here runs while no embedding model is configured.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -85,17 +86,26 @@ def unembedded(
 def store_vectors(conn: sqlite3.Connection, model: str, rows: Sequence[tuple[int, bytes]]) -> int:
     """In the writer: store ``(message_id, vector bytes)`` pairs; how many were stored.
 
-    A message deleted since it was read (a purge meanwhile) gets none.
+    A message deleted since it was read (a purge meanwhile) gets none. Each vector is
+    sealed with the key of the user whose session holds its message, read first.
     """
+    owners = dict(
+        conn.execute(
+            "SELECT m.id, s.user_id FROM messages m JOIN sessions s ON s.id = m.session_id"
+            " WHERE m.id IN (SELECT value FROM json_each(?))",
+            (json.dumps([message_id for message_id, _ in rows]),),
+        ).fetchall()
+    )
     stored = 0
     for message_id, blob in rows:
+        if message_id not in owners:
+            continue
         cur = conn.execute(
             "INSERT INTO message_vectors (message_id, model, vector)"
-            " SELECT ?1, ?2, picobot_seal_bytes(s.user_id, ?3) FROM messages m"
-            " JOIN sessions s ON s.id = m.session_id WHERE m.id = ?1"
+            " VALUES (?1, ?2, picobot_seal_bytes(?4, ?3))"
             " ON CONFLICT (message_id) DO UPDATE SET model = excluded.model,"
             " vector = excluded.vector",
-            (message_id, model, blob),
+            (message_id, model, blob, owners[message_id]),
         )
         stored += cur.rowcount
     return stored
@@ -119,7 +129,7 @@ def nearest_messages(
     import numpy as np
 
     rows = conn.execute(
-        "SELECT v.message_id, picobot_open_bytes(v.vector) FROM sessions s"
+        "SELECT v.message_id, picobot_open_bytes(v.vector) AS vector FROM sessions s"
         " JOIN messages m ON m.session_id = s.id"
         " JOIN message_vectors v ON v.message_id = m.id WHERE s.user_id = ? AND v.model = ?",
         (user_id, model),
