@@ -81,6 +81,17 @@ async def db(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Da
         ring.close()
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Skip tests marked ``sqlite_only`` when the store under test is PostgreSQL: what
+    they assert is SQLite's own (FTS5, the WAL, bytes of the database file)."""
+    if STORE != "postgresql":
+        return
+    skip = pytest.mark.skip(reason="SQLite-specific (FTS5, WAL or file layout)")
+    for item in items:
+        if item.get_closest_marker("sqlite_only") is not None:
+            item.add_marker(skip)
+
+
 def _no_postgres(reason: str) -> NoReturn:
     """Skip, or fail when ``PICOBOT_REQUIRE_POSTGRES=1`` (CI that installed PostgreSQL)."""
     if os.environ.get("PICOBOT_REQUIRE_POSTGRES") == "1":

@@ -108,9 +108,9 @@ def unreflected(
 
 def user_digests(conn: sqlite3.Connection, user_id: str, limit: int | None = None) -> list[Digest]:
     """``user_id``'s reflections and digests, by level, oldest first."""
-    return _select(
-        conn, "user_id = ? ORDER BY level, id LIMIT ?", (user_id, -1 if limit is None else limit)
-    )
+    if limit is None:
+        return _select(conn, "user_id = ? ORDER BY level, id", (user_id,))
+    return _select(conn, "user_id = ? ORDER BY level, id LIMIT ?", (user_id, limit))
 
 
 def unfolded(conn: sqlite3.Connection, user_id: str, level: int, limit: int) -> list[Digest]:

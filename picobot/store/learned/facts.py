@@ -252,7 +252,7 @@ def get_fact(conn: sqlite3.Connection, fact_id: int, user_id: str | None = None)
     rows = _rows(
         conn,
         f"SELECT {_COLUMNS} FROM facts WHERE id = ?"  # noqa: S608
-        " AND (?2 IS NULL OR user_id = ?2)",
+        " AND (CAST(?2 AS TEXT) IS NULL OR user_id = ?2)",
         (fact_id, user_id),
     )
     return fact_from_row(rows[0]) if rows else None
