@@ -127,15 +127,12 @@ def list_memories(
     """``user_id``'s memories, most recently updated first (in a reader thread);
     without ``sensitive``, the notes marked sensitive are left out (the prompt's,
     the model tool's listing)."""
-    sql = (
+    rows = conn.execute(
         f"SELECT {_COLUMNS} FROM user_memories WHERE user_id = ?"  # noqa: S608
-        " AND (? = 1 OR sensitive = 0) ORDER BY updated_at DESC, id DESC"
-    )
-    params: list[object] = [user_id, int(sensitive)]
-    if limit is not None:
-        sql += " LIMIT ?"
-        params.append(max(0, limit))
-    rows = conn.execute(sql, params).fetchall()
+        " AND (? = 1 OR sensitive = 0) ORDER BY updated_at DESC, id DESC LIMIT ?",
+        # LIMIT -1 is SQLite for "no limit".
+        (user_id, int(sensitive), -1 if limit is None else max(0, limit)),
+    ).fetchall()
     return [_memory(r) for r in rows]
 
 

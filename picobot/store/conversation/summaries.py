@@ -99,10 +99,17 @@ class SummaryRepo:
         summary = self._db.redact(summary)
         check = -1 if replaces is None else replaces
         async with self._db.transaction() as conn:
+            async with conn.execute(
+                "SELECT user_id FROM sessions WHERE id = ?", (session_id,)
+            ) as owner:
+                row = await owner.fetchone()
+            if row is None:  # purged meanwhile: its messages are gone too
+                return False
+            user_id = str(row[0])
             cur = await conn.execute(
                 "INSERT INTO session_summaries"
                 " (session_id, summary, covered_seq, token_estimate, updated_at)"
-                " SELECT ?1, picobot_seal((SELECT user_id FROM sessions WHERE id = ?1), ?2),"
+                " SELECT ?1, picobot_seal(?6, ?2),"
                 " ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM messages"
                 " WHERE session_id = ? AND seq_order = ?) AND (? < 0 OR COALESCE("
                 "(SELECT covered_seq FROM session_summaries WHERE session_id = ?), 0) = ?)"
@@ -113,7 +120,7 @@ class SummaryRepo:
                 " token_estimate = excluded.token_estimate,"
                 " updated_at = excluded.updated_at",
                 (
-                    *(session_id, summary, covered_seq, token_estimate, now),
+                    *(session_id, summary, covered_seq, token_estimate, now, user_id),
                     *(session_id, covered_seq, check, session_id, check),
                     *(json.dumps(list(folded)), len(folded)),
                 ),
@@ -121,15 +128,11 @@ class SummaryRepo:
             written = cur.rowcount > 0
             await cur.close()
             if written:
-                async with conn.execute(
-                    "SELECT user_id FROM sessions WHERE id = ?", (session_id,)
-                ) as owner:
-                    row = await owner.fetchone()
                 await record_event_in(
                     conn,
                     "summary.updated",
                     now,
-                    user_id=None if row is None else row[0],
+                    user_id=user_id,
                     session_id=session_id,
                     actor=actor,
                     payload={"covered_seq": covered_seq, "token_estimate": token_estimate},

@@ -108,9 +108,9 @@ def unreflected(
 
 def user_digests(conn: sqlite3.Connection, user_id: str, limit: int | None = None) -> list[Digest]:
     """``user_id``'s reflections and digests, by level, oldest first."""
-    if limit is None:
-        return _select(conn, "user_id = ? ORDER BY level, id", (user_id,))
-    return _select(conn, "user_id = ? ORDER BY level, id LIMIT ?", (user_id, limit))
+    return _select(
+        conn, "user_id = ? ORDER BY level, id LIMIT ?", (user_id, -1 if limit is None else limit)
+    )
 
 
 def unfolded(conn: sqlite3.Connection, user_id: str, level: int, limit: int) -> list[Digest]:
@@ -272,10 +272,10 @@ class DigestStore:
             if not _unchanged(children(conn, digest.id), sources):
                 return False
             cur = conn.execute(
-                "UPDATE digests SET text = picobot_seal(user_id, ?), token_estimate = ?, stale = 0,"
+                "UPDATE digests SET text = picobot_seal(?, ?), token_estimate = ?, stale = 0,"
                 " updated_at = ?"
-                " WHERE id = ? AND stale = 1",
-                (text, tokens, now, digest.id),
+                " WHERE id = ? AND stale = 1 AND user_id = ?",  # sealed with that user's key
+                (digest.user_id, text, tokens, now, digest.id, digest.user_id),
             )
             if cur.rowcount:
                 n = len(sources)

@@ -49,9 +49,8 @@ def record_change(
     conn.execute(
         "INSERT INTO fact_history (fact_id, at, reason, old_text, new_text, old_confidence,"
         " new_confidence, old_active, new_active, session_id, actor)"
-        " VALUES (?1, ?2, ?3, picobot_seal((SELECT user_id FROM facts WHERE id = ?1), ?4),"
-        " picobot_seal((SELECT user_id FROM facts WHERE id = ?1), ?5), ?6, ?7, ?8, ?9, ?10,"
-        " ?11)",
+        " VALUES (?1, ?2, ?3, picobot_seal(?12, ?4), picobot_seal(?12, ?5), ?6, ?7, ?8, ?9,"
+        " ?10, ?11)",
         (
             new.id,
             now,
@@ -64,6 +63,7 @@ def record_change(
             int(new.active),
             session_id,
             actor,
+            new.user_id,
         ),
     )
     kind = fact_event(old, reason)
@@ -112,8 +112,8 @@ def set_fact(
         sets.append("active = ?")
         params.append(int(act))
     if text is not None and text != fact.text:
-        sets.append("text = picobot_seal(user_id, ?)")
-        params.append(text)
+        sets.append("text = picobot_seal(?, ?)")
+        params += [fact.user_id, text]
     if touch is not None:
         sets.append("updated_at = ?, decay_steps = 0")
         params.append(touch)

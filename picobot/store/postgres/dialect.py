@@ -14,6 +14,9 @@ store uses and PostgreSQL spells differently:
   ``strpos``, ``json_extract(x, '$.k')`` is ``(x::jsonb ->> 'k')``, ``CAST(... AS
   INTEGER)`` is ``BIGINT``, ``LIMIT -1`` is ``LIMIT ALL``, ``WHERE 1`` is ``WHERE
   TRUE``, and ``sqlite_master`` lists the tables of the current schema;
+- ``LIMIT ?`` becomes ``LIMIT NULLIF(GREATEST($N::bigint, -1), -1)``: a negative limit
+  parameter means no limit, as in SQLite (the store passes -1 for "all"); PostgreSQL
+  refuses a negative limit and reads NULL as none;
 - the sealing functions, which need the user's key and so cannot run in the server:
   ``picobot_seal``, ``picobot_seal_bytes`` and ``picobot_tag`` of parameters become a
   new parameter computed in Python, and ``picobot_open[_bytes](column) AS name`` in a
@@ -89,6 +92,7 @@ _WORDS = (
     (re.compile(r"\bAS\s+INTEGER\s*\)", re.I), "AS BIGINT)"),
     (re.compile(r"\bAS\s+REAL\s*\)", re.I), "AS DOUBLE PRECISION)"),
     (re.compile(r"\bLIMIT\s+-1\b", re.I), "LIMIT ALL"),
+    (re.compile(r"\bLIMIT\s+\$(\d+)", re.I), r"LIMIT NULLIF(GREATEST($\1::bigint, -1), -1)"),
     (re.compile(r"\bsqlite_master\b", re.I), _CATALOG),
     (re.compile(r"\bWHERE\s+1\b(?!\s*[=<>!])", re.I), "WHERE TRUE"),
 )

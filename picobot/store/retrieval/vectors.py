@@ -89,13 +89,19 @@ def store_vectors(conn: sqlite3.Connection, model: str, rows: Sequence[tuple[int
     """
     stored = 0
     for message_id, blob in rows:
+        owner = conn.execute(
+            "SELECT s.user_id FROM messages m JOIN sessions s ON s.id = m.session_id"
+            " WHERE m.id = ?",
+            (message_id,),
+        ).fetchone()
+        if owner is None:
+            continue
         cur = conn.execute(
             "INSERT INTO message_vectors (message_id, model, vector)"
-            " SELECT ?1, ?2, picobot_seal_bytes(s.user_id, ?3) FROM messages m"
-            " JOIN sessions s ON s.id = m.session_id WHERE m.id = ?1"
+            " VALUES (?, ?, picobot_seal_bytes(?, ?))"
             " ON CONFLICT (message_id) DO UPDATE SET model = excluded.model,"
             " vector = excluded.vector",
-            (message_id, model, blob),
+            (message_id, model, owner[0], blob),
         )
         stored += cur.rowcount
     return stored
