@@ -22,14 +22,13 @@ from picobot.store.learned.fact_rules import Observation
 from picobot.store.learned.fact_writes import FactStore
 from picobot.store.retrieval.search import SearchIndex
 from picobot.store.retrieval.vectors import store_vectors
-from tests.privacy.test_erasure import new_marker, scan
+from tests.privacy.test_erasure import assert_gone, new_marker
 from tests.privacy.test_purge_store import (
     T0,
     add_message,
     add_session,
     add_summary,
     add_tool,
-    integrity_ok,
 )
 
 USER = "test:alice"
@@ -95,14 +94,6 @@ async def purge(db: Database, scope: MessagesScope) -> None:
     assert result is not None and result.counts == pending.plan.counts
 
 
-async def assert_erased(db: Database, gone: list[str], kept: list[str]) -> None:
-    # Not test_erasure's: the purge's record is written after its erasure, so the WAL
-    # holds that one page again (the scan covers the WAL too).
-    assert scan(db.path.parent, gone) == {}
-    assert set(scan(db.path.parent, kept)) == set(kept)
-    await integrity_ok(db)
-
-
 @pytest.fixture
 def rng() -> random.Random:
     return random.Random(20261128)
@@ -126,7 +117,7 @@ async def test_undo_takes_everything_derived_and_leaves_no_byte(
     assert await scalar(db, "SELECT COUNT(*) FROM facts") == 1
     sources = await db.fetchall("SELECT message_id FROM fact_sources")
     assert [int(r[0]) for r in sources] == [chat.ids["u1"]]
-    await assert_erased(db, chat.gone, chat.kept)
+    await assert_gone(db, chat.gone, chat.kept)
 
 
 async def test_delete_one_message_leaves_no_byte_of_it(db: Database, rng: random.Random) -> None:
@@ -144,7 +135,7 @@ async def test_delete_one_message_leaves_no_byte_of_it(db: Database, rng: random
     still = await db.fetchall("SELECT vector FROM message_vectors")
     held = b"".join(bytes(r[0]) for r in still)
     gone = [m for m in gone if m[-20:].encode() not in held]
-    await assert_erased(db, gone, [*chat.kept, *reply])
+    await assert_gone(db, gone, [*chat.kept, *reply])
 
 
 async def _texts_of(db: Database, message_id: int) -> str:

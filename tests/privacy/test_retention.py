@@ -405,6 +405,7 @@ async def test_the_server_erases_on_its_configured_interval(tmp_path: Path, inte
         assert state.last_erased_at > now
 
 
+@pytest.mark.sqlite_only
 async def test_expired_text_is_erased_from_every_file(db: Database, clock: Clock) -> None:
     import random
 

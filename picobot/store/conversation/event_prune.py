@@ -40,7 +40,8 @@ def delete_fact_events(conn: sqlite3.Connection, fact_ids: str) -> int:
     cur = conn.execute(
         "DELETE FROM events WHERE user_id IN (SELECT DISTINCT user_id FROM facts"  # noqa: S608
         f" WHERE id IN (SELECT value FROM json_each(?1))) AND type IN ({marks})"
-        " AND json_extract(payload_json, '$.fact_id') IN (SELECT value FROM json_each(?1))",
+        " AND CAST(json_extract(payload_json, '$.fact_id') AS INTEGER)"
+        " IN (SELECT value FROM json_each(?1))",
         (fact_ids, *FACT_EVENT_TYPES),
     )
     return int(cur.rowcount)

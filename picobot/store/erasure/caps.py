@@ -104,7 +104,7 @@ def _messages(
     # The need-th removable message, or the last one if fewer are removable (pins).
     last = conn.execute(
         f"SELECT MAX(seq_order) FROM (SELECT m.seq_order {_REMOVABLE}"  # noqa: S608
-        " ORDER BY m.seq_order LIMIT ?3)",
+        " ORDER BY m.seq_order LIMIT ?3) AS removable",
         (session_id, current, need),
     ).fetchone()[0]
     if last is None:

@@ -1,4 +1,4 @@
-"""Making deleted text unrecoverable from the database file, its WAL and the index.
+"""Making deleted text unrecoverable from the SQLite database file, its WAL and the index.
 
 A purge or retention sweep (:mod:`picobot.store.erasure.purge`) deletes rows; this erases what
 deleting leaves behind.
@@ -42,7 +42,14 @@ async def erase_residue(
       reader (possibly another process) kept it from finishing.
 
     ``timings``, when given, receives each step's duration in seconds (the bench).
+
+    Only a SQLite file keeps such residue of PicoBot's to erase: on PostgreSQL this does
+    nothing. The committed deletes are all the store can do there (the server's files,
+    WAL and backups are beyond its reach), and a user purge has already deleted the
+    user's key, which leaves what they sealed unreadable wherever a copy remains.
     """
+    if not db.engine.file:
+        return
     steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
         ("fts_optimize_s", SearchIndex(db).optimize)
     ]

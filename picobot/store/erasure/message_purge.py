@@ -22,7 +22,7 @@ import sqlite3
 from collections.abc import Sequence
 
 from picobot.store.db import Database
-from picobot.store.erasure.purge_counts import PurgeCounts
+from picobot.store.erasure.purge_counts import PurgeCounts, index_entries
 from picobot.store.learned.digest_purge import delete_session_layers
 from picobot.store.learned.fact_purge import count_message_facts, delete_message_facts
 
@@ -44,8 +44,7 @@ _INBOX = (
     f" i.message_id WHERE m.id IN ({_IDS})"
 )
 _ENTRIES = (
-    f"(SELECT COUNT(*) FROM search_index WHERE rowid IN ({_IDS})) + (SELECT COUNT(*) FROM"  # noqa: S608
-    f" search_pending WHERE id IN ({_IDS})) + (SELECT COUNT(*) FROM message_vectors WHERE"
+    f"{index_entries(_IDS)} + (SELECT COUNT(*) FROM message_vectors WHERE"  # noqa: S608
     f" message_id IN ({_IDS}))"
 )
 
@@ -62,8 +61,9 @@ def tail_after(conn: sqlite3.Connection, session_id: str, seq_order: int) -> lis
 def _count(conn: sqlite3.Connection, session_id: str, ids: str) -> PurgeCounts:
     key = (session_id, ids)
     row = conn.execute(
-        f"SELECT (SELECT COUNT(*) FROM ({_IDS})), {_ENTRIES}, (SELECT COUNT(*) FROM"  # noqa: S608
-        f" ({_TOOLS})), (SELECT COUNT(*) FROM ({_SUMMARY})), (SELECT COUNT(*) FROM ({_INBOX}))"
+        f"SELECT (SELECT COUNT(*) FROM ({_IDS}) AS ids), {_ENTRIES}, (SELECT COUNT(*) FROM"  # noqa: S608
+        f" ({_TOOLS}) AS tools), (SELECT COUNT(*) FROM ({_SUMMARY}) AS summary),"
+        f" (SELECT COUNT(*) FROM ({_INBOX}) AS inbox)"
         " + (SELECT COUNT(*) FROM outbound_queue WHERE inbox_id IN"
         f" ({_INBOX})), (SELECT COUNT(*) FROM digests WHERE level = 0 AND session_id = ?1)",
         key,

@@ -7,11 +7,12 @@ rows, one write transaction per batch with a yield to the event loop in between,
 a large sweep never holds the writer lock for long and chat turns keep flowing.
 
 Search index entries go with their source rows (the m002 triggers delete them in the
-same transaction), and dependent rows are deleted explicitly before their session
+same transaction, queued rowids too; on PostgreSQL an entry's ``search_terms`` rows go
+with it by cascade), and dependent rows are deleted explicitly before their session
 rather than left to ``ON DELETE CASCADE``, so every removed row is counted. Deleting
-rows only unlinks most of their bytes; call :func:`picobot.store.erasure.erase.erase_residue`
-afterwards to make the text unrecoverable from the database file, its WAL and the
-FTS5 index.
+rows only unlinks most of their bytes in a SQLite file; call
+:func:`picobot.store.erasure.erase.erase_residue` afterwards to make the text
+unrecoverable from the database file, its WAL and the FTS5 index.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from picobot.store.db import Database
 from picobot.store.erasure.export_files import delete_files_before, delete_user_files
 from picobot.store.erasure.pending_purges import delete_user_pending
 from picobot.store.erasure.purge_counts import PurgeCounts as PurgeCounts  # re-exported
+from picobot.store.erasure.purge_counts import index_entries
 from picobot.store.learned.digest_purge import DigestPurge, delete_session_layers
 from picobot.store.learned.fact_purge import FactPurge, delete_session_facts
 
@@ -210,6 +212,8 @@ class PurgeStore:
         mem_sql, mem_params = scope.memories
         tool_sql, tool_params = scope.tool_records
         sum_sql, sum_params = scope.summaries
+        msg_ids = f"SELECT id FROM messages WHERE {msg_sql}"  # noqa: S608
+        mem_rowids = f"SELECT -id FROM user_memories WHERE {mem_sql}"  # noqa: S608 - see m002
         # Dependent rows of a deleted session go too, even when they are not selected
         # by their own clause (a tool record newer than the retention cutoff).
         # The clauses are constants of this module; only their parameters come from callers.
@@ -220,14 +224,9 @@ class PurgeStore:
             f" (SELECT COUNT(*) FROM session_summaries WHERE ({sum_sql})"
             f"   OR session_id IN ({doomed})),"
             f" (SELECT COUNT(*) FROM user_memories WHERE {mem_sql}),"
-            " (SELECT COUNT(*) FROM search_index WHERE rowid IN"
-            f"   (SELECT id FROM messages WHERE {msg_sql})) +"
-            " (SELECT COUNT(*) FROM search_pending WHERE id IN"
-            f"   (SELECT id FROM messages WHERE {msg_sql})) +"
-            " (SELECT COUNT(*) FROM message_vectors WHERE message_id IN"
-            f"   (SELECT id FROM messages WHERE {msg_sql})) +"
-            " (SELECT COUNT(*) FROM search_index WHERE rowid IN"
-            f"   (SELECT -id FROM user_memories WHERE {mem_sql})),"
+            f" {index_entries(msg_ids)} +"
+            f" (SELECT COUNT(*) FROM message_vectors WHERE message_id IN ({msg_ids})) +"
+            f" {index_entries(mem_rowids)},"
             f" (SELECT COUNT(*) FROM tool_records WHERE ({tool_sql})"
             f"   OR session_id IN ({doomed}))",
             (
@@ -239,6 +238,7 @@ class PurgeStore:
                 *msg_params,
                 *msg_params,
                 *msg_params,
+                *mem_params,
                 *mem_params,
                 *tool_params,
                 *scope.sessions[1],
@@ -305,6 +305,7 @@ class PurgeStore:
 
 
 # Batch deleters: ``keys`` is a JSON array of row keys (json_each takes any number).
+_KEYS = "SELECT value FROM json_each(?1)"
 _IN_KEYS = "IN (SELECT value FROM json_each(?))"
 
 
@@ -326,10 +327,8 @@ async def _del_messages(conn: AsyncConnection, keys: str) -> PurgeCounts:
     # and the foreign key the messages' vectors.
     entries = await _scalar(
         conn,
-        "SELECT (SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT value FROM json_each"
-        "(?1))) + (SELECT COUNT(*) FROM search_pending WHERE id IN (SELECT value FROM json_each"
-        "(?1))) + (SELECT COUNT(*) FROM message_vectors WHERE message_id IN (SELECT value FROM"
-        " json_each(?1)))",
+        f"SELECT {index_entries(_KEYS)} + (SELECT COUNT(*) FROM message_vectors"  # noqa: S608
+        f" WHERE message_id IN ({_KEYS}))",
         keys,
     )
     n = await _delete_in(conn, "messages", "id", keys)
@@ -338,11 +337,8 @@ async def _del_messages(conn: AsyncConnection, keys: str) -> PurgeCounts:
 
 async def _del_memories(conn: AsyncConnection, keys: str) -> PurgeCounts:
     # A memory's entry has rowid -id (see m002).
-    entries = await _scalar(
-        conn,
-        "SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT -value FROM json_each(?))",
-        keys,
-    )
+    rowids = json.dumps([-int(key) for key in json.loads(keys)])
+    entries = await _scalar(conn, f"SELECT {index_entries(_KEYS)}", rowids)
     return PurgeCounts(
         memories=await _delete_in(conn, "user_memories", "id", keys), index_entries=entries
     )

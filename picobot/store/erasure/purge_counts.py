@@ -4,6 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+
+def index_entries(rowids: str) -> str:
+    """An SQL expression counting the recall-index entries of the records whose encoded
+    rowids (see :mod:`picobot.store.retrieval.search_kinds`) the subquery ``rowids``
+    selects, as one purge count: ``search_index`` rows, and rowids still queued for the
+    indexer in ``search_pending``. A record has at most one of the two (SQLite indexes
+    notes, facts and digests as they are written, PostgreSQL queues them), so either
+    engine counts one entry per indexed record. ``rowids`` appears twice: its parameters
+    must be numbered (``?1``) or passed twice."""
+    return (
+        f"(SELECT COUNT(*) FROM search_index WHERE rowid IN ({rowids}))"  # noqa: S608
+        f" + (SELECT COUNT(*) FROM search_pending WHERE id IN ({rowids}))"
+    )
+
+
 _NAMES = {
     "sessions": ("session", "sessions"),
     "messages": ("message", "messages"),
@@ -26,8 +41,9 @@ class PurgeCounts:
     summaries: int = 0
     memories: int = 0
     index_entries: int = 0
-    """Recall index entries, one per user/assistant message and memory: rows of the
-    ``search_index`` FTS table, and messages still queued for it (``search_pending``)."""
+    """Recall index entries, one per indexed message, memory, fact or digest: rows of
+    ``search_index`` (with, on PostgreSQL, their ``search_terms``, which go with them), or
+    rowids still queued for it (``search_pending``), and a message's vector."""
     tool_records: int = 0
     webhook_rows: int = 0
     """Inbox and outbound-queue rows of the messaging channels (they hold text too)."""

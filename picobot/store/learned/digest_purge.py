@@ -18,15 +18,16 @@ import sqlite3
 
 from picobot.store.connection import AsyncConnection
 from picobot.store.db import Database
+from picobot.store.erasure.purge_counts import index_entries
 from picobot.store.migrations.layers import DIGEST_ROWID_BASE, REFLECTION_ROWID_BASE
 
 _OF_SESSION = "SELECT id FROM digests WHERE level = 0 AND session_id = ?1"
 _OF_USER = "SELECT id FROM digests WHERE user_id = ?1"
-_ENTRIES = (
-    "SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT -(CASE WHEN level = 0 THEN"  # noqa: S608
-    f" {REFLECTION_ROWID_BASE} ELSE {DIGEST_ROWID_BASE} END + id) FROM digests"
-    " WHERE id IN ({doomed}))"
+_ROWIDS = (
+    f"SELECT -(CASE WHEN level = 0 THEN {REFLECTION_ROWID_BASE} ELSE {DIGEST_ROWID_BASE}"  # noqa: S608
+    " END + id) FROM digests WHERE id IN ({doomed})"
 )
+_ENTRIES = f"SELECT {index_entries(_ROWIDS)}"
 # Every digest above the session's reflections, however many levels up.
 _ABOVE = (
     "WITH RECURSIVE up(id) AS (SELECT parent_id FROM digests WHERE level = 0"
@@ -37,7 +38,7 @@ _ABOVE = (
 
 def _count(conn: sqlite3.Connection, doomed: str, key: str) -> tuple[int, int]:
     row = conn.execute(
-        f"SELECT (SELECT COUNT(*) FROM ({doomed})), ({_ENTRIES.format(doomed=doomed)})",  # noqa: S608
+        f"SELECT (SELECT COUNT(*) FROM ({doomed}) AS doomed), ({_ENTRIES.format(doomed=doomed)})",  # noqa: S608
         (key,),
     ).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)

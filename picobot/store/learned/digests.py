@@ -274,8 +274,8 @@ class DigestStore:
             cur = conn.execute(
                 "UPDATE digests SET text = picobot_seal(?, ?), token_estimate = ?, stale = 0,"
                 " updated_at = ?"
-                " WHERE id = ? AND stale = 1",
-                (digest.user_id, text, tokens, now, digest.id),
+                " WHERE id = ? AND stale = 1 AND user_id = ?",  # sealed with that user's key
+                (digest.user_id, text, tokens, now, digest.id, digest.user_id),
             )
             if cur.rowcount:
                 n = len(sources)

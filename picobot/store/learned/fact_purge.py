@@ -16,6 +16,7 @@ import sqlite3
 from picobot.store.connection import AsyncConnection
 from picobot.store.conversation.event_prune import delete_fact_events
 from picobot.store.db import Database
+from picobot.store.erasure.purge_counts import index_entries
 from picobot.store.migrations.facts import FACT_ROWID_BASE
 
 _ONLY_IN_SESSION = (
@@ -25,12 +26,13 @@ _ONLY_IN_SESSION = (
 )
 _OF_USER = "SELECT id FROM facts WHERE user_id = ?1"
 _BY_IDS = "SELECT id FROM facts WHERE id IN (SELECT value FROM json_each(?1))"
+_ENTRIES_OF_ROWIDS = f"SELECT {index_entries('SELECT value FROM json_each(?1)')}"  # noqa: S608
 
 
 def _count(conn: sqlite3.Connection, doomed: str, key: str) -> tuple[int, int]:
+    rowids = f"SELECT -({FACT_ROWID_BASE} + id) FROM ({doomed}) AS doomed"  # noqa: S608
     row = conn.execute(
-        f"SELECT (SELECT COUNT(*) FROM ({doomed})), (SELECT COUNT(*) FROM search_index"  # noqa: S608
-        f" WHERE rowid IN (SELECT -({FACT_ROWID_BASE} + id) FROM ({doomed})))",
+        f"SELECT (SELECT COUNT(*) FROM ({doomed}) AS doomed), {index_entries(rowids)}",  # noqa: S608
         (key,),
     ).fetchone()
     return (int(row[0]), int(row[1])) if row else (0, 0)
@@ -38,12 +40,10 @@ def _count(conn: sqlite3.Connection, doomed: str, key: str) -> tuple[int, int]:
 
 async def _delete(conn: AsyncConnection, doomed: str, key: str) -> tuple[int, int]:
     async with conn.execute(doomed, (key,)) as cur:
-        ids = _json([int(r[0]) for r in await cur.fetchall()])
-    async with conn.execute(
-        "SELECT COUNT(*) FROM search_index WHERE rowid IN"  # noqa: S608
-        f" (SELECT -({FACT_ROWID_BASE} + value) FROM json_each(?))",
-        (ids,),
-    ) as cur:
+        doomed_ids = [int(r[0]) for r in await cur.fetchall()]
+    ids = _json(doomed_ids)
+    rowids = _json([-(FACT_ROWID_BASE + i) for i in doomed_ids])
+    async with conn.execute(_ENTRIES_OF_ROWIDS, (rowids,)) as cur:
         row = await cur.fetchone()
     entries = int(row[0]) if row else 0
     await conn.run(delete_fact_events, ids)  # what happened to them goes with them

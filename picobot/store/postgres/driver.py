@@ -57,6 +57,17 @@ def _number(value: Any) -> Any:
     return value
 
 
+def _opened(sealer: Sealer, how: Opened, value: Any) -> Any:
+    """A sealed column's value as the store reads it. A text column emptied with the
+    store's ``''`` literal holds empty bytes here (``BYTEA``): it opens as ``''``, as the
+    text ``''`` does on SQLite, not as a text whose key is gone."""
+    if how is Opened.BYTES:
+        return sealer.open_bytes(value)
+    if isinstance(value, bytes | bytearray | memoryview) and not value:
+        return ""
+    return sealer.open(value)
+
+
 class PgCursor:
     """The outcome of one statement: rows (opened), ``rowcount``."""
 
@@ -90,9 +101,7 @@ class PgCursor:
         assert self._type is not None
         out = [_number(v) for v in values]
         for i, how in self._open:
-            out[i] = (
-                self._sealer.open(out[i]) if how is Opened.TEXT else self._sealer.open_bytes(out[i])
-            )
+            out[i] = _opened(self._sealer, how, out[i])
         return self._type(out)
 
     def fetchone(self) -> Row | None:

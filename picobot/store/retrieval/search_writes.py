@@ -35,7 +35,7 @@ def index_pending(conn: sqlite3.Connection, limit: int | None = INDEX_BATCH) -> 
     if is_postgres(conn):
         return pg_search.index_pending(cast("PgConnection", conn), limit)
     row = conn.execute(
-        "SELECT min(id), max(id) FROM (SELECT id FROM search_pending ORDER BY id LIMIT ?)",
+        "SELECT min(id), max(id) FROM (SELECT id FROM search_pending ORDER BY id LIMIT ?) AS batch",
         (-1 if limit is None else limit,),
     ).fetchone()
     if row is None or row[0] is None:
