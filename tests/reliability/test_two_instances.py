@@ -1,6 +1,8 @@
-"""Two ``picobot serve`` instances on one data directory, behind a small proxy.
+"""Two ``picobot serve`` instances on one store, behind a small proxy.
 
-Real: both servers are ``python -m picobot serve`` processes on the same SQLite file,
+Real: both servers are ``python -m picobot serve`` processes on the same SQLite file
+(one data directory), or on one PostgreSQL database (a data directory each, one master
+key),
 their model is a remote one speaking OpenAI's chat completions protocol (served by this
 test, which reads the prompts off the wire), the proxy is a TCP relay in this test
 (round robin over the instances, the next one when a connection is refused, as a load
@@ -21,20 +23,27 @@ expired.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
+import secrets
 import signal
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import psycopg
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from picobot.store.channels.webhooks import CLAIM_SECS
+from picobot.store.keys.sealing import Sealer
+from picobot.store.postgres.driver import PgConnection
+from picobot.store.postgres.keyring import PostgresKeyRing
 from tests.channels.webhook.generic_client import signed_headers
 from tests.llm.conftest import FakeLLMServer, serving
 
@@ -74,13 +83,67 @@ def prompt_of(model: FakeLLMServer, text: str) -> str:
     return "\n".join(str(m.get("content")) for m in found[0])
 
 
-def instance(tmp_path: Path, callback_url: str, name: str, model: FakeLLMServer) -> Serve:
-    """A serve instance on ``tmp_path``'s data directory whose model is ``model``."""
+MASTER_KEY = base64.b64encode(secrets.token_bytes(32)).decode()
+"""The master key every PostgreSQL instance is given (instances on other machines)."""
+
+
+@dataclass
+class Store:
+    """Where the instances keep their data: one SQLite file in a shared data directory,
+    or one PostgreSQL database (each instance with a data directory of its own)."""
+
+    url: str | None
+
+    def env(self, tmp_path: Path, name: str) -> dict[str, str]:
+        if self.url is None:
+            return {}
+        return {
+            "PICOBOT_STORE__URL": self.url,
+            "PICOBOT_DATA__DIR": str(tmp_path / f"data-{name}"),
+            "PICOBOT_MASTER_KEY": MASTER_KEY,
+        }
+
+    def user_texts(self, db_path: Path) -> list[str]:
+        """Every stored user message, in id order (duplicates kept)."""
+        if self.url is None:
+            return user_texts(db_path)
+        ring = PostgresKeyRing.open_url(self.url, base64.b64decode(MASTER_KEY), "test")
+        try:
+            conn = PgConnection(psycopg.connect(self.url, autocommit=True), Sealer(ring))
+            try:
+                rows = conn.execute(
+                    "SELECT picobot_open(content) AS content FROM messages"
+                    " WHERE role = 'user' ORDER BY id"
+                ).fetchall()
+            finally:
+                conn.close()
+        finally:
+            ring.close()
+        return [str(r[0]) for r in rows]
+
+    def integrity(self, db_path: Path) -> list[str]:
+        """SQLite's integrity check; PostgreSQL keeps its own (nothing to check here)."""
+        return integrity(db_path) if self.url is None else ["ok"]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request: pytest.FixtureRequest) -> Store:
+    """Each test runs on a shared SQLite file and on a shared PostgreSQL database."""
+    if request.param == "sqlite":
+        return Store(None)
+    return Store(str(request.getfixturevalue("postgres_url")))
+
+
+def instance(
+    tmp_path: Path, callback_url: str, name: str, model: FakeLLMServer, store: Store
+) -> Serve:
+    """A serve instance on ``store`` whose model is ``model``."""
     serve = Serve(tmp_path, callback_url, name)
     serve.env.update(
         PICOBOT_LLM__PROVIDER="openai",
         PICOBOT_LLM__BASE_URL=model.base_url,
         PICOBOT_LLM__MODEL="stand-in",  # a named model: no /models request
+        **store.env(tmp_path, name),
     )
     return serve
 
@@ -175,10 +238,10 @@ async def post(
 
 
 async def test_two_instances_share_one_store_and_one_survives_the_other(
-    tmp_path: Path, callback: tuple[Callback, str], model: FakeLLMServer
+    tmp_path: Path, callback: tuple[Callback, str], model: FakeLLMServer, store: Store
 ) -> None:
     cb, callback_url = callback
-    a, b = (instance(tmp_path, callback_url, name, model) for name in "ab")
+    a, b = (instance(tmp_path, callback_url, name, model, store) for name in "ab")
     proxy = Proxy([a.ws_port, b.ws_port])
     async with aiohttp.ClientSession() as http:
         try:
@@ -242,7 +305,7 @@ async def test_two_instances_share_one_store_and_one_survives_the_other(
                     await asyncio.sleep(0.01)
             os.kill(a.proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
             await a.wait()
-            stored_at_kill = set(user_texts(a.db_path))
+            stored_at_kill = set(store.user_texts(a.db_path))
             acked_at_kill = set(after)
             assert acked_at_kill <= stored_at_kill
             async with asyncio.timeout(SAFETY):
@@ -261,8 +324,8 @@ async def test_two_instances_share_one_store_and_one_survives_the_other(
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(serve.proc.wait(), 20)
                 await serve.kill()
-    texts = user_texts(a.db_path)
-    assert integrity(a.db_path) == ["ok"]
+    texts = store.user_texts(a.db_path)
+    assert store.integrity(a.db_path) == ["ok"]
     assert set(acked) | set(after) <= set(texts)
     # A message is stored twice only when its client sent it again: the instance died
     # after storing it and before the answer's end, so it was not acknowledged.
