@@ -1,4 +1,5 @@
-"""Making deleted text unrecoverable from the SQLite database file, its WAL and the index.
+"""Making deleted text unrecoverable from the database's files: SQLite's file, its WAL and
+the index; on PostgreSQL, the purged users' keys.
 
 A purge or retention sweep (:mod:`picobot.store.erasure.purge`) deletes rows; this erases what
 deleting leaves behind.
@@ -6,6 +7,7 @@ deleting leaves behind.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -43,12 +45,20 @@ async def erase_residue(
 
     ``timings``, when given, receives each step's duration in seconds (the bench).
 
-    Only a SQLite file keeps such residue of PicoBot's to erase: on PostgreSQL this does
-    nothing. The committed deletes are all the store can do there (the server's files,
-    WAL and backups are beyond its reach), and a user purge has already deleted the
-    user's key, which leaves what they sealed unreadable wherever a copy remains.
+    On PostgreSQL the committed deletes leave dead row versions until the server reuses
+    their space, and every text in them is sealed. What this does there is rewrite the
+    key store's table (:meth:`KeyRing.compact`), so the wrapped key of a purged user is
+    in none of the database's files any more and what they sealed cannot be opened from
+    any copy of the data, even with the master key. The server's WAL and archives keep
+    their records until they are recycled (docs/privacy.md#postgresql).
     """
     if not db.engine.file:
+        ring = db.sealer.ring
+        if ring is not None:
+            started = time.perf_counter()
+            await asyncio.to_thread(ring.compact)
+            if timings is not None:
+                timings["keys_compact_s"] = time.perf_counter() - started
         return
     steps: list[tuple[str, Callable[[], Awaitable[Any]]]] = [
         ("fts_optimize_s", SearchIndex(db).optimize)

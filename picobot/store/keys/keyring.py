@@ -282,6 +282,11 @@ class KeyRing:
                 cur = self._conn.execute("DELETE FROM user_keys WHERE user_id = ?", (user_id,))
             return bool(cur.rowcount > 0)
 
+    def compact(self) -> None:
+        """Leave no copy of a forgotten key in the store's files. The file runs with
+        ``secure_delete``, which zeroes a deleted key as it goes: nothing to do here
+        (see :class:`picobot.store.postgres.keyring.PostgresKeyRing`)."""
+
     def known_kids(self) -> set[int]:
         """The ids of every key the store holds (to tell which sealed rows are erased)."""
         with self._lock:
