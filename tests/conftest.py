@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -51,6 +51,9 @@ def write_config(tmp_path: Path) -> Callable[..., Path]:
     return write
 
 
+StoreOpener = Callable[[], Awaitable[Database]]
+"""Opens a :class:`Database` on the test's store (the ``open_store`` fixture)."""
+
 STORE = os.environ.get("PICOBOT_TEST_STORE", "sqlite")
 """The engine the ``db`` fixture opens: ``sqlite`` (default) or ``postgresql`` (a
 database of its own on ``postgres_server``, sealed with a key store in the data dir).
@@ -73,27 +76,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
-async def db(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Database]:
-    """A migrated database at ``tmp_path/data/conversations.db`` (alone in its data dir),
-    or on PostgreSQL when ``PICOBOT_TEST_STORE=postgresql`` (see :data:`STORE`).
-
-    Directories and modules that need another (a short busy timeout, seeded rows)
-    define their own ``db``, which takes precedence.
+def open_store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[StoreOpener]:
+    """Opens a :class:`Database` on this test's store: a migrated database at
+    ``tmp_path/data/conversations.db`` (alone in its data dir), or on PostgreSQL when
+    ``PICOBOT_TEST_STORE=postgresql`` (see :data:`STORE`). Each call opens another
+    ``Database`` on the same data, as another PicoBot process would; the caller closes it.
     """
     path = tmp_path / "data" / "conversations.db"
     if STORE != "postgresql":
-        database = await Database.open(path)
-        yield database
-        await database.close()
+        yield lambda: Database.open(path)
         return
     url = request.getfixturevalue("postgres_url")
     ring = open_keyring(path.parent, KeySettings(), {}, url=url)
     try:
-        database = await Database.open(path, url=url, keys=ring)
-        yield database
-        await database.close()
+        yield lambda: Database.open(path, url=url, keys=ring)
     finally:
         ring.close()
+
+
+@pytest.fixture
+async def db(open_store: StoreOpener) -> AsyncIterator[Database]:
+    """The test's database (see :func:`open_store`).
+
+    Directories and modules that need another (a short busy timeout, seeded rows)
+    define their own ``db``, which takes precedence.
+    """
+    database = await open_store()
+    yield database
+    await database.close()
 
 
 def _no_postgres(reason: str) -> NoReturn:

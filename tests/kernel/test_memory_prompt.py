@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import pytest
@@ -31,7 +32,6 @@ from picobot.text.tokens import (
     TokenEstimator,
     message_cost,
 )
-from tests.store.test_memory_cache import other_process
 
 EST = CharTokenEstimator()
 SYSTEM = "You are a test bot."
@@ -404,14 +404,19 @@ async def test_memories_changed_by_another_process_reach_the_next_prompt(db: Dat
     await w.memory("tui:alice", "pet", "a cat")
     assert "- pet: a cat" in context_text(await w.build(sid, "hello there"))
     # The CLI (another process) edits the memory and adds one: no restart needed.
-    conn = other_process(db)
-    with conn:
+    other = await Database.open(db.path)  # its own connections and lock
+
+    def edit(conn: sqlite3.Connection) -> None:
         conn.execute("UPDATE user_memories SET content = 'a dog' WHERE key = 'pet'")
         conn.execute(
             "INSERT INTO user_memories (user_id, key, content, created_at, updated_at)"
             " VALUES ('tui:alice', 'city', 'Lyon', 1, 1)"
         )
-    conn.close()
+
+    try:
+        await other.write(edit)
+    finally:
+        await other.close()
     text = context_text(await w.build(sid, "hello again"))
     assert "- pet: a dog" in text and "- city: Lyon" in text
     assert "a cat" not in text

@@ -14,6 +14,7 @@ from picobot.store.conversation.memories import (
     validate_key,
 )
 from picobot.store.db import Database
+from tests.conftest import StoreOpener
 
 ALICE = "tui:alice"
 BOB = "tui:bob"
@@ -141,10 +142,12 @@ async def test_cap_messages_for_zero_and_for_shared_memories(repo: MemoryRepo) -
         await repo.save(GLOBAL_USER, "b", "2", max_count=1)
 
 
-async def test_concurrent_saves_from_two_connections_never_pass_the_cap(db: Database) -> None:
-    # A second Database on the same file has its own lock, like another process: only
+async def test_concurrent_saves_from_two_connections_never_pass_the_cap(
+    db: Database, open_store: StoreOpener
+) -> None:
+    # A second Database on the same store has its own lock, like another process: only
     # the count and insert sharing one BEGIN IMMEDIATE transaction keeps the cap.
-    other = await Database.open(db.path)
+    other = await open_store()
     try:
         repos = [MemoryRepo(db), MemoryRepo(other)]
         results = await asyncio.gather(

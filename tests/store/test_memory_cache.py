@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from picobot.privacy.controller import PrivacyController
 from picobot.privacy.scopes import Actor, UserScope
-from picobot.store.connect import install_functions
 from picobot.store.conversation.memories import MemoryRepo
 from picobot.store.conversation.memory_cache import MemoryCache
 from picobot.store.db import Database
+from picobot.store.keys.sealing import tag_matches
 from picobot.store.migrations import MIGRATIONS, apply_migrations
+from tests.conftest import StoreOpener
 
 ALICE, BOB = "tui:alice", "tui:bob"
 
@@ -21,11 +21,10 @@ async def revision(db: Database, user: str) -> int | None:
     return None if row is None else int(row[0])
 
 
-def other_process(db: Database) -> sqlite3.Connection:
-    """A plain connection, as another PicoBot process (the CLI) would have."""
-    conn = sqlite3.connect(db.path)
-    install_functions(conn)
-    return conn
+MOVE = "UPDATE user_memories SET user_id = ?1 WHERE user_id = ?2 AND " + tag_matches(  # noqa: S608
+    "key_tag", "key", "?2", "?3"
+)
+"""Hands owner ?2's note named ?3 to ?1."""
 
 
 async def test_every_change_gives_the_user_a_new_revision(db: Database) -> None:
@@ -59,11 +58,11 @@ async def test_moving_a_memory_to_another_user_changes_both(db: Database) -> Non
     await repo.save(ALICE, "a", "one", max_count=10)
     await repo.save(ALICE, "b", "two", max_count=10)
     before = await revision(db, ALICE)
-    await db.execute_write("UPDATE user_memories SET user_id = ? WHERE key = 'a'", (BOB,))
+    await db.execute_write(MOVE, (BOB, ALICE, "a"))
     after = await revision(db, ALICE)
     assert before is not None and after is not None and after > before
     assert await revision(db, BOB) is not None
-    await db.execute_write("UPDATE user_memories SET user_id = ? WHERE key = 'b'", (BOB,))
+    await db.execute_write(MOVE, (BOB, ALICE, "b"))
     assert await revision(db, ALICE) is None
 
 
@@ -87,7 +86,9 @@ async def test_the_migration_gives_existing_memories_a_revision(tmp_path: Path) 
         await db.close()
 
 
-async def test_an_unchanged_list_is_reused_and_a_changed_one_reread(db: Database) -> None:
+async def test_an_unchanged_list_is_reused_and_a_changed_one_reread(
+    db: Database, open_store: StoreOpener
+) -> None:
     repo = MemoryRepo(db)
     cache = MemoryCache()
     await repo.save(ALICE, "pet", "a cat", max_count=10)
@@ -97,10 +98,14 @@ async def test_an_unchanged_list_is_reused_and_a_changed_one_reread(db: Database
     assert [m.content for m in first.memories] == ["a cat"]
 
     # Another process edits it: the next read sees the edit.
-    conn = other_process(db)
-    with conn:
-        conn.execute("UPDATE user_memories SET content = 'a dog' WHERE user_id = ?", (ALICE,))
-    conn.close()
+    other = await open_store()
+    try:
+        await other.execute_write(
+            "UPDATE user_memories SET content = picobot_seal(?1, ?2) WHERE user_id = ?1",
+            (ALICE, "a dog"),
+        )
+    finally:
+        await other.close()
     edited = await db.read(lambda conn: cache.memories(conn, ALICE, 20))
     assert edited is not first
     assert [m.content for m in edited.memories] == ["a dog"]
@@ -132,7 +137,9 @@ async def test_the_cache_holds_at_most_its_size_oldest_read_first(db: Database) 
     assert await db.read(lambda conn: cache.memories(conn, users[0], 20)) is not held[0]
 
 
-async def test_prune_drops_what_a_purge_in_another_process_removed(db: Database) -> None:
+async def test_prune_drops_what_a_purge_in_another_process_removed(
+    db: Database, open_store: StoreOpener
+) -> None:
     repo = MemoryRepo(db)
     cache = MemoryCache()
     await repo.save(ALICE, "secret", "my PIN is 4321", max_count=10)
@@ -142,7 +149,7 @@ async def test_prune_drops_what_a_purge_in_another_process_removed(db: Database)
     assert await db.read(cache.prune) == 0  # nothing changed yet
     assert len(cache) == 2
 
-    other = await Database.open(db.path)  # the CLI's purge, on its own connections
+    other = await open_store()  # the CLI's purge, on its own connections
     try:
         controller = PrivacyController(other)
         plan = await controller.plan(UserScope(ALICE), Actor("admin", operator=True))

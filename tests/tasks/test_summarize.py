@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from pathlib import Path
 
 import pytest
 
@@ -26,6 +25,7 @@ from picobot.store.erasure.message_purge import MessagePurge
 from picobot.tasks.summarize import PROMPT_OVERHEAD_TOKENS, Summarizer
 from picobot.tasks.supervisor import TaskSupervisor
 from picobot.text.tokens import CharTokenEstimator, prompt_cost
+from tests.conftest import StoreOpener
 
 HOUR = 3600.0
 ME = Identity(channel="tui", user_id="tui:local", chat_id="local")
@@ -391,14 +391,14 @@ async def test_many_short_messages_keep_the_prompt_within_its_bound(
 
 
 async def test_a_slower_process_cannot_roll_the_summary_back(
-    db: Database, sup: TaskSupervisor, tmp_path: Path
+    db: Database, sup: TaskSupervisor, open_store: StoreOpener
 ) -> None:
-    # Two processes on one file (`picobot serve` and `picobot tui`), each summarizing.
+    # Two processes on one store (`picobot serve` and `picobot tui`), each summarizing.
     sid = await new_session(db)
     await add_messages(db, sid, 30)
     slow = GatedProvider("SLOW: messages 1-20")
     slow_summarizer = make(db, slow, sup)
-    other = await Database.open(tmp_path / "data" / "conversations.db")
+    other = await open_store()
     try:
         fast = make(other, ScriptedProvider(["FAST: 1-20", "FAST: 1-35"]), sup)
         pending = asyncio.create_task(slow_summarizer.summarize_session(sid))

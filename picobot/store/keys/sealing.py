@@ -74,11 +74,17 @@ class Sealer:
         return self._seal(BYTES_VERSION, user_id, bytes(data))
 
     def open(self, value: object) -> str | None:
-        """The text of a stored value: opened if sealed, :data:`ERASED` if its key is gone."""
+        """The text of a stored value: opened if sealed, :data:`ERASED` if its key is gone.
+
+        The empty text, stored as it is (:meth:`seal`), is empty bytes in a PostgreSQL
+        ``BYTEA`` column: it opens as the empty text.
+        """
         if value is None or isinstance(value, str):
             return value
         if not isinstance(value, bytes | bytearray | memoryview):
             return str(value)
+        if not value:
+            return ""
         plain = self._open(VERSION, bytes(value))
         return ERASED if plain is None else plain.decode("utf-8", "surrogatepass")
 

@@ -347,7 +347,7 @@ class FactStore:
         await self._db.execute_write(
             "INSERT INTO fact_progress (session_id, covered_seq, updated_at)"
             " SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM sessions WHERE id = ?1)"
-            " ON CONFLICT(session_id) DO UPDATE SET covered_seq = MAX(covered_seq,"
+            " ON CONFLICT(session_id) DO UPDATE SET covered_seq = MAX(fact_progress.covered_seq,"
             " excluded.covered_seq), updated_at = excluded.updated_at",
             (session_id, covered_seq, now),
         )
