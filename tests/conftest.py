@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -79,6 +80,37 @@ async def db(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Da
         await database.close()
     finally:
         ring.close()
+
+
+@pytest.fixture
+def reopen(
+    request: pytest.FixtureRequest,
+) -> Callable[[Database], AbstractAsyncContextManager[Database]]:
+    """``async with reopen(db) as again``: the ``db`` fixture's database opened once more,
+    as a restart opens it (the same file, or the same PostgreSQL database with the data
+    directory's key store); closed at the block's end."""
+
+    @asynccontextmanager
+    async def again(db: Database) -> AsyncIterator[Database]:
+        if db.engine.name != "postgresql":
+            database = await Database.open(db.path)
+            try:
+                yield database
+            finally:
+                await database.close()
+            return
+        url = request.getfixturevalue("postgres_url")
+        ring = open_keyring(db.path.parent, KeySettings(), {})
+        try:
+            database = await Database.open(db.path, url=url, keys=ring)
+            try:
+                yield database
+            finally:
+                await database.close()
+        finally:
+            ring.close()
+
+    return again
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
