@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import NoReturn
 
@@ -104,6 +105,24 @@ async def db(open_store: StoreOpener) -> AsyncIterator[Database]:
     database = await open_store()
     yield database
     await database.close()
+
+
+@pytest.fixture
+def reopen(
+    open_store: StoreOpener,
+) -> Callable[[Database], AbstractAsyncContextManager[Database]]:
+    """``async with reopen(db) as again``: the ``db`` fixture's store opened once more, as
+    a restart opens it (:func:`open_store`); closed at the block's end."""
+
+    @asynccontextmanager
+    async def again(db: Database) -> AsyncIterator[Database]:
+        database = await open_store()
+        try:
+            yield database
+        finally:
+            await database.close()
+
+    return again
 
 
 def _no_postgres(reason: str) -> NoReturn:

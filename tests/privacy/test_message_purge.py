@@ -140,7 +140,7 @@ async def test_delete_one_message_leaves_no_byte_of_it(db: Database, rng: random
 
 async def _texts_of(db: Database, message_id: int) -> str:
     row = await db.fetchone(
-        "SELECT picobot_open(content) FROM messages WHERE id = ?", (message_id,)
+        "SELECT picobot_open(content) AS content FROM messages WHERE id = ?", (message_id,)
     )
     assert row is not None
     return str(row[0])

@@ -64,6 +64,7 @@ async def purge_row(db: Database) -> TaskRun | None:
     return await last_run(db, PURGE_ERASE_TASK_NAME)
 
 
+@pytest.mark.sqlite_only
 async def test_a_purge_whose_erasure_fails_is_erased_by_the_next_retention_run(
     db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -103,6 +104,7 @@ async def test_a_purge_whose_erasure_fails_is_erased_by_the_next_retention_run(
     await integrity_ok(db)
 
 
+@pytest.mark.sqlite_only
 async def test_a_purge_cut_short_by_a_crash_is_erased_at_the_next_start(db: Database) -> None:
     alice, bob = await alice_and_bob(db)
     clock = Clock(T0 + 100)

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -224,7 +224,9 @@ async def test_large_sweeps_are_batched(
 # --- run records and failures -----------------------------------------------------------
 
 
-async def test_runs_are_recorded_durably(db: Database, clock: Clock, tmp_path: Path) -> None:
+async def test_runs_are_recorded_durably(
+    db: Database, clock: Clock, reopen: Callable[[Database], AbstractAsyncContextManager[Database]]
+) -> None:
     await add_session(db, ALICE, "s", at=ago(100))
     await add_message(db, "s", "old", at=ago(100))
     report = await task(db, clock).run()
@@ -235,11 +237,8 @@ async def test_runs_are_recorded_durably(db: Database, clock: Clock, tmp_path: P
     assert not run.unfinished
 
     await db.close()  # a restart keeps it
-    again = await Database.open(db.path)
-    try:
+    async with reopen(db) as again:
         assert await last_run(again, TASK_NAME) == run
-    finally:
-        await again.close()
 
 
 async def test_a_failure_is_logged_recorded_and_raised(
