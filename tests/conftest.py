@@ -11,6 +11,7 @@ from typing import NoReturn
 import pytest
 
 from picobot.config.keys import KeySettings
+from picobot.config.store import StoreSettings
 from picobot.store.db import Database
 from picobot.store.keys import open_keyring
 from tests.pg import cluster
@@ -93,6 +94,15 @@ def open_store(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store
         yield lambda: Database.open(path, url=url, keys=ring)
     finally:
         ring.close()
+
+
+@pytest.fixture
+def store_settings(request: pytest.FixtureRequest) -> StoreSettings:
+    """The ``[store]`` section that reaches this test's store (the ``db`` fixture's), for
+    commands and runtimes a test starts on it."""
+    if STORE != "postgresql":
+        return StoreSettings()
+    return StoreSettings(url=str(request.getfixturevalue("postgres_url")))
 
 
 @pytest.fixture

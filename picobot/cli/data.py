@@ -204,7 +204,7 @@ def _describe(stats: ExportStats) -> str:
 def run_export(args: argparse.Namespace, settings: Settings) -> int:
     """``picobot export``: the exit status (1 and a message for an unknown user)."""
     user_id: str = args.user
-    if not settings.db_path.is_file():
+    if not settings.has_store:
         # Exporting must not create an empty database as a side effect.
         fail(f"no data stored for {user_id}")
         return EXIT_ERROR

@@ -103,7 +103,7 @@ async def _list_sessions(settings: Settings, user_id: str | None, limit: int) ->
 
 def run_sessions(args: argparse.Namespace, settings: Settings) -> int:
     """List sessions, most recently active first."""
-    exists = settings.db_path.is_file()
+    exists = settings.has_store
     # Listing must not create an empty database as a side effect.
     rows = asyncio.run(_list_sessions(settings, args.user, args.limit)) if exists else []
     if args.json:

@@ -139,7 +139,7 @@ def run_facts(args: argparse.Namespace, settings: Settings) -> int:
     """The ``facts`` handler: reads open the database as is, writes migrate it first."""
     action = args.facts_action
     if action in ("list", "show"):
-        if not settings.db_path.is_file():
+        if not settings.has_store:
             if action == "show":
                 fail(f"no fact {args.id} (no database at {settings.db_path})")
                 return EXIT_ERROR
@@ -153,7 +153,7 @@ def run_facts(args: argparse.Namespace, settings: Settings) -> int:
             "nothing to change: give --text, --confidence, --activate/--deactivate or --pin/--unpin"
         )
         return EXIT_USAGE
-    if action == "delete" and _where(args).where()[0] == "1":
+    if action == "delete" and _where(args).names_nothing:
         fail("name the facts to delete: ids, or at least one filter")
         return EXIT_USAGE
     with command_logging(settings):
@@ -222,7 +222,7 @@ async def _delete(args: argparse.Namespace, settings: Settings) -> int:
     from picobot.cli.purge import purge
     from picobot.runtime import build_services, open_database
 
-    if not settings.db_path.is_file():
+    if not settings.has_store:
         print(f"no database at {settings.db_path}; nothing to delete")
         return EXIT_OK
     async with open_database(settings) as db:

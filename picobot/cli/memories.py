@@ -59,7 +59,7 @@ def cmd_memories(args: argparse.Namespace) -> int:
     command create the database or apply pending migrations first.
     """
     settings = load_settings(getattr(args, "config", None))
-    if not args.set and not settings.db_path.is_file():
+    if not args.set and not settings.has_store:
         # Neither a listing nor a delete creates an empty database as a side effect.
         if args.delete:
             fail(f"{args.user} has no memory {args.delete} (no database at {settings.db_path})")

@@ -76,7 +76,7 @@ def run_retention(args: argparse.Namespace, settings: Settings) -> int:
     """
     dry_run = bool(args.dry_run)
     report: RetentionReport | None = None
-    if settings.db_path.is_file():
+    if settings.has_store:
         with command_logging(settings):
             report = asyncio.run(_retention(settings, dry_run=dry_run))
             log.info(

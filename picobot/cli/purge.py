@@ -72,7 +72,7 @@ async def purge(
 
     operator = Actor(operator_id(), operator=True)
 
-    if not settings.db_path.is_file():
+    if not settings.has_store:
         # Nothing to purge, and a purge must not create an empty database either.
         if isinstance(scope, SessionScope):
             fail(f"no session {scope.session_id} (no database at {settings.db_path})")

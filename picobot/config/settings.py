@@ -311,6 +311,12 @@ class Settings(BaseSettings):
         return self.data_dir / "conversations.db"
 
     @property
+    def has_store(self) -> bool:
+        """Whether there may be stored data to read: the SQLite file exists, or the
+        store is a PostgreSQL database (commands then ask it)."""
+        return bool(self.store.resolved_url()) or self.db_path.is_file()
+
+    @property
     def database_label(self) -> str:
         """The database as commands name it: the SQLite file, or the PostgreSQL URL of
         ``[store]`` without its password."""

@@ -44,7 +44,7 @@ class FactsScope:
 
 async def choose_facts(db: Database, where: FactFilter) -> FactsScope:
     """The facts ``where`` matches now, as a scope; UserError if it names no criterion."""
-    if where.where()[0] == "1":
+    if where.names_nothing:
         raise UserError("Name the facts to delete: ids, or at least one filter.")
     found = await db.read(lambda c: find_facts(c, where, MAX_CHOSEN_FACTS + 1))
     if len(found) > MAX_CHOSEN_FACTS:

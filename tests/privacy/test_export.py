@@ -14,6 +14,7 @@ import pytest
 
 from picobot.cli import data as cli_data
 from picobot.config.settings import DataSettings, Settings
+from picobot.config.store import StoreSettings
 from picobot.privacy.export import export_user, iter_user_jsonl
 from picobot.store.channels.webhooks import WebhookStore
 from picobot.store.conversation.memories import MemoryRepo
@@ -314,8 +315,8 @@ def _cli(argv: list[str], settings: Settings) -> int:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, world: World) -> Settings:
-    return Settings(data=DataSettings(dir=str(tmp_path / "data")))
+def settings(tmp_path: Path, world: World, store_settings: StoreSettings) -> Settings:
+    return Settings(data=DataSettings(dir=str(tmp_path / "data")), store=store_settings)
 
 
 @pytest.fixture

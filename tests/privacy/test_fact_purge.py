@@ -87,6 +87,7 @@ async def test_recall_search_returns_active_facts_of_the_caller_when_asked(db: D
         ALICE, [obs("loves matcha lattes")], session_id=a, message_id=1, now=T0
     )
     await store.observe(BOB, [obs("loves matcha too")], session_id=bob, message_id=1, now=T0)
+    await SearchIndex(db).index_pending()  # as the runtime's indexer does (PostgreSQL queues)
 
     async def search(user: str, facts: bool) -> list[tuple[str, int, str]]:
         query = SearchQuery(user, ["matcha"], include_facts=facts)

@@ -253,6 +253,7 @@ async def test_users_never_recall_each_others_reflections_or_digests(db: Databas
     await task(db, ScriptedProvider(answers), now, digest_fanout=2).check_idle()
     assert [r.level for r in await layers(db, ALICE)] == [0, 0, 1]
     assert [r.level for r in await layers(db, BOB)] == [0, 0, 1]
+    await SearchIndex(db).index_pending()  # as the runtime's indexer does (PostgreSQL queues)
 
     hits: dict[str, set[str]] = {}
     for user in (ALICE, BOB):

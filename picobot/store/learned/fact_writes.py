@@ -8,6 +8,7 @@ they are stored, whoever writes them (extraction, a reply marker, an operator).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -28,7 +29,14 @@ from picobot.store.learned.fact_rules import (
     is_active,
     same_text,
 )
-from picobot.store.learned.facts import _COLUMNS, Fact, FactFilter, fact_from_row, get_fact
+from picobot.store.learned.facts import (
+    _COLUMNS,
+    Fact,
+    FactFilter,
+    fact_from_row,
+    find_facts,
+    get_fact,
+)
 
 DAY_SECS = 86_400.0
 
@@ -312,26 +320,24 @@ class FactStore:
         Each deleted fact records ``fact.deleted`` (by ``actor``: an operator, or None for
         the user themselves) in the same write.
         """
-        sql, params = where.where()
         at = now or time.time()
 
         def write(conn: sqlite3.Connection) -> int:
-            doomed = f"SELECT id FROM facts WHERE {sql}"  # noqa: S608
-            for fact_id, user_id in conn.execute(
-                f"SELECT id, user_id FROM facts WHERE {sql}",  # noqa: S608
-                params,
-            ).fetchall():
+            doomed = find_facts(conn, where, None)
+            for fact in doomed:
                 record_event(
                     conn,
                     "fact.deleted",
                     at,
-                    user_id=user_id,
+                    user_id=fact.user_id,
                     actor=actor,
-                    payload={"fact_id": fact_id, "reason": "deleted"},
+                    payload={"fact_id": fact.id, "reason": "deleted"},
                 )
-            conn.execute(f"DELETE FROM fact_sources WHERE fact_id IN ({doomed})", params)  # noqa: S608
-            conn.execute(f"DELETE FROM fact_history WHERE fact_id IN ({doomed})", params)  # noqa: S608
-            return int(conn.execute(f"DELETE FROM facts WHERE {sql}", params).rowcount)  # noqa: S608
+            ids = (json.dumps([f.id for f in doomed]),)
+            doomed_ids = "IN (SELECT value FROM json_each(?))"
+            conn.execute(f"DELETE FROM fact_sources WHERE fact_id {doomed_ids}", ids)  # noqa: S608
+            conn.execute(f"DELETE FROM fact_history WHERE fact_id {doomed_ids}", ids)  # noqa: S608
+            return int(conn.execute(f"DELETE FROM facts WHERE id {doomed_ids}", ids).rowcount)  # noqa: S608
 
         return await self._db.write(write)
 

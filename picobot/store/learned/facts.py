@@ -82,17 +82,27 @@ class FactFilter:
     ids: tuple[int, ...] = ()
     pinned: bool | None = None
 
+    @property
+    def names_nothing(self) -> bool:
+        """Whether no criterion is set (the filter would match every fact)."""
+        return self == FactFilter()
+
     def where(self) -> tuple[str, list[Any]]:
-        """The WHERE expression and its parameters (``1`` when nothing is set)."""
+        """The part the database judges: a WHERE expression and its parameters (``1 = 1``
+        when nothing of it is set). :meth:`admits` judges the rest on the opened rows.
+
+        A subject is matched by its lookup tag, which needs its owner's key: in SQL when
+        ``user_id`` is set (one owner), else by :meth:`admits`.
+        """
         parts: list[str] = []
         params: list[Any] = []
         if self.user_id is not None:
             parts.append("user_id = ?")
             params.append(self.user_id)
-        if self.subject is not None:
-            parts.append(tag_matches("subject_tag", "subject", "user_id", "?"))
-            subject = self.subject.strip().lower() or None
-            params += [subject, subject]
+            if self.subject is not None:
+                parts.append(tag_matches("subject_tag", "subject", "?", "?"))
+                subject = self.subject.strip().lower() or None
+                params += [self.user_id, subject, subject]
         if self.category is not None:
             parts.append("category = ?")
             params.append(self.category)
@@ -105,20 +115,31 @@ class FactFilter:
         if self.max_confidence is not None:
             parts.append("confidence <= ?")
             params.append(self.max_confidence)
-        if self.text:
-            # instr on lower(): LIKE would treat % and _ in the operator's text as wildcards.
-            parts.append(
-                "(instr(lower(picobot_open(text)), ?) > 0"
-                " OR instr(lower(COALESCE(picobot_open(subject), '')), ?) > 0)"
-            )
-            params += [self.text.lower(), self.text.lower()]
         if self.pinned is not None:
             parts.append("pinned = ?")
             params.append(int(self.pinned))
         if self.ids:
             parts.append(f"id IN ({', '.join('?' * len(self.ids))})")
             params += list(self.ids)
-        return " AND ".join(parts) or "1", params
+        return " AND ".join(parts) or "1 = 1", params
+
+    @property
+    def opens(self) -> bool:
+        """Whether :meth:`admits` has anything to judge (the rows must be read first)."""
+        return bool(self.text) or (self.subject is not None and self.user_id is None)
+
+    def admits(self, fact: Fact) -> bool:
+        """The criteria on sealed text, judged on the opened fact: ``text`` a substring of
+        its text or subject (case-insensitive), ``subject`` across every user."""
+        if self.subject is not None and self.user_id is None:
+            wanted = self.subject.strip().lower() or None
+            if (fact.subject or None) != wanted:
+                return False
+        if self.text:
+            needle = self.text.lower()
+            if needle not in fact.text.lower() and needle not in (fact.subject or "").lower():
+                return False
+        return True
 
 
 def operator_filter(
@@ -215,6 +236,10 @@ def count_facts(conn: sqlite3.Connection, user_id: str) -> int:
     return int(row[0]) if row else 0
 
 
+OPENED_BATCH = 500
+"""Rows read at a time when a filter is judged on opened texts (:meth:`FactFilter.admits`)."""
+
+
 def find_facts(conn: sqlite3.Connection, where: FactFilter, limit: int | None) -> list[Fact]:
     """Facts matching ``where``, grouped by user, most confident first."""
     sql, params = where.where()
@@ -222,9 +247,10 @@ def find_facts(conn: sqlite3.Connection, where: FactFilter, limit: int | None) -
         conn,
         f"SELECT {_COLUMNS} FROM facts WHERE {sql}"  # noqa: S608
         " ORDER BY user_id, confidence DESC, updated_at DESC, id DESC LIMIT ?",
-        (*params, -1 if limit is None else max(0, limit)),
+        (*params, -1 if limit is None or where.opens else max(0, limit)),
     )
-    return [fact_from_row(r) for r in rows]
+    found = [f for f in map(fact_from_row, rows) if where.admits(f)]
+    return found if limit is None else found[: max(0, limit)]
 
 
 def fact_page(
@@ -237,14 +263,23 @@ def fact_page(
     shifts the rest, unlike paging by confidence or by offset.
     """
     sql, params = where.where()
-    rows = _rows(
-        conn,
-        f"SELECT {_COLUMNS} FROM facts WHERE ({sql}) AND id < ?"  # noqa: S608
-        " ORDER BY id DESC LIMIT ?",
-        (*params, 2**62 if before_id is None else before_id, max(0, limit) + 1),
-    )
-    facts = [fact_from_row(r) for r in rows[: max(0, limit)]]
-    return facts, facts[-1].id if len(rows) > limit and facts else None
+    want = max(0, limit) + 1
+    batch = OPENED_BATCH if where.opens else want
+    found: list[Fact] = []
+    cursor = 2**62 if before_id is None else before_id
+    while len(found) < want:
+        rows = _rows(
+            conn,
+            f"SELECT {_COLUMNS} FROM facts WHERE ({sql}) AND id < ?"  # noqa: S608
+            " ORDER BY id DESC LIMIT ?",
+            (*params, cursor, batch),
+        )
+        found += [f for f in map(fact_from_row, rows) if where.admits(f)]
+        if len(rows) < batch:
+            break
+        cursor = int(rows[-1]["id"])
+    facts = found[: max(0, limit)]
+    return facts, facts[-1].id if len(found) > limit and facts else None
 
 
 def get_fact(conn: sqlite3.Connection, fact_id: int, user_id: str | None = None) -> Fact | None:
