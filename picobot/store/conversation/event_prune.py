@@ -40,7 +40,8 @@ def delete_fact_events(conn: sqlite3.Connection, fact_ids: str) -> int:
     cur = conn.execute(
         "DELETE FROM events WHERE user_id IN (SELECT DISTINCT user_id FROM facts"  # noqa: S608
         f" WHERE id IN (SELECT value FROM json_each(?1))) AND type IN ({marks})"
-        " AND json_extract(payload_json, '$.fact_id') IN (SELECT value FROM json_each(?1))",
+        " AND CAST(json_extract(payload_json, '$.fact_id') AS INTEGER) IN"
+        " (SELECT value FROM json_each(?1))",
         (fact_ids, *FACT_EVENT_TYPES),
     )
     return int(cur.rowcount)
@@ -135,8 +136,8 @@ async def finish_message_cap(
     then record ``record`` as :func:`finish_session_cap` does."""
     where = (
         "session_id = ?1 AND id < COALESCE((SELECT MIN(id) FROM events WHERE session_id = ?1"
-        " AND type = 'message.appended' AND json_extract(payload_json, '$.message_id') = ?2),"
-        " 0)"
+        " AND type = 'message.appended'"
+        " AND CAST(json_extract(payload_json, '$.message_id') AS INTEGER) = ?2), 0)"
     )
     return await _delete_where(db, where, (session_id, first_kept), batch_size, record)
 
