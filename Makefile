@@ -45,6 +45,8 @@ run: $(STAMP)
 # -rs: each skipped test says why (e.g. the [local] extra or Chromium is missing).
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -rs
+	# The store's operations again on PostgreSQL (a throwaway cluster; skipped without one).
+	PICOBOT_TEST_STORE=postgresql $(BIN)/python -m pytest -q -rs
 
 # BENCH_SCALE=small: the 100k-message corpus only; default: 100k and 1M (see docs/performance.md).
 bench: $(BENCH_STAMP)

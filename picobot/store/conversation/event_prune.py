@@ -136,8 +136,8 @@ async def finish_message_cap(
     then record ``record`` as :func:`finish_session_cap` does."""
     where = (
         "session_id = ?1 AND id < COALESCE((SELECT MIN(id) FROM events WHERE session_id = ?1"
-        " AND type = 'message.appended' AND json_extract(payload_json, '$.message_id') = ?2),"
-        " 0)"
+        " AND type = 'message.appended'"
+        " AND CAST(json_extract(payload_json, '$.message_id') AS INTEGER) = ?2), 0)"
     )
     return await _delete_where(db, where, (session_id, first_kept), batch_size, record)
 

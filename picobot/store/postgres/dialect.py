@@ -8,7 +8,8 @@ store uses and PostgreSQL spells differently:
   numbering), run through psycopg's raw cursor, so a parameter may be used twice;
 - ``INSERT OR IGNORE`` becomes ``INSERT ... ON CONFLICT DO NOTHING``;
 - ``x IN (SELECT value FROM json_each(?N))`` becomes ``x = ANY($N)`` (``NOT IN``:
-  ``<> ALL``), the JSON array parameter passed as a list;
+  ``<> ALL``), the JSON array parameter passed as a list; as a table, ``FROM
+  json_each(?N)`` (of ids) is ``FROM unnest(CAST($N AS BIGINT[])) AS json_each(value)``;
 - ``a IS b`` / ``a IS NOT b`` (not ``NULL``) become ``IS [NOT] DISTINCT FROM``;
 - scalar ``MAX(a, b)`` / ``MIN(a, b)`` become ``GREATEST`` / ``LEAST``, ``instr`` is
   ``strpos``, ``json_extract(x, '$.k')`` is ``(x::jsonb ->> 'k')``, ``CAST(... AS
@@ -85,6 +86,7 @@ _PLACEHOLDER = re.compile(r"\?(\d*)")
 _JSON_EACH = re.compile(
     r"\b(NOT\s+)?IN\s*\(\s*SELECT\s+value\s+FROM\s+json_each\(\s*\$(\d+)\s*\)\s*\)", re.I
 )
+_JSON_EACH_TABLE = re.compile(r"\bFROM\s+json_each\(\s*\$(\d+)\s*\)", re.I)
 _IS_NOT = re.compile(r"\bIS\s+NOT\s+(?!NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
 _IS = re.compile(r"\bIS\s+(?!NOT\b|NULL\b|DISTINCT\b|TRUE\b|FALSE\b)", re.I)
 _INSERT_OR_IGNORE = re.compile(r"\bINSERT\s+OR\s+IGNORE\s+INTO\b", re.I)
@@ -199,8 +201,14 @@ def _json_lists(code: str) -> tuple[str, frozenset[int]]:
         return f"<> ALL(${match.group(2)})" if match.group(1) else f"= ANY(${match.group(2)})"
 
     code = _JSON_EACH.sub(any_of, code)
-    if "json_each" in code.lower():
-        raise UnsupportedSQL(f"json_each outside the form 'IN (json_each)': {code}")
+
+    def table(match: re.Match[str]) -> str:
+        lists.add(int(match.group(1)) - 1)
+        return f"FROM unnest(CAST(${match.group(1)} AS BIGINT[])) AS json_each(value)"
+
+    code = _JSON_EACH_TABLE.sub(table, code)
+    if re.search(r"(?<!AS )\bjson_each\(", code, re.I):
+        raise UnsupportedSQL(f"json_each outside 'IN (json_each)' and 'FROM json_each': {code}")
     return code, frozenset(lists)
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 from picobot.store.db import Database
 from picobot.store.postgres.dialect import translate
 
@@ -46,3 +48,20 @@ async def test_a_negative_limit_parameter_is_no_limit(db: Database) -> None:
         "SELECT n FROM (SELECT 1 AS n UNION ALL SELECT 2) ORDER BY n LIMIT ?", (1,)
     )
     assert [r[0] for r in rows] == [1]
+
+
+def test_json_each_as_a_table_of_ids_is_an_unnested_list() -> None:
+    statement = translate(
+        "SELECT COUNT(*) FROM search_index WHERE rowid IN (SELECT -value FROM json_each(?))"
+    )
+    assert statement.sql == (
+        "SELECT COUNT(*) FROM search_index WHERE rowid IN"
+        " (SELECT -value FROM unnest(CAST($1 AS BIGINT[])) AS json_each(value))"
+    )
+    assert statement.lists == frozenset({0})
+
+
+async def test_json_each_as_a_table_reads_each_id(db: Database) -> None:
+    for ids in ("[3, 1, 2]", "[]"):
+        rows = await db.fetchall("SELECT -value FROM json_each(?) ORDER BY value", (ids,))
+        assert [r[0] for r in rows] == [-n for n in sorted(json.loads(ids))]
