@@ -405,10 +405,17 @@ def test_unwritable_target_is_a_clean_error(
     assert err.startswith(f"picobot: error: cannot write {target}: ")
 
 
-def test_main_runs_export(world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_main_runs_export(
+    world: World,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    store_settings: StoreSettings,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     from picobot.cli.main import main
 
     # conftest chdirs into tmp_path, so the default data dir is the fixture's.
+    monkeypatch.setenv("PICOBOT_STORE__URL", store_settings.url)
     target = tmp_path / "out.jsonl"
     assert main(["export", "--user", ALICE, "-o", str(target)]) == 0
     lines = target.read_text(encoding="utf-8").splitlines()

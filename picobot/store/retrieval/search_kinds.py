@@ -38,7 +38,7 @@ def rowid_filter(*, memories: bool, facts: bool, layers: bool, messages: bool = 
         return f"rowid >= -{FACT_ROWID_BASE}"  # messages and memories, one range
     wanted = {"message": messages, "memory": memories, "fact": facts, "layer": layers}
     if not any(wanted.values()):
-        return "0"
+        return "1 = 0"
     if all(wanted.values()):
         return ""
     if list(wanted.values()) == [True, False, False, False]:
