@@ -100,10 +100,11 @@ async def read_postgres_status(settings: Settings) -> tuple[StoreStatus | Schema
     """The status of a PostgreSQL store, and the database's size in bytes (its own
     files, indexes and TOAST included)."""
     from picobot.runtime import open_database
+    from picobot.store.postgres.engine import database_size
 
     async with open_database(settings, schema="as_is") as db:
-        row = await db.fetchone("SELECT pg_database_size(current_database())")
-    return await read_status(settings), int(row[0]) if row is not None else 0
+        size = await database_size(db)
+    return await read_status(settings), size
 
 
 async def read_status(settings: Settings) -> StoreStatus | SchemaState:

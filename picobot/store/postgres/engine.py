@@ -60,3 +60,9 @@ async def open_postgres(
     db = cls(path, conns[0], conns[1:-1], conns[-1], sealer, engine)
     await db.prepare(migrate=migrate)
     return db
+
+
+async def database_size(db: Database) -> int:
+    """The bytes the database takes on the server: its tables, indexes and TOAST."""
+    row = await db.fetchone("SELECT pg_database_size(current_database())")
+    return int(row[0]) if row is not None else 0

@@ -92,7 +92,7 @@ def test_opened_columns_are_named() -> None:
         "SELECT picobot_open(content) FROM messages",
         "UPDATE t SET a = picobot_seal(user_id, ?)",
         "SELECT picobot_index_text(?, ?)",
-        "SELECT -value FROM json_each(?)",
+        "SELECT j.value FROM t JOIN json_each(t.ids) j",
         "SELECT json_extract(p, ?) FROM t",
     ],
 )
