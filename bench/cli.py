@@ -27,14 +27,16 @@ from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
 from bench.learning_cost import learning_overhead
 from bench.mcp_search import mcp_search
 from bench.net import network
+from bench.postgres import postgres_benches
 from bench.purge import purge_under_load
 from bench.turn import recall_scaling, recall_search, turn_overhead
 from bench.vectors import vector_costs
 from bench.write import write_latency
 
 HERE = Path(__file__).resolve().parent
-# learning_overhead next to last: it adds facts and reflections the other benches should
-# not see; vectors last: it stores vectors for some users.
+# learning_overhead: it adds facts and reflections the other benches should not see;
+# vectors: it stores vectors for some users; postgres last: it copies the working copy
+# as the others left it into a PostgreSQL database (skipped without a server).
 BENCHES = (
     "recall_search",
     "turn_overhead",
@@ -46,6 +48,7 @@ BENCHES = (
     "mcp_search",
     "learning_overhead",
     "vectors",
+    "postgres",
 )
 
 
@@ -91,8 +94,10 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
             results[name] = asyncio.run(mcp_search(ctx))
         elif name == "learning_overhead":
             results[name] = asyncio.run(learning_overhead(ctx))
-        else:
+        elif name == "vectors":
             results[name] = asyncio.run(vector_costs(ctx))
+        else:
+            results[name] = asyncio.run(postgres_benches(ctx))
         progress(f"{scale.name}: {name} done in {time.perf_counter() - started:.1f} s")
     return results
 

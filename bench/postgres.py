@@ -1,0 +1,152 @@
+"""postgres: the issue's PostgreSQL figures, as ratios against baselines of the same run.
+
+Run last, on the bench's SQLite working copy as the other benches left it:
+
+1. Setup. The server is ``$PICOBOT_BENCH_POSTGRES`` (a ``postgresql://`` URL of a role
+   that may create databases) or else a throwaway cluster started with
+   ``tests/pg/cluster.py`` (durability off: no fsync, no synchronous commit). With
+   neither server binaries nor that variable, the stage is skipped and the results say
+   so. The working copy is copied into a fresh database with ``StoreCopy`` (timed);
+   the recall index, which the copy leaves to the indexer, is then rebuilt by
+   ``SearchIndex.index_pending`` run to an empty queue (timed), and the tables are
+   ANALYZEd (timed: what an operator runs after a bulk load; autovacuum would later).
+   The database is dropped at the end.
+2. ``turn_overhead``: :func:`bench.turn.turn_overhead` with PicoBot on PostgreSQL and
+   the raw side on one plain psycopg connection (:meth:`bench.raw.RawStore.postgres`).
+   Target: p95 ratio <= 2.5.
+3. ``cluster``: :func:`bench.cluster.capacity_runs` with two ``serve`` instances on the
+   database (a data directory each, ``PICOBOT_STORE__URL`` and the same
+   ``PICOBOT_MASTER_KEY``), and one on the SQLite working copy: the capacity of one
+   SQLite instance, then one PostgreSQL instance, then two, each on fresh users.
+   Figures: two PostgreSQL instances over one, one PostgreSQL instance over one SQLite.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+
+from bench.cluster import Instance, capacity_runs, two_against_one
+from bench.common import BenchContext
+from bench.raw import RawStore
+from bench.stats import ratio
+from bench.turn import turn_overhead
+from picobot.config.keys import KeySettings
+from picobot.runtime import open_database
+from picobot.store.keys.master import DEFAULT_KEY_FILE, encode_key, read_key_file
+from picobot.store.postgres.copy import StoreCopy
+from picobot.store.retrieval.search import SearchIndex
+from tests.pg.cluster import Cluster, find_bindir, temporary_database
+
+SERVER_ENV = "PICOBOT_BENCH_POSTGRES"
+"""A PostgreSQL server URL to use instead of a throwaway cluster."""
+INDEX_BATCH = 5000
+"""Queued records indexed per write while the recall index is rebuilt."""
+
+
+@contextmanager
+def postgres_server() -> Iterator[tuple[str | None, str]]:
+    """``(server URL, where it comes from)``: ``$PICOBOT_BENCH_POSTGRES``, else a
+    throwaway cluster (stopped and deleted on exit), else ``(None, why not)``."""
+    given = os.environ.get(SERVER_ENV, "")
+    if given:
+        yield given, f"${SERVER_ENV}"
+        return
+    bindir = find_bindir()
+    if bindir is None:
+        yield None, f"no PostgreSQL server binaries (initdb, pg_ctl, postgres) and no ${SERVER_ENV}"
+        return
+    with Cluster.start(bindir) as cluster:
+        yield cluster.url, f"throwaway cluster ({bindir}, fsync and synchronous_commit off)"
+
+
+async def load_corpus(ctx: BenchContext, url: str) -> tuple[BenchContext, dict[str, Any]]:
+    """Copy ``ctx``'s working copy into the empty database at ``url`` and rebuild its
+    recall index; returns the context of the copy (its own data directory, holding the
+    same master key) and the setup's timings."""
+    pg_dir = ctx.data_dir / "postgres"
+    shutil.rmtree(pg_dir, ignore_errors=True)
+    pg_dir.mkdir()
+    shutil.copy2(ctx.data_dir / DEFAULT_KEY_FILE, pg_dir / DEFAULT_KEY_FILE)
+    pg_ctx = replace(ctx, db_path=pg_dir / ctx.db_path.name, store_url=url)
+    ctx.progress("  postgres: copying the working copy (StoreCopy)")
+    started = time.perf_counter()
+    copied = await StoreCopy(ctx.db_path, url, key_settings=KeySettings(), environ={}).run()
+    copy_s = time.perf_counter() - started
+    ctx.progress(f"  postgres: copied {copied.rows:,} rows in {copy_s:.1f} s; indexing")
+    started = time.perf_counter()
+    indexed = 0
+    async with open_database(pg_ctx.settings()) as db:
+        index = SearchIndex(db)
+        while (n := await index.index_pending(INDEX_BATCH)) > 0:
+            indexed += n
+    index_s = time.perf_counter() - started
+    started = time.perf_counter()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+    analyze_s = time.perf_counter() - started
+    return pg_ctx, {
+        "rows_copied": copied.rows,
+        "copy_s": round(copy_s, 1),
+        "records_indexed": indexed,
+        "index_rebuild_s": round(index_s, 1),
+        "analyze_s": round(analyze_s, 1),
+    }
+
+
+async def postgres_cluster(ctx: BenchContext, pg_ctx: BenchContext) -> dict[str, Any]:
+    """One SQLite instance, one PostgreSQL instance, then two, in the same run."""
+    master = encode_key(read_key_file(ctx.data_dir / DEFAULT_KEY_FILE).key)
+    env = {"PICOBOT_STORE__URL": pg_ctx.store_url, "PICOBOT_MASTER_KEY": master}
+    instances = [Instance("sqlite", ctx.data_dir)]
+    for name in ("a", "b"):
+        (pg_ctx.data_dir / name).mkdir(exist_ok=True)
+        instances.append(Instance(f"pg-{name}", pg_ctx.data_dir / name, env))
+    runs = await capacity_runs(
+        ctx,
+        instances,
+        [("sqlite_one", [0]), ("one", [1]), ("two", [1, 2])],
+        "pg-cluster",
+    )
+    sqlite_one = runs["sqlite_one"]
+    return {
+        **two_against_one(runs["one"], runs["two"]),
+        "sqlite_one_instance_turns_per_s": sqlite_one["turns_per_s"],
+        "sqlite_one_instance_p50_ms": sqlite_one["latency_ms"]["p50"],
+        "postgres_over_sqlite_ratio": ratio(runs["one"]["turns_per_s"], sqlite_one["turns_per_s"]),
+    }
+
+
+async def postgres_benches(ctx: BenchContext) -> dict[str, Any]:
+    """Setup, ``turn_overhead`` and ``cluster`` on PostgreSQL (see the module's text);
+    ``{"skipped": why}`` when no server can be had."""
+    with postgres_server() as (server, source):
+        if server is None:
+            ctx.progress(f"  postgres: skipped: {source}")
+            return {"skipped": source}
+        with temporary_database(server) as url:
+            pg_ctx, setup = await load_corpus(ctx, url)
+            ctx.progress("  postgres: turn overhead")
+            raw = RawStore.postgres(url, pg_ctx.data_dir)
+            turn = await turn_overhead(pg_ctx, raw)
+            ctx.progress("  postgres: capacity")
+            cluster = await postgres_cluster(ctx, pg_ctx)
+    shutil.rmtree(pg_ctx.data_dir, ignore_errors=True)
+    return {
+        "turn_p50_ratio": turn["p50_ratio"],
+        "turn_p95_ratio": turn["p95_ratio"],
+        "capacity_ratio": cluster["capacity_ratio"],
+        "postgres_over_sqlite_ratio": cluster["postgres_over_sqlite_ratio"],
+        "error_frames": cluster["error_frames"],
+        "server": source,
+        "setup": setup,
+        "turn_overhead": turn,
+        "cluster": cluster,
+    }
