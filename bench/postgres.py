@@ -19,22 +19,32 @@ Run last, on the bench's SQLite working copy as the other benches left it:
    ``PICOBOT_MASTER_KEY``), and one on the SQLite working copy: the capacity of one
    SQLite instance, then one PostgreSQL instance, then two, each on fresh users.
    Figures: two PostgreSQL instances over one, one PostgreSQL instance over one SQLite.
+
+``python -m bench.postgres [--scale small|tiny] [--out FILE]`` runs this stage alone on
+a fresh working copy of the cached corpus (not the copy the other benches changed) and
+prints (or writes) its results as JSON.
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import json
 import os
 import shutil
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import psycopg
 
 from bench.cluster import Instance, capacity_runs, two_against_one
-from bench.common import BenchContext
+from bench.common import SMOKE, STANDARD, BenchContext, make_progress
+from bench.corpus import SCALES, TINY, ensure_corpus, work_copy
 from bench.raw import RawStore
 from bench.stats import ratio
 from bench.turn import turn_overhead
@@ -150,3 +160,30 @@ async def postgres_benches(ctx: BenchContext) -> dict[str, Any]:
         "turn_overhead": turn,
         "cluster": cluster,
     }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """This stage alone on a fresh working copy of the 100k (or tiny) corpus."""
+    parser = argparse.ArgumentParser(prog="python -m bench.postgres", description=__doc__)
+    parser.add_argument("--scale", choices=("small", "tiny"), default="small")
+    parser.add_argument("--seed", type=int, default=int(os.environ.get("BENCH_SEED", "7")))
+    parser.add_argument("--out", type=Path, help="write the JSON here too")
+    args = parser.parse_args(argv)
+    scale, plan = (SCALES["100k"], STANDARD) if args.scale == "small" else (TINY, SMOKE)
+    cache = Path(__file__).resolve().parent / ".cache"
+    progress = make_progress()
+    corpus = ensure_corpus(cache, scale, args.seed, progress)
+    db_path = work_copy(corpus, cache / f"run-postgres-{scale.name}")
+    ctx = BenchContext(scale, db_path, plan, args.seed, progress)
+    load = os.getloadavg()
+    result = asyncio.run(postgres_benches(ctx))
+    result["load_avg_1_5_15_start_end"] = [list(load), list(os.getloadavg())]
+    text = json.dumps(result, indent=1)
+    if args.out is not None:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -457,7 +457,13 @@ def _postgres_lines(scale: str, r: Result, ms: Callable[[float], str]) -> list[l
     turn, cluster, setup = r["turn_overhead"], r["cluster"], r["setup"]
     pico, raw = turn["picobot_ms"], turn["raw_ms"]
     rows = [
-        [f"postgres turn {p} vs psycopg", scale, ms(pico[p]), ms(raw[p]), f"{turn[p + '_ratio']:.2f}x"]
+        [
+            f"postgres turn {p} vs psycopg",
+            scale,
+            ms(pico[p]),
+            ms(raw[p]),
+            f"{turn[p + '_ratio']:.2f}x",
+        ]
         for p in ("p50", "p95")
     ]
     return [
@@ -482,7 +488,7 @@ def _postgres_lines(scale: str, r: Result, ms: Callable[[float], str]) -> list[l
             f"postgres setup: StoreCopy of {setup['rows_copied']:,} rows; recall index"
             f" rebuilt ({setup['records_indexed']:,} records); ANALYZE",
             scale,
-            f"{setup['copy_s']:.1f} s; {setup['index_rebuild_s']:.1f} s; {setup['analyze_s']:.1f} s",
+            "; ".join(f"{setup[k]:.1f} s" for k in ("copy_s", "index_rebuild_s", "analyze_s")),
             "",
             "",
             "informational",
