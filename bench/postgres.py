@@ -1,6 +1,7 @@
 """postgres: the issue's PostgreSQL figures, as ratios against baselines of the same run.
 
-Run last, on the bench's SQLite working copy as the other benches left it:
+Run last in ``python -m bench``, on a fresh working copy of the cached corpus (the other
+benches leave rows a copy refuses: the vectors bench's random vectors, unsealed):
 
 1. Setup. The server is ``$PICOBOT_BENCH_POSTGRES`` (a ``postgresql://`` URL of a role
    that may create databases) or else a throwaway cluster started with
@@ -19,10 +20,13 @@ Run last, on the bench's SQLite working copy as the other benches left it:
    ``PICOBOT_MASTER_KEY``), and one on the SQLite working copy: the capacity of one
    SQLite instance, then one PostgreSQL instance, then two, each on fresh users.
    Figures: two PostgreSQL instances over one, one PostgreSQL instance over one SQLite.
+4. ``purge``: :func:`bench.purge.purge_under_load` on the copy, the victim (at most
+   :data:`VICTIM_SESSIONS` sessions of 100 messages) built into the working copy before
+   it is copied: other users' turn p99 during the purge over without one.
 
 ``python -m bench.postgres [--scale small|tiny] [--out FILE]`` runs this stage alone on
-a fresh working copy of the cached corpus (not the copy the other benches changed) and
-prints (or writes) its results as JSON.
+a fresh working copy of the cached corpus, as ``python -m bench`` does, and prints (or
+writes) its results as JSON.
 """
 
 from __future__ import annotations
@@ -44,7 +48,8 @@ import psycopg
 
 from bench.cluster import Instance, capacity_runs, two_against_one
 from bench.common import SMOKE, STANDARD, BenchContext, make_progress
-from bench.corpus import SCALES, TINY, ensure_corpus, work_copy
+from bench.corpus import SCALES, TINY, add_victim, ensure_corpus, work_copy
+from bench.purge import purge_under_load
 from bench.raw import RawStore
 from bench.stats import ratio
 from bench.turn import turn_overhead
@@ -57,6 +62,9 @@ from tests.pg.cluster import Cluster, find_bindir, temporary_database
 
 SERVER_ENV = "PICOBOT_BENCH_POSTGRES"
 """A PostgreSQL server URL to use instead of a throwaway cluster."""
+VICTIM_SESSIONS = 200
+"""Sessions of 100 messages of the user purged on PostgreSQL (at most the plan's): its
+messages are copied and indexed in the setup, so they cost setup time too."""
 INDEX_BATCH = 5000
 """Queued records indexed per write while the recall index is rebuilt."""
 
@@ -78,9 +86,13 @@ def postgres_server() -> Iterator[tuple[str | None, str]]:
 
 
 async def load_corpus(ctx: BenchContext, url: str) -> tuple[BenchContext, dict[str, Any]]:
-    """Copy ``ctx``'s working copy into the empty database at ``url`` and rebuild its
-    recall index; returns the context of the copy (its own data directory, holding the
-    same master key) and the setup's timings."""
+    """Build the purge's victim into ``ctx``'s working copy, copy that into the empty
+    database at ``url`` and rebuild its recall index; returns the context of the copy
+    (its own data directory, holding the same master key) and the setup's figures (the
+    victim's user id as ``victim``)."""
+    sessions = min(ctx.plan.victim_sessions, VICTIM_SESSIONS)
+    ctx.progress(f"  postgres: building the purge's victim ({sessions * 100:,} messages)")
+    victim = add_victim(ctx.db_path, sessions, ctx.seed, lambda _m: None)
     pg_dir = ctx.data_dir / "postgres"
     shutil.rmtree(pg_dir, ignore_errors=True)
     pg_dir.mkdir()
@@ -103,6 +115,7 @@ async def load_corpus(ctx: BenchContext, url: str) -> tuple[BenchContext, dict[s
         conn.execute("ANALYZE")
     analyze_s = time.perf_counter() - started
     return pg_ctx, {
+        "victim": victim,
         "rows_copied": copied.rows,
         "copy_s": round(copy_s, 1),
         "records_indexed": indexed,
@@ -135,7 +148,7 @@ async def postgres_cluster(ctx: BenchContext, pg_ctx: BenchContext) -> dict[str,
 
 
 async def postgres_benches(ctx: BenchContext) -> dict[str, Any]:
-    """Setup, ``turn_overhead`` and ``cluster`` on PostgreSQL (see the module's text);
+    """Setup, ``turn_overhead``, ``cluster`` and ``purge`` on PostgreSQL (the module's text);
     ``{"skipped": why}`` when no server can be had."""
     with postgres_server() as (server, source):
         if server is None:
@@ -148,6 +161,8 @@ async def postgres_benches(ctx: BenchContext) -> dict[str, Any]:
             turn = await turn_overhead(pg_ctx, raw)
             ctx.progress("  postgres: capacity")
             cluster = await postgres_cluster(ctx, pg_ctx)
+            ctx.progress("  postgres: purge under load")
+            purge = await purge_under_load(pg_ctx, setup.pop("victim"))
     shutil.rmtree(pg_ctx.data_dir, ignore_errors=True)
     return {
         "turn_p50_ratio": turn["p50_ratio"],
@@ -155,10 +170,12 @@ async def postgres_benches(ctx: BenchContext) -> dict[str, Any]:
         "capacity_ratio": cluster["capacity_ratio"],
         "postgres_over_sqlite_ratio": cluster["postgres_over_sqlite_ratio"],
         "error_frames": cluster["error_frames"],
+        "purge_p99_ratio": purge["p99_ratio"],
         "server": source,
         "setup": setup,
         "turn_overhead": turn,
         "cluster": cluster,
+        "purge": purge,
     }
 
 

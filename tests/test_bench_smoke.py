@@ -135,7 +135,9 @@ def test_postgres_bench_on_a_tiny_corpus(tmp_path: Path) -> None:
 
     assert result["setup"]["rows_copied"] > TINY.messages
     assert result["setup"]["records_indexed"] >= TINY.messages
-    for key in ("turn_p50_ratio", "turn_p95_ratio", "capacity_ratio", "postgres_over_sqlite_ratio"):
+    ratios = ("turn_p95_ratio", "capacity_ratio", "postgres_over_sqlite_ratio", "purge_p99_ratio")
+    assert result["purge"]["victim_messages"] == SMOKE.victim_sessions * 100
+    for key in ratios:
         assert _positive(result[key]), key
     assert result["error_frames"] == 0
     assert not (db_path.parent / "postgres").exists()  # the instances' directories go
