@@ -18,7 +18,8 @@ benches leave rows a copy refuses: the vectors bench's random vectors, unsealed)
 3. ``cluster``: :func:`bench.cluster.capacity_runs` with two ``serve`` instances on the
    database (a data directory each, ``PICOBOT_STORE__URL`` and the same
    ``PICOBOT_MASTER_KEY``), and one on the SQLite working copy: the capacity of one
-   SQLite instance, then one PostgreSQL instance, then two, each on fresh users.
+   SQLite instance, then one PostgreSQL instance, then two, each on fresh users, with
+   half the plan's turns per client (the stage's time budget).
    Figures: two PostgreSQL instances over one, one PostgreSQL instance over one SQLite.
 4. ``purge``: :func:`bench.purge.purge_under_load` on the copy, the victim (at most
    :data:`VICTIM_SESSIONS` sessions of 100 messages) built into the working copy before
@@ -65,6 +66,11 @@ SERVER_ENV = "PICOBOT_BENCH_POSTGRES"
 VICTIM_SESSIONS = 200
 """Sessions of 100 messages of the user purged on PostgreSQL (at most the plan's): its
 messages are copied and indexed in the setup, so they cost setup time too."""
+CAPACITY_TURNS_SHARE = 0.5
+"""Of the plan's turns per WebSocket client, what each capacity run here makes: on a
+PostgreSQL server sharing the machine's two cores one instance serves about 70 turns/s,
+so the plan's 6,000 turns took 90 s a run; 3,000 still span some 40 s of the runtime's
+periodic work (the indexer every 0.5 s)."""
 INDEX_BATCH = 5000
 """Queued records indexed per write while the recall index is rebuilt."""
 
@@ -125,7 +131,10 @@ async def load_corpus(ctx: BenchContext, url: str) -> tuple[BenchContext, dict[s
 
 
 async def postgres_cluster(ctx: BenchContext, pg_ctx: BenchContext) -> dict[str, Any]:
-    """One SQLite instance, one PostgreSQL instance, then two, in the same run."""
+    """One SQLite instance, one PostgreSQL instance, then two, in the same run, each
+    client with half the plan's turns (:data:`CAPACITY_TURNS_SHARE`)."""
+    turns = max(1, int(ctx.plan.ws_turns * CAPACITY_TURNS_SHARE))
+    ctx = replace(ctx, plan=replace(ctx.plan, ws_turns=turns))
     master = encode_key(read_key_file(ctx.data_dir / DEFAULT_KEY_FILE).key)
     env = {"PICOBOT_STORE__URL": pg_ctx.store_url, "PICOBOT_MASTER_KEY": master}
     instances = [Instance("sqlite", ctx.data_dir)]
