@@ -59,7 +59,7 @@ from picobot.runtime import open_database
 from picobot.store.keys.master import DEFAULT_KEY_FILE, encode_key, read_key_file
 from picobot.store.postgres.copy import StoreCopy
 from picobot.store.retrieval.search import SearchIndex
-from tests.pg.cluster import Cluster, find_bindir, temporary_database
+from tests.pg.cluster import Cluster, ClusterError, find_bindir, temporary_database
 
 SERVER_ENV = "PICOBOT_BENCH_POSTGRES"
 """A PostgreSQL server URL to use instead of a throwaway cluster."""
@@ -78,7 +78,8 @@ INDEX_BATCH = 5000
 @contextmanager
 def postgres_server() -> Iterator[tuple[str | None, str]]:
     """``(server URL, where it comes from)``: ``$PICOBOT_BENCH_POSTGRES``, else a
-    throwaway cluster (stopped and deleted on exit), else ``(None, why not)``."""
+    throwaway cluster (stopped and deleted on exit), else ``(None, why not)`` (no server
+    binaries, or a cluster that would not start)."""
     given = os.environ.get(SERVER_ENV, "")
     if given:
         yield given, f"${SERVER_ENV}"
@@ -87,7 +88,12 @@ def postgres_server() -> Iterator[tuple[str | None, str]]:
     if bindir is None:
         yield None, f"no PostgreSQL server binaries (initdb, pg_ctl, postgres) and no ${SERVER_ENV}"
         return
-    with Cluster.start(bindir) as cluster:
+    try:
+        cluster = Cluster.start(bindir)
+    except ClusterError as exc:
+        yield None, f"the throwaway cluster did not start: {exc}"
+        return
+    with cluster:
         yield cluster.url, f"throwaway cluster ({bindir}, fsync and synchronous_commit off)"
 
 
