@@ -27,14 +27,16 @@ from bench.corpus import SCALES, TINY, Scale, ensure_corpus, work_copy
 from bench.learning_cost import learning_overhead
 from bench.mcp_search import mcp_search
 from bench.net import network
+from bench.postgres import postgres_benches
 from bench.purge import purge_under_load
 from bench.turn import recall_scaling, recall_search, turn_overhead
 from bench.vectors import vector_costs
 from bench.write import write_latency
 
 HERE = Path(__file__).resolve().parent
-# learning_overhead next to last: it adds facts and reflections the other benches should
-# not see; vectors last: it stores vectors for some users.
+# learning_overhead: it adds facts and reflections the other benches should not see;
+# vectors: it stores vectors for some users; postgres last, on a fresh copy of the corpus
+# (skipped without a PostgreSQL server).
 BENCHES = (
     "recall_search",
     "turn_overhead",
@@ -46,6 +48,7 @@ BENCHES = (
     "mcp_search",
     "learning_overhead",
     "vectors",
+    "postgres",
 )
 
 
@@ -91,10 +94,28 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
             results[name] = asyncio.run(mcp_search(ctx))
         elif name == "learning_overhead":
             results[name] = asyncio.run(learning_overhead(ctx))
-        else:
+        elif name == "vectors":
             results[name] = asyncio.run(vector_costs(ctx))
+        elif scale is not cfg.scales[0]:
+            # The setup copies and re-indexes the whole corpus: minutes at 1M.
+            results[name] = {"skipped": f"run on the {cfg.scales[0].name} corpus only"}
+        else:
+            results[name] = run_postgres(cfg, scale, corpus, progress)
         progress(f"{scale.name}: {name} done in {time.perf_counter() - started:.1f} s")
     return results
+
+
+def run_postgres(cfg: RunConfig, scale: Scale, corpus: Path, progress: Progress) -> dict[str, Any]:
+    """The PostgreSQL stage on a fresh working copy of ``corpus`` (removed afterwards):
+    the other benches leave rows a copy refuses (the vectors bench's, in clear), and the
+    SQLite instance it compares with starts as the PostgreSQL copy does."""
+    db_path = work_copy(corpus, cfg.cache_dir / f"run-{scale.name}-postgres")
+    try:
+        return asyncio.run(
+            postgres_benches(BenchContext(scale, db_path, cfg.plan, cfg.seed, progress))
+        )
+    finally:
+        shutil.rmtree(db_path.parent, ignore_errors=True)
 
 
 def run_scaling(cfg: RunConfig, small: Scale, large: Scale, progress: Progress) -> dict[str, Any]:

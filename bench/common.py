@@ -101,6 +101,9 @@ class BenchContext:
     plan: Plan
     seed: int
     progress: Progress
+    store_url: str = ""
+    """A PostgreSQL database holding a copy of the corpus (``[store] url``); empty: the
+    SQLite working copy at ``db_path``."""
     gen: TextGen = field(init=False)
     rng: random.Random = field(init=False)
 
@@ -115,7 +118,9 @@ class BenchContext:
         return self.db_path.parent
 
     def settings(self, **sections: dict[str, Any]) -> Settings:
-        """Bench settings on this corpus."""
+        """Bench settings on this corpus (on ``store_url`` when that is set)."""
+        if self.store_url:
+            sections = {**sections, "store": {"url": self.store_url, **sections.get("store", {})}}
         return bench_settings(self.data_dir, **sections)
 
     def users(self, n: int) -> list[int]:

@@ -31,7 +31,7 @@ import signal
 import sqlite3
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -59,10 +59,15 @@ WARMUP_TURNS = 2
 
 @asynccontextmanager
 async def child(
-    args: Sequence[str], log: Path, profile: Path | None = None, module: str = "bench.server"
+    args: Sequence[str],
+    log: Path,
+    profile: Path | None = None,
+    module: str = "bench.server",
+    env: Mapping[str, str] | None = None,
 ) -> AsyncIterator[Any]:
-    """Run ``python -m MODULE ARGS``; yield its ``{"ws", "http"}`` URLs."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    """Run ``python -m MODULE ARGS``; yield its ``{"ws", "http"}`` URLs. ``env``: more
+    environment variables for the child (over this process's)."""
+    env = {**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)}
     if profile is not None:
         env["BENCH_PROFILE"] = str(profile)
     with log.open("wb") as err:

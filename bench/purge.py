@@ -78,11 +78,17 @@ async def _timed_purge(db: Database, victim: str, phases: dict[str, float]) -> i
     return counts.messages
 
 
-async def purge_under_load(ctx: BenchContext) -> dict[str, Any]:
-    """Purge duration and other users' turn latency with and without it."""
+async def purge_under_load(ctx: BenchContext, victim: str | None = None) -> dict[str, Any]:
+    """Purge duration and other users' turn latency with and without it.
+
+    ``victim``: a user already in ``ctx``'s store whose messages were built in beforehand
+    (the PostgreSQL stage copies them over); None builds one of ``plan.victim_sessions``
+    sessions into the SQLite working copy first.
+    """
     plan = ctx.plan
-    ctx.progress(f"  purge: building the victim ({plan.victim_sessions * 100:,} messages)")
-    victim = add_victim(ctx.db_path, plan.victim_sessions, ctx.seed, lambda _m: None)
+    if victim is None:
+        ctx.progress(f"  purge: building the victim ({plan.victim_sessions * 100:,} messages)")
+        victim = add_victim(ctx.db_path, plan.victim_sessions, ctx.seed, lambda _m: None)
     settings = ctx.settings()
     async with open_database(settings) as db:
         kernel = build_kernel(settings, db, InstantProvider(ctx.gen.texts(97)))

@@ -14,11 +14,15 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from picobot.config.keys import KeySettings
 from picobot.store.connect import install_functions
+from picobot.store.conversation.events import record_event
+from picobot.store.conversation.messages import _INSERT as APPEND_INSERT
+from picobot.store.conversation.messages import _TOUCH as APPEND_TOUCH
 from picobot.store.keys import open_keyring
+from picobot.store.keys.keyring import KeyRing
 from picobot.store.keys.sealing import Sealer
 from picobot.store.retrieval.recall import RecallQuery, recall_records
 from picobot.store.retrieval.search import SearchHit
@@ -31,22 +35,24 @@ INSERT_MESSAGE = (
     " picobot_seal((SELECT user_id FROM sessions WHERE id = ?1), ?3), ?4, ?5)"
     " RETURNING id, seq_order"
 )
-"""PicoBot's INSERT: the text sealed with its owner's key (params: session, role, text,
-tokens, time)."""
-TOUCH_SESSION = "UPDATE sessions SET last_active = MAX(last_active, ?) WHERE id = ?"
+"""A single-row INSERT, the text sealed with its owner's key looked up in SQL (params:
+session, role, text, tokens, time): SQLite only (the write and ceiling benches)."""
 CURRENT = (
     "SELECT session_id FROM current_sessions WHERE channel = ? AND chat_id = ? AND user_id = ?"
 )
 LAST = (
-    "SELECT id, session_id, seq_order, role, picobot_open(content), token_estimate, created_at"
+    "SELECT id, session_id, seq_order, role, picobot_open(content) AS content, token_estimate,"
+    " created_at"
     " FROM messages WHERE session_id = ? ORDER BY seq_order DESC LIMIT ?"
 )
 MEMORIES = (
-    "SELECT id, user_id, key, picobot_open(content), created_at, updated_at FROM user_memories"
+    "SELECT id, user_id, key, picobot_open(content) AS content, created_at, updated_at"
+    " FROM user_memories"
     " WHERE user_id = ? ORDER BY updated_at DESC, id DESC LIMIT ?"
 )
 SUMMARY = (
-    "SELECT session_id, picobot_open(summary), covered_seq, token_estimate, updated_at"
+    "SELECT session_id, picobot_open(summary) AS summary, covered_seq, token_estimate,"
+    " updated_at"
     " FROM session_summaries WHERE session_id = ?"
 )
 
@@ -63,7 +69,11 @@ class RawTurn:
 
 
 class RawStore:
-    """PicoBot's statements on one plain ``sqlite3`` connection."""
+    """PicoBot's statements on one plain ``sqlite3`` connection (or, made by
+    :meth:`postgres`, on one plain psycopg connection)."""
+
+    conn: sqlite3.Connection
+    _ring: KeyRing
 
     def __init__(self, path: Path, busy_timeout_ms: int = 5000) -> None:
         self.conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
@@ -78,6 +88,30 @@ class RawStore:
             "synchronous=NORMAL",
         ):
             self.conn.execute(f"PRAGMA {pragma}").fetchall()
+
+    @classmethod
+    def postgres(cls, url: str, data_dir: Path) -> RawStore:
+        """The same statements on one plain psycopg connection to ``url`` (autocommit,
+        in the caller's thread), with the store's keys opened by ``data_dir``'s master key.
+
+        Each statement is the one PicoBot sends: the SQLite text rewritten by
+        :func:`picobot.store.postgres.dialect.translate` (cached by its text, so once
+        per statement), texts sealed and opened in Python with the same keys, as
+        :class:`~picobot.store.postgres.driver.PgConnection` does, which is the thin
+        adapter used here; ``BEGIN IMMEDIATE`` takes the same writer lock. Not included
+        (what the ratio measures): asyncio, the hop to a pooled connection's thread,
+        read-only snapshot transactions, PicoBot's row handling and prompt work.
+        """
+        import psycopg
+
+        from picobot.store.postgres.driver import PgConnection
+
+        store = cls.__new__(cls)
+        store._ring = open_keyring(data_dir, KeySettings(), {}, url=url)
+        raw = psycopg.connect(url, autocommit=True, application_name="bench-raw")
+        # Typed as sqlite3's: PgConnection takes the same calls (as the store casts it).
+        store.conn = cast(sqlite3.Connection, PgConnection(raw, Sealer(store._ring)))
+        return store
 
     def close(self) -> None:
         """Close the connection and the key store."""
@@ -117,12 +151,18 @@ class RawStore:
     def append(
         self, session_id: str, role: str, content: str, tokens: int, now: float
     ) -> tuple[int, int]:
-        """The statements of ``MessageRepo.append``: INSERT and touch the session, one commit."""
+        """The statements of ``MessageRepo.append`` (its own, imported): touch the session
+        (which returns its owner), INSERT the message sealed with the owner's key, record
+        the ``message.appended`` event; one commit. Portable: runs on PostgreSQL too."""
         c = self.conn
         c.execute("BEGIN IMMEDIATE")
-        row = c.execute(INSERT_MESSAGE, (session_id, role, content, tokens, now))
-        msg_id, seq = row.fetchall()[0]
-        c.execute(TOUCH_SESSION, (now, session_id))
+        owner = c.execute(APPEND_TOUCH, (now, session_id)).fetchall()[0][0]
+        args = (session_id, session_id, role, owner, content, tokens, now, None)
+        msg_id, seq = c.execute(APPEND_INSERT, args).fetchall()[0]
+        payload = {"message_id": msg_id, "role": role, "seq_order": seq}
+        record_event(
+            c, "message.appended", now, user_id=owner, session_id=session_id, payload=payload
+        )
         c.execute("COMMIT")
         return int(msg_id), int(seq)
 

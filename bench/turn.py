@@ -23,14 +23,16 @@ from picobot.runtime import build_kernel, open_database
 from picobot.store.retrieval.recall import RecallQuery, recall_records
 
 
-async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
+async def turn_overhead(ctx: BenchContext, raw: RawStore | None = None) -> dict[str, Any]:
     """A whole turn through ``Kernel.handle`` (zero-latency model) vs its raw statements.
 
     PicoBot's side: commit the user message (checking the chat's session in the same
     write), build the prompt (memories, summary, recall, 20-message window, token
     budget), stream the reply from an instant model, commit the reply. Raw side: the
-    same SELECTs and write transactions on one plain sqlite3 connection, with the
-    recall terms precomputed.
+    same SELECTs and write transactions on one plain connection, with the recall terms
+    precomputed: ``raw`` (closed on return), by default a sqlite3 connection to the
+    working copy. PicoBot's side runs on ``ctx.settings()``'s store (PostgreSQL when
+    ``ctx.store_url`` is set), so pass ``RawStore.postgres`` for that case.
     """
     plan = ctx.plan
     measured = ctx.users(plan.turn_iters)
@@ -44,7 +46,7 @@ async def turn_overhead(ctx: BenchContext) -> dict[str, Any]:
     replies = ctx.gen.texts(97)
     settings = ctx.settings()
     max_terms = settings.session.memory.recall_max_terms
-    raw = RawStore(ctx.db_path)
+    raw = raw if raw is not None else RawStore(ctx.db_path)
     pairs = Paired(len(warm))
     recalled = 0
     tick = Ticker("turn_overhead", total, ctx.progress)

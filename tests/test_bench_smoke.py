@@ -114,3 +114,40 @@ def test_recall_at_1m_is_held_to_its_absolute_target() -> None:
         assert entry["p95_1m_ms"] == p95
         assert entry["by_scale"]["1M"]["pass"]  # the ratio target alone
         assert entry["pass"] is ok
+
+
+def test_postgres_bench_on_a_tiny_corpus(tmp_path: Path) -> None:
+    """The PostgreSQL stage alone: copy, index rebuild, turn overhead, capacity."""
+    import asyncio
+    import os
+
+    from bench.common import BenchContext
+    from bench.corpus import ensure_corpus, work_copy
+    from bench.postgres import SERVER_ENV, postgres_benches
+    from tests.pg.cluster import find_bindir
+
+    if find_bindir() is None and not os.environ.get(SERVER_ENV):
+        pytest.skip(f"no PostgreSQL server binaries and no ${SERVER_ENV}")
+    corpus = ensure_corpus(tmp_path / "cache", TINY, 7, lambda _line: None)
+    db_path = work_copy(corpus, tmp_path / "cache" / "run")
+    ctx = BenchContext(TINY, db_path, SMOKE, 7, lambda _line: None)
+    result = asyncio.run(postgres_benches(ctx))
+
+    assert result["setup"]["rows_copied"] > TINY.messages
+    assert result["setup"]["records_indexed"] >= TINY.messages
+    ratios = ("turn_p95_ratio", "capacity_ratio", "postgres_over_sqlite_ratio", "purge_p99_ratio")
+    assert result["purge"]["victim_messages"] == SMOKE.victim_sessions * 100
+    for key in ratios:
+        assert _positive(result[key]), key
+    assert result["error_frames"] == 0
+    assert not (db_path.parent / "postgres").exists()  # the instances' directories go
+    entry = report.build({TINY.name: {"postgres": result}}, {})["postgres"]
+    assert isinstance(entry["pass"], bool)
+    assert entry["turn_p95_ratio"] == result["turn_p95_ratio"]
+
+
+def test_postgres_bench_skipped_is_reported_not_failed() -> None:
+    skipped = {"skipped": "no PostgreSQL server binaries"}
+    entry = report.build({TINY.name: {"postgres": skipped}}, {})["postgres"]
+    assert entry["pass"] is True
+    assert report.missed({"postgres": entry}) == []
