@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import hashlib
 import os
 import platform
 import re
+import secrets
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -73,6 +76,9 @@ class EvalConfig:
     """Extract facts after each conversation and ask its questions again (``--learn``)."""
     embeddings: bool = False
     """Replay again with the local embedding model on and report both (``--embeddings``)."""
+    store_url: str | None = None
+    """A PostgreSQL server: each conversation's server stores into a new database of it
+    (dropped after), instead of a SQLite file (``--store-url``)."""
 
 
 def _git_commit() -> str:
@@ -134,23 +140,38 @@ async def _replay_all(
                 progress(
                     f"{conv.sample_id}: {conv.turn_count} turns, {len(conv.questions)} questions"
                 )
-                done = await replay(
-                    conv,
-                    tag,
-                    standin,
-                    workdir / tag,
-                    cfg.modes,
-                    settings_env=settings_env,
-                    purge=cfg.purge,
-                    keep_prompts=cfg.dump_prompts,
-                    progress=progress,
-                    learner=learner,
-                )
+                with _store(cfg.store_url, settings_env) as env:
+                    done = await replay(
+                        conv,
+                        tag,
+                        standin,
+                        workdir / tag,
+                        cfg.modes,
+                        settings_env=env,
+                        purge=cfg.purge,
+                        keep_prompts=cfg.dump_prompts,
+                        progress=progress,
+                        learner=learner,
+                    )
                 progress(f"{conv.sample_id}: done {done.seconds}")
                 return done
 
         done = await asyncio.gather(*(one(n, c) for n, c in enumerate(convs, 1)))
         return list(done), dict(standin.counts)
+
+
+@contextmanager
+def _store(server_url: str | None, settings_env: dict[str, str]) -> Iterator[dict[str, str]]:
+    """The settings of one conversation's server: on a new PostgreSQL database of
+    ``server_url`` with a master key of its own (dropped after), or as they are."""
+    if server_url is None:
+        yield settings_env
+        return
+    from tests.pg.cluster import temporary_database
+
+    with temporary_database(server_url) as url:
+        key = base64.b64encode(secrets.token_bytes(32)).decode()
+        yield {**settings_env, "PICOBOT_STORE__URL": url, "PICOBOT_MASTER_KEY": key}
 
 
 def _baselines(
@@ -327,6 +348,11 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         "--learn-local", action="store_true", help="extract with the bundled local model"
     )
     parser.add_argument(
+        "--store-url",
+        metavar="URL",
+        help="a PostgreSQL server (a role that may create databases): replay on it",
+    )
+    parser.add_argument(
         "--dump-prompts",
         action="store_true",
         help="also write recall.prompts.jsonl: every judged prompt (holds the file's text)",
@@ -363,6 +389,7 @@ def parse_args(argv: Sequence[str] | None) -> EvalConfig:
         dump_prompts=args.dump_prompts,
         learn=learn_model,
         embeddings=args.embeddings,
+        store_url=args.store_url,
     )
 
 
