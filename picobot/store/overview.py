@@ -93,12 +93,15 @@ def session_previews(
     order = f"{SESSION_SELECT}{where} ORDER BY s.last_active DESC, s.id"
     if text:
         needle = text.lower()
-        matched = [
-            info
-            for info in (session_info(r) for r in conn.execute(order, params).fetchall())
-            if _session_matches(conn, info, needle)
-        ]
-        listed = matched[offset : offset + max(0, limit)]
+        wanted = offset + max(0, limit)
+        matched: list[SessionInfo] = []
+        for row in conn.execute(order, params).fetchall():
+            if len(matched) >= wanted:
+                break
+            info = session_info(row)
+            if _session_matches(conn, info, needle):
+                matched.append(info)
+        listed = matched[offset:wanted]
     else:
         rows = conn.execute(f"{order} LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()
         listed = [session_info(r) for r in rows]
