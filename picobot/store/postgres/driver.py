@@ -58,14 +58,9 @@ def _number(value: Any) -> Any:
 
 
 def _opened(sealer: Sealer, how: Opened, value: Any) -> Any:
-    """A sealed column's value as the store reads it. A text column emptied with the
-    store's ``''`` literal holds empty bytes here (``BYTEA``): it opens as ``''``, as the
-    text ``''`` does on SQLite, not as a text whose key is gone."""
-    if how is Opened.BYTES:
-        return sealer.open_bytes(value)
-    if isinstance(value, bytes | bytearray | memoryview) and not value:
-        return ""
-    return sealer.open(value)
+    """A sealed column's value as the store reads it (an emptied text, empty bytes in
+    ``BYTEA``, opens as ``''``: :meth:`Sealer.open`)."""
+    return sealer.open_bytes(value) if how is Opened.BYTES else sealer.open(value)
 
 
 class PgCursor:
