@@ -41,10 +41,11 @@ MODES = ("picobot", "raw", "minimal", "protocol")
 RATES = (750.0, 500.0)
 CLIENTS = 100
 TURNS = 100
-REPLY = "word " * 30
 
 
-def _minimal_turn(store: RawStore, sessions: dict[str, str], user: str, text: str) -> None:
+def _minimal_turn(
+    store: RawStore, sessions: dict[str, str], user: str, text: str, reply: str
+) -> None:
     """The least a turn with recall does: the query, then both messages in one commit."""
     from picobot.recall.keywords import extract_terms
     from picobot.store.retrieval.search import SearchQuery, search_sql
@@ -60,13 +61,13 @@ def _minimal_turn(store: RawStore, sessions: dict[str, str], user: str, text: st
     now = time.time()
     c.execute("BEGIN IMMEDIATE")
     c.execute(INSERT_MESSAGE, (sid, "user", text, len(text) // 4 + 1, now)).fetchall()
-    c.execute(INSERT_MESSAGE, (sid, "assistant", REPLY, 40, now)).fetchall()
+    c.execute(INSERT_MESSAGE, (sid, "assistant", reply, len(reply) // 4 + 1, now)).fetchall()
     c.execute("COMMIT")
 
 
 def serve(mode: str, data_dir: Path) -> None:
     """The server child: ``bench.server``'s PicoBot with the turn's work done ``mode``'s way."""
-    from bench.server import run_picobot
+    from bench.server import bench_replies, run_picobot
     from picobot.kernel.kernel import Kernel
     from picobot.messages import Inbound, Outbound, OutboundKind
     from picobot.recall.keywords import extract_terms
@@ -75,24 +76,29 @@ def serve(mode: str, data_dir: Path) -> None:
         pool = ThreadPoolExecutor(1)
         local = threading.local()
         sessions: dict[str, str] = {}
+        # PicoBot's replies, in its order: stored alike, a returning user's history (and
+        # so their recall) is as long and as rich on both servers.
+        replies = itertools.cycle(bench_replies())
 
-        def work(user: str, text: str) -> None:
+        def work(user: str, text: str, reply: str) -> None:
             store = getattr(local, "store", None)
             if store is None:
                 store = local.store = RawStore(data_dir / "conversations.db")
             if mode == "raw":
-                store.turn(RawTurn(user, text, REPLY, extract_terms(text, 8), time.time()))
+                store.turn(RawTurn(user, text, reply, extract_terms(text, 8), time.time()))
             else:
-                _minimal_turn(store, sessions, user, text)
+                _minimal_turn(store, sessions, user, text, reply)
 
         async def handle(self: Kernel, inbound: Inbound) -> AsyncIterator[Outbound]:
             user = inbound.identity.user_id
+            reply = next(replies)
             if mode != "protocol":
-                await asyncio.get_running_loop().run_in_executor(pool, work, user, inbound.text)
+                loop = asyncio.get_running_loop()
+                await loop.run_in_executor(pool, work, user, inbound.text, reply)
             sid = f"s-{user}"
             yield Outbound(OutboundKind.SESSION, session_id=sid)
-            yield Outbound(OutboundKind.TOKEN, REPLY, session_id=sid)
-            yield Outbound(OutboundKind.DONE, REPLY, session_id=sid)
+            yield Outbound(OutboundKind.TOKEN, reply, session_id=sid)
+            yield Outbound(OutboundKind.DONE, reply, session_id=sid)
 
         Kernel.handle = handle  # type: ignore[method-assign]
     asyncio.run(run_picobot(data_dir, "http://127.0.0.1:9/unused"))

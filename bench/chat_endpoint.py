@@ -28,10 +28,10 @@ from urllib.parse import urlsplit
 from websockets.asyncio.client import ClientConnection, connect
 
 from bench.common import BenchContext, bench_settings
-from bench.corpus import TextGen, user_name
+from bench.corpus import user_name
 from bench.net import START_TIMEOUT, WARMUP_TURNS, child
 from bench.provider import InstantProvider
-from bench.server import KEYED_USERS, api_key
+from bench.server import KEYED_USERS, api_key, bench_replies
 from bench.stats import dist_ms, now_ns, ratio
 
 CLIENTS = 10
@@ -214,7 +214,7 @@ async def _serve(data_dir: Path) -> None:
     def ready(info: ServeInfo) -> None:
         print(json.dumps({"ws": info.websocket_url, "openai": info.openai_url}), flush=True)
 
-    await serve(settings, provider=InstantProvider(TextGen(7, stream=99).texts(97)), ready=ready)
+    await serve(settings, provider=InstantProvider(bench_replies()), ready=ready)
 
 
 if __name__ == "__main__":

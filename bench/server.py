@@ -44,6 +44,13 @@ SIGNATURE_HEADER = "X-PicoBot-Signature"
 TIMESTAMP_HEADER = "X-PicoBot-Timestamp"
 
 
+def bench_replies() -> list[str]:
+    """The instant model's replies in every WebSocket server of the benches, in order:
+    PicoBot's (:class:`bench.provider.InstantProvider`) and the bare-SQL server's, so
+    the histories both build match and a returning user's recall reads alike."""
+    return TextGen(7, stream=99).texts(97)
+
+
 def api_key(index: int) -> str:
     """The WebSocket API key of corpus user ``index`` (:func:`bench.corpus.user_name`)."""
     return f"bench-key-{index:010d}"
@@ -109,7 +116,7 @@ async def run_picobot(data_dir: Path, callback: str) -> None:
         },
         server={"port": 0, "enable_admin_api": False, "shutdown_grace_secs": 2.0},
     )
-    replies = TextGen(7, stream=99).texts(97)
+    replies = bench_replies()
 
     def ready(info: ServeInfo) -> None:
         _announce(info.websocket_url, info.http_url)
