@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
 import string
 from collections.abc import Iterable, Sequence
@@ -121,19 +122,21 @@ Counts = tuple[int, ...]
 """Of an ASCII text: each of :data:`_WEIGHTS`' classes, each of :data:`_PAIRS`, lower-case
 letters, Latin words (:func:`_ascii_counts`) and English function words among them."""
 _NEWLINES = list(_WEIGHTS).index(b"n")
+_COUNTED = (*_WEIGHTS, *_PAIRS, b"a")
+"""The class strings counted in each text, in :data:`Counts`' order."""
+_CLASS_WEIGHTS = (*_WEIGHTS.values(), *_PAIRS.values())
 
 
 @functools.lru_cache(maxsize=16384)
 def _ascii_counts(ascii_text: str) -> Counts:
+    # Every recalled line is estimated on a turn (hundreds at 1M messages): bound methods
+    # mapped over tuples, no generator in the way.
     raw = ascii_text.encode("ascii")
-    classes = raw.translate(_CLASSES)
     # Runs of three letters a-z or more, case folded (the prompt estimates thousands of
     # words a turn: a regex and a generator over them cost more than this).
     found = [w for w in raw.lower().translate(_LATIN_LETTERS).split() if len(w) > 2]
     return (
-        *(classes.count(c) for c in _WEIGHTS),
-        *(classes.count(pair) for pair in _PAIRS),
-        classes.count(b"a"),
+        *map(raw.translate(_CLASSES).count, _COUNTED),
         len(found),
         sum(map(_STOP_WORDS_ASCII.__contains__, found)),
     )
@@ -141,10 +144,8 @@ def _ascii_counts(ascii_text: str) -> Counts:
 
 def _ascii_total(counts: Sequence[int]) -> float:
     """The estimate of an ASCII text from its :data:`Counts`, before rounding up."""
-    n = len(_WEIGHTS)
-    total = sum(w * c for w, c in zip(_WEIGHTS.values(), counts, strict=False))
-    total += sum(w * c for w, c in zip(_PAIRS.values(), counts[n:], strict=False))
-    lower, found, english_words = counts[n + len(_PAIRS) :]
+    total = sum(map(operator.mul, _CLASS_WEIGHTS, counts))
+    lower, found, english_words = counts[len(_CLASS_WEIGHTS) :]
     if lower:
         english = english_words >= _ENGLISH_SHARE * found
         total += lower * (_LOWER_ENGLISH if english else _LOWER_OTHER)

@@ -456,3 +456,36 @@ def test_a_recall_message_costs_what_its_text_costs(estimator: TokenEstimator) -
     for n in range(len(hits) + 1):
         lines = recall_block.pack(hits[:n], estimator, budget=4000, item_cap=500)
         assert budget.recall_cost(lines) == message_cost(estimator, render_recall(lines))
+
+
+def test_packing_stops_after_a_run_of_records_that_do_not_fit() -> None:
+    # Once misses_when_full records in a row were too long for what is left, the block
+    # is full: a short record further down is no longer looked for (nor estimated).
+    estimator = CharTokenEstimator()
+    long_text, short = "x" * 200, "tiny"
+
+    def hit(i: int, text: str) -> SearchHit:
+        return SearchHit("message", i, "s", i, text, 1.7e9, 1.0, "user")
+
+    seen: list[str] = []
+
+    class Counting:
+        def estimate(self, text: str) -> int:
+            seen.append(text)
+            return estimator.estimate(text)
+
+    first = recall_block.pack([hit(0, "a" * 100)], estimator, budget=1000, item_cap=1000)
+    budget = first[0].cost + 10  # room for the first record and a short one only
+    for misses, found in ((4, True), (3, False)):
+        seen.clear()
+        hits = [hit(0, "a" * 100), *(hit(i, long_text) for i in (1, 2, 3)), hit(4, short)]
+        lines = recall_block.pack(
+            hits, Counting(), budget=budget, item_cap=1000, misses_when_full=misses
+        )
+        assert (short in [line.hit.text for line in lines]) is found
+        assert any(short in text for text in seen) is found  # not even estimated
+    # A record that fits ends a run of misses: the count starts again after it.
+    hits = [hit(0, "a" * 100), hit(1, long_text), hit(2, short), hit(3, long_text)]
+    hits.append(hit(4, "ok"))
+    lines = recall_block.pack(hits, estimator, budget=budget, item_cap=1000, misses_when_full=2)
+    assert [line.hit.row_id for line in lines] == [0, 2, 4]

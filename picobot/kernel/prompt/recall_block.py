@@ -59,6 +59,14 @@ def forget_lines() -> None:
     _rendered.cache_clear()
 
 
+MISSES_WHEN_FULL = 16
+"""Records in a row too long for what is left, after which the block counts as full.
+
+Past that point a shorter record further down is rarely found, and estimating each
+of the remaining records (a few hundred at 1M messages) was most of a turn's Python
+work."""
+
+
 def pack(
     hits: Sequence[SearchHit],
     estimator: TokenEstimator,
@@ -66,20 +74,23 @@ def pack(
     budget: int,
     item_cap: int,
     skip_texts: Iterable[str] = (),
+    misses_when_full: int = MISSES_WHEN_FULL,
 ) -> list[RecallLine]:
     """The best records that fit ``budget`` tokens, best first (headers counted).
 
-    A record too long for what is left is passed over for shorter ones after it; each
-    is cut to ``item_cap`` first. ``skip_texts``: texts the prompt holds already (a
-    fork's parent repeats the window's messages).
+    A record too long for what is left is passed over for shorter ones after it, until
+    ``misses_when_full`` in a row were; each is cut to ``item_cap`` first.
+    ``skip_texts``: texts the prompt holds already (a fork's parent repeats the
+    window's messages).
     """
     skip = set(skip_texts)
     cap = min(item_cap, budget)
     lines: list[RecallLine] = []
     sessions: set[str | None] = set()
-    used = 0
+    used = misses = 0
     for hit in hits:
-        if budget - used < 2:  # no line costs less (a token and its line break)
+        # No line costs less than 2 tokens (a token and its line break).
+        if budget - used < 2 or misses >= misses_when_full:
             break
         if hit.text in skip:
             continue
@@ -92,7 +103,9 @@ def pack(
         if hit.session_id not in sessions:
             cost += estimator.estimate(day_header(hit.created_at)) + 2
         if used + cost > budget:
+            misses += 1
             continue
+        misses = 0
         lines.append(RecallLine(hit, text, cost))
         sessions.add(hit.session_id)
         used += cost
