@@ -14,7 +14,11 @@ the same run, with the same clients and the same messages:
   users' histories or take its write lock. The websocket target is PicoBot's
   capacity over this server's;
 - ``raw_echo``: a plain ``websockets`` echo server (context: the cost of the
-  protocol and the clients alone).
+  protocol and the clients alone);
+- ``picobot_quiet``: PicoBot with summaries and learning off, on a copy of its own, in
+  the closed-loop runs only: a long session starts that work beside its turns, and the
+  bare-SQL server has no counterpart for it, so this server's returning users show
+  what the turn path alone (recall included) costs them.
 
 The webhook bench posts to PicoBot and to a plain aiohttp handler; the webhook's
 replies go to a sink in another process, as a platform's API would.
@@ -42,6 +46,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from bench.common import BenchContext
 from bench.server import (
     KEYED_USERS,
+    QUIET,
     SIGNATURE_HEADER,
     TIMESTAMP_HEADER,
     WEBHOOK_SECRET,
@@ -250,17 +255,17 @@ def run_texts(ctx: BenchContext, first_user: int, clients: int) -> list[str]:
     return ctx.gen.texts_for([first_user + j % clients for j in range(clients * per)])
 
 
-def bare_copy(db_path: Path, work_dir: Path) -> Path:
+def server_copy(db_path: Path, work_dir: Path) -> Path:
     """A copy of the working copy ``db_path`` (no connection may be open on it) as
-    ``work_dir/conversations.db``, with the key store and master key beside it, for
-    the bare-SQL server; returns its directory."""
+    ``work_dir/conversations.db``, with the key store and master key beside it, for a
+    server of its own (the bare-SQL server, the quiet PicoBot); returns its directory."""
     conn = sqlite3.connect(db_path)
     try:
         busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     finally:
         conn.close()
     if busy:
-        raise RuntimeError(f"{db_path} is in use; cannot copy it for the bare-SQL server")
+        raise RuntimeError(f"{db_path} is in use; cannot copy it for another server")
     shutil.rmtree(work_dir, ignore_errors=True)
     work_dir.mkdir(parents=True)
     shutil.copyfile(db_path, work_dir / "conversations.db")
@@ -280,14 +285,19 @@ def _half_p95(run: dict[str, Any]) -> float:
 
 async def network(ctx: BenchContext, profile: Path | None = None) -> dict[str, Any]:
     """The websocket and webhook results for one corpus."""
-    bare_dir = bare_copy(ctx.db_path, ctx.data_dir.with_name(ctx.data_dir.name + "-bare"))
+    bare, quiet = (ctx.data_dir.with_name(ctx.data_dir.name + t) for t in ("-bare", "-quiet"))
     try:
-        return await _network(ctx, bare_dir, profile)
+        return await _network(
+            ctx, server_copy(ctx.db_path, bare), server_copy(ctx.db_path, quiet), profile
+        )
     finally:
-        shutil.rmtree(bare_dir, ignore_errors=True)
+        for copy in (bare, quiet):
+            shutil.rmtree(copy, ignore_errors=True)
 
 
-async def _network(ctx: BenchContext, bare_dir: Path, profile: Path | None) -> dict[str, Any]:
+async def _network(
+    ctx: BenchContext, bare_dir: Path, quiet_dir: Path, profile: Path | None
+) -> dict[str, Any]:
     plan = ctx.plan
     clients = min(plan.ws_clients, ctx.scale.users)
     logs = ctx.data_dir
@@ -300,11 +310,15 @@ async def _network(ctx: BenchContext, bare_dir: Path, profile: Path | None) -> d
         child(
             ["serve", "raw", str(bare_dir)], logs / "bare-sql-server.log", module="bench.ceiling"
         ) as bare_urls,
+        child(
+            ["picobot", str(quiet_dir), sink_urls["http"], QUIET], logs / "quiet-server.log"
+        ) as quiet_urls,
     ):
         servers = {
             "raw_echo": (raw_urls, False),
             "picobot": (pico_urls, True),
             "bare_sql": (bare_urls, True),
+            "picobot_quiet": (quiet_urls, True),
         }
         runs: dict[str, dict[str, Any]] = {name: {} for name in servers}
         # The echo server first (it does no database work); PicoBot and the bare-SQL
@@ -313,9 +327,9 @@ async def _network(ctx: BenchContext, bare_dir: Path, profile: Path | None) -> d
         # The last stage brings the first one's users back: each carries on the session
         # in which it sent its turns, now long, as a returning user does.
         stages = (
-            ("capacity", False, ("raw_echo", "picobot", "bare_sql"), 0),
+            ("capacity", False, ("raw_echo", "picobot", "bare_sql", "picobot_quiet"), 0),
             ("paced_half_capacity", True, ("raw_echo", "bare_sql", "picobot"), 1),
-            ("returning_capacity", False, ("picobot", "bare_sql"), 0),
+            ("returning_capacity", False, ("picobot", "bare_sql", "picobot_quiet"), 0),
         )
         for key, paced, order, users_of in stages:
             # Latency at a load PicoBot sustains: half its measured capacity, offered
@@ -345,6 +359,7 @@ async def _network(ctx: BenchContext, bare_dir: Path, profile: Path | None) -> d
             pico_urls["http"], raw_urls["http"], plan.webhook_requests, plan.warmup, texts
         )
     pico, bare, echo = runs["picobot"], runs["bare_sql"], runs["raw_echo"]
+    quiet = runs["picobot_quiet"]
     half = pico["paced_half_capacity"]
     websocket = {
         "turns_per_s": _capacity(pico),
@@ -354,6 +369,11 @@ async def _network(ctx: BenchContext, bare_dir: Path, profile: Path | None) -> d
         "bare_sql_returning_turns_per_s": bare["returning_capacity"]["turns_per_s"],
         "returning_capacity_ratio": ratio(
             pico["returning_capacity"]["turns_per_s"], bare["returning_capacity"]["turns_per_s"]
+        ),
+        "quiet_capacity_ratio": ratio(_capacity(quiet), _capacity(bare)),
+        "quiet_returning_turns_per_s": quiet["returning_capacity"]["turns_per_s"],
+        "quiet_returning_capacity_ratio": ratio(
+            quiet["returning_capacity"]["turns_per_s"], bare["returning_capacity"]["turns_per_s"]
         ),
         "half_capacity_turns_per_s": half["offered_turns_per_s"],
         "half_capacity_delivered_turns_per_s": half["turns_per_s"],
@@ -365,8 +385,11 @@ async def _network(ctx: BenchContext, bare_dir: Path, profile: Path | None) -> d
         "echo_turns_per_s": _capacity(echo),
         "echo_capacity_ratio": ratio(_capacity(pico), _capacity(echo)),
         "echo_half_capacity_p95_ms": _half_p95(echo),
-        "error_frames": sum(r["error_frames"] for side in (pico, bare) for r in side.values()),
+        "error_frames": sum(
+            r["error_frames"] for side in (pico, bare, quiet) for r in side.values()
+        ),
         "picobot": pico,
+        "picobot_quiet": quiet,
         "bare_sql": bare,
         "raw_echo": echo,
     }

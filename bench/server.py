@@ -3,7 +3,7 @@
 ``python -m bench.server picobot DATA_DIR CALLBACK_URL``: ``picobot.cli.serve.serve`` on
 the corpus copy in DATA_DIR with the WebSocket channel (API keys for corpus users
 0-299, :data:`KEYED_USERS`) and the generic signed webhook, whose replies go to CALLBACK_URL; an
-instant model.
+instant model. A fourth argument ``no-background`` switches summaries and learning off.
 
 ``python -m bench.server raw``: the baselines, a plain ``websockets`` echo server and a
 plain aiohttp POST handler.
@@ -91,8 +91,17 @@ async def run_sink() -> None:
     await runner.cleanup()
 
 
-async def run_picobot(data_dir: Path, callback: str) -> None:
-    """``serve`` on the corpus copy until SIGTERM; webhook replies go to ``callback``."""
+QUIET = "no-background"
+"""``bench.server picobot DATA_DIR CALLBACK no-background``: summaries and learning off."""
+
+
+async def run_picobot(data_dir: Path, callback: str, *, background: bool = True) -> None:
+    """``serve`` on the corpus copy until SIGTERM; webhook replies go to ``callback``.
+
+    ``background=False`` switches off the work a long session starts beside its turns
+    (summarizing it, learning facts, reflecting), which the bare-SQL server has no
+    counterpart for: what is left is the turn path alone, recall included.
+    """
     from picobot.cli.serve import ServeInfo
     from picobot.cli.serve import serve as picobot_serve
 
@@ -115,6 +124,14 @@ async def run_picobot(data_dir: Path, callback: str) -> None:
             "webhook": {"generic": {"enabled": True, "callback_url": callback}},
         },
         server={"port": 0, "enable_admin_api": False, "shutdown_grace_secs": 2.0},
+        **(
+            {}
+            if background
+            else {
+                "memory": {"learning": {"enabled": False}},
+                "session": {"memory": {"enable_summarization": False}},
+            }
+        ),
     )
     replies = bench_replies()
 
@@ -145,15 +162,16 @@ def main(argv: list[str]) -> int:
     """Entry point of the child process."""
     logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
     mode = argv[0] if argv else ""
-    if mode == "picobot" and len(argv) == 3:
-        work = run_picobot(Path(argv[1]), argv[2])
+    if mode == "picobot" and (len(argv) == 3 or argv[3:] == [QUIET]):
+        work = run_picobot(Path(argv[1]), argv[2], background=len(argv) == 3)
     elif mode == "raw":
         work = run_raw()
     elif mode == "sink":
         work = run_sink()
     else:
         print(
-            "usage: python -m bench.server picobot DATA_DIR CALLBACK_URL | raw | sink",
+            "usage: python -m bench.server"
+            " picobot DATA_DIR CALLBACK_URL [no-background] | raw | sink",
             file=sys.stderr,
         )
         return 2

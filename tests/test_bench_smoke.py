@@ -31,6 +31,7 @@ RATIOS = {
     "websocket": (
         "capacity_ratio",
         "returning_capacity_ratio",
+        "quiet_returning_capacity_ratio",
         "half_capacity_p95_ratio",
         "echo_capacity_ratio",
     ),
@@ -69,7 +70,8 @@ def test_bench_runs_on_a_tiny_corpus(tmp_path: Path) -> None:
     assert websocket["error_frames"] == 0
     assert data["chat_endpoint"]["errors"] == 0
     assert data["cluster"]["error_frames"] == 0  # two instances on one file answer every turn
-    assert not (tmp_path / "cache" / f"run-{TINY.name}-bare").exists()  # the copy is removed
+    for tail in ("bare", "quiet"):  # the servers' copies are removed
+        assert not (tmp_path / "cache" / f"run-{TINY.name}-{tail}").exists()
     recall = data["recall_search"]
     assert recall["p95_1m_ms"] is None and "BENCH_SCALE=full" in recall["p95_1m_note"]
     assert isinstance(data["prompt_prefix"]["pass"], bool)
