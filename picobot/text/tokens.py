@@ -144,7 +144,7 @@ def _ascii_counts(ascii_text: str) -> Counts:
 
 def _ascii_total(counts: Sequence[int]) -> float:
     """The estimate of an ASCII text from its :data:`Counts`, before rounding up."""
-    total = sum(map(operator.mul, _CLASS_WEIGHTS, counts))
+    total: float = sum(map(operator.mul, _CLASS_WEIGHTS, counts))
     lower, found, english_words = counts[len(_CLASS_WEIGHTS) :]
     if lower:
         english = english_words >= _ENGLISH_SHARE * found
@@ -152,8 +152,28 @@ def _ascii_total(counts: Sequence[int]) -> float:
     return total
 
 
-@functools.lru_cache(maxsize=16384)
+_ESTIMATES: dict[int, int] = {}
+"""Estimates by the hash of their text: no text is kept, so it can hold more of them
+than a cache keyed by the texts (a recall's few hundred records a turn at 1M messages
+outnumbered 16,384). Two texts of one 64-bit hash among these would share an estimate:
+about one chance in 10^10 when full."""
+ESTIMATES_KEPT = 65_536
+"""Entries kept (about 6 MB); when full, the cache starts again (a clear is atomic, so
+threads estimating at once need no lock)."""
+
+
 def _script_estimate(text: str) -> int:
+    key = hash(text)
+    known = _ESTIMATES.get(key)
+    if known is not None:
+        return known
+    if len(_ESTIMATES) >= ESTIMATES_KEPT:
+        _ESTIMATES.clear()
+    _ESTIMATES[key] = estimate = _uncached_estimate(text)
+    return estimate
+
+
+def _uncached_estimate(text: str) -> int:
     if not text:
         return 0
     ascii_text = text if text.isascii() else _NON_ASCII.sub("", text)
@@ -166,7 +186,7 @@ def _script_estimate(text: str) -> int:
 def forget_texts() -> None:
     """Empty the estimate caches, which are keyed by the texts themselves: a purge or a
     deletion calls this so no deleted text stays in this process's memory."""
-    _script_estimate.cache_clear()
+    _ESTIMATES.clear()
     _ascii_counts.cache_clear()
 
 
