@@ -14,11 +14,13 @@ import math
 import operator
 import re
 import string
-from collections.abc import Iterable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import Generic, Protocol, TypeVar
 
 from picobot.llm.base import ChatMessage, LLMProvider
 from picobot.store.retrieval.terms import STOP_WORDS
+
+T = TypeVar("T")
 
 # Role markers and separators that chat templates add around each message.
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -118,6 +120,39 @@ class ScriptTokenEstimator:
         return math.ceil(_ascii_total(counts))
 
 
+class _ByHash(Generic[T]):
+    """``compute(text)`` cached by the hash of the text: no text is kept, so it can hold
+    more results than a cache keyed by the texts (at 1M messages a recall's records
+    outnumbered 16,384 of them). Two texts of one 64-bit hash among ``kept`` would
+    share a result: about one chance in 10^10 when full. When full it starts again (a
+    clear is atomic, so threads computing at once need no lock)."""
+
+    def __init__(self, compute: Callable[[str], T], kept: int) -> None:
+        self._compute = compute
+        self._kept = kept
+        self._known: dict[int, T] = {}
+
+    def __call__(self, text: str) -> T:
+        key = hash(text)
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        if len(self._known) >= self._kept:
+            self._known.clear()
+        self._known[key] = result = self._compute(text)
+        return result
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def clear(self) -> None:
+        """Forget every result."""
+        self._known.clear()
+
+
+CACHED_TEXTS = 65_536
+"""Texts whose estimate, and whose character counts, are kept: about 6 and 15 MB."""
+
 Counts = tuple[int, ...]
 """Of an ASCII text: each of :data:`_WEIGHTS`' classes, each of :data:`_PAIRS`, lower-case
 letters, Latin words (:func:`_ascii_counts`) and English function words among them."""
@@ -127,8 +162,7 @@ _COUNTED = (*_WEIGHTS, *_PAIRS, b"a")
 _CLASS_WEIGHTS = (*_WEIGHTS.values(), *_PAIRS.values())
 
 
-@functools.lru_cache(maxsize=16384)
-def _ascii_counts(ascii_text: str) -> Counts:
+def _count(ascii_text: str) -> Counts:
     # Every recalled line is estimated on a turn (hundreds at 1M messages): bound methods
     # mapped over tuples, no generator in the way.
     raw = ascii_text.encode("ascii")
@@ -152,28 +186,7 @@ def _ascii_total(counts: Sequence[int]) -> float:
     return total
 
 
-_ESTIMATES: dict[int, int] = {}
-"""Estimates by the hash of their text: no text is kept, so it can hold more of them
-than a cache keyed by the texts (a recall's few hundred records a turn at 1M messages
-outnumbered 16,384). Two texts of one 64-bit hash among these would share an estimate:
-about one chance in 10^10 when full."""
-ESTIMATES_KEPT = 65_536
-"""Entries kept (about 6 MB); when full, the cache starts again (a clear is atomic, so
-threads estimating at once need no lock)."""
-
-
-def _script_estimate(text: str) -> int:
-    key = hash(text)
-    known = _ESTIMATES.get(key)
-    if known is not None:
-        return known
-    if len(_ESTIMATES) >= ESTIMATES_KEPT:
-        _ESTIMATES.clear()
-    _ESTIMATES[key] = estimate = _uncached_estimate(text)
-    return estimate
-
-
-def _uncached_estimate(text: str) -> int:
+def _estimate(text: str) -> int:
     if not text:
         return 0
     ascii_text = text if text.isascii() else _NON_ASCII.sub("", text)
@@ -183,11 +196,15 @@ def _uncached_estimate(text: str) -> int:
     return math.ceil(total)
 
 
+_ascii_counts = _ByHash(_count, CACHED_TEXTS)
+_script_estimate = _ByHash(_estimate, CACHED_TEXTS)
+
+
 def forget_texts() -> None:
-    """Empty the estimate caches, which are keyed by the texts themselves: a purge or a
-    deletion calls this so no deleted text stays in this process's memory."""
-    _ESTIMATES.clear()
-    _ascii_counts.cache_clear()
+    """Empty the estimate caches: a purge or a deletion calls this, so nothing worked
+    out from a deleted text stays in this process's memory."""
+    _script_estimate.clear()
+    _ascii_counts.clear()
 
 
 def estimate_lines(estimator: TokenEstimator, lines: Sequence[str]) -> int:

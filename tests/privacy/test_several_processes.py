@@ -121,7 +121,7 @@ async def test_a_cli_purge_leaves_a_running_server_within_a_second(
             "SELECT wrapped FROM user_keys WHERE user_id = ?", (ALICE.user_id,)
         ).fetchone()
     forgotten = model.forgotten
-    estimates = len(tokens._ESTIMATES)  # keyed by the texts' hashes
+    estimates = len(tokens._script_estimate)  # keyed by the texts' hashes
 
     # Another process: `picobot purge user` on the same data directory, while this
     # server keeps running (its event loop, and so its watch, goes on meanwhile).
@@ -149,7 +149,7 @@ async def test_a_cli_purge_leaves_a_running_server_within_a_second(
         assert time.monotonic() - exited < DEADLINE_SECS
         await asyncio.sleep(0.02)
     # So did the cached token estimates (only what was estimated since is left).
-    assert len(tokens._ESTIMATES) < estimates
+    assert len(tokens._script_estimate) < estimates
 
     # Alice comes back on this server: her prompt holds nothing of before, and her new
     # message is sealed under a new key, not the deleted one (which would read as

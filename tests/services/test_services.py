@@ -50,12 +50,13 @@ async def test_a_purge_planned_through_the_services_is_confirmed_by_the_admin_ap
 
 
 async def test_a_purge_empties_the_caches_keyed_by_texts(api: Api) -> None:
-    # Stems, character counts and recalled lines are cached by the text itself, token
-    # estimates by its hash: a purge leaves none of them.
-    caches = (tokens._ascii_counts, terms._stem_short, recall_block._rendered)
+    # Stems and recalled lines are cached by the text itself, token estimates and
+    # character counts by its hash: a purge leaves none of them.
+    caches = (terms._stem_short, recall_block._rendered)
 
     def sizes() -> list[int]:
-        return [len(tokens._ESTIMATES), *(cache.cache_info().currsize for cache in caches)]
+        by_hash = (tokens._script_estimate, tokens._ascii_counts)
+        return [*map(len, by_hash), *(cache.cache_info().currsize for cache in caches)]
 
     await api.chat(BOB, "remind me about the quokkaberg appointment")
     await SearchIndex(api.runtime.db).index_pending()  # as the runtime's indexer does
