@@ -103,9 +103,14 @@ MAX_LIMIT = 200
 """Most hits one search returns (recall takes up to 150 candidates)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SearchHit:
-    """One recalled record. ``score`` is the negated bm25: higher is a better match."""
+    """One recalled record. ``score`` is the negated bm25: higher is a better match.
+
+    Not frozen, though nothing changes a hit once made (a copy with another score is
+    :func:`dataclasses.replace`'s): a recall at 1M messages makes hundreds of them per
+    turn, and a frozen dataclass takes five times as long to build.
+    """
 
     kind: str
     row_id: int
