@@ -64,6 +64,14 @@ class RunConfig:
     chart: bool = True
     profile: bool = False
     """Run the PicoBot server under cProfile; the profile lands next to the results."""
+    only: tuple[str, ...] = ()
+    """These benches alone (in :data:`BENCHES` order), without the recall scaling and
+    prompt-cache runs; the results go to ``latest-<names>.json`` and ``.md``."""
+
+    @property
+    def benches(self) -> tuple[str, ...]:
+        """The benches this run measures, in order."""
+        return tuple(b for b in BENCHES if b in self.only) if self.only else BENCHES
 
 
 def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any]:
@@ -72,7 +80,7 @@ def run_scale(cfg: RunConfig, scale: Scale, progress: Progress) -> dict[str, Any
     db_path = work_copy(corpus, cfg.cache_dir / f"run-{scale.name}")
     ctx = BenchContext(scale, db_path, cfg.plan, cfg.seed, progress)
     results: dict[str, Any] = {}
-    for name in BENCHES:
+    for name in cfg.benches:
         progress(f"{scale.name}: {name}")
         started = time.perf_counter()
         if name == "recall_search":
@@ -142,7 +150,7 @@ def run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
     load_start = os.getloadavg()
     sizes = {s.name: s for s in cfg.scales}
     scaling = None
-    if "100k" in sizes and "1M" in sizes:
+    if "100k" in sizes and "1M" in sizes and not cfg.only:
         scaling = run_scaling(cfg, sizes["100k"], sizes["1M"], emit)
     by_scale = {scale.name: run_scale(cfg, scale, emit) for scale in cfg.scales}
 
@@ -163,6 +171,11 @@ def run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
         }
 
     messages = {s.name: s.messages for s in cfg.scales}
+    if cfg.only:
+        result = report.build(by_scale, meta(), scaling)
+        for path in report.write_outputs(result, messages, cfg.out_dir, stem=only_stem(cfg.only)):
+            emit(f"wrote {path}")
+        return result
     # The corpus benches' figures are written first: the prompt-cache chat with the
     # local model can take half an hour on a busy machine, and a run stopped during it
     # should still leave them.
@@ -176,6 +189,21 @@ def run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
     for path in report.write_outputs(result, messages, cfg.out_dir, with_chart=cfg.chart):
         emit(f"wrote {path}")
     return result
+
+
+def only_stem(names: Sequence[str]) -> str:
+    """The file name (no suffix) of a run of ``names`` alone: ``latest-network``."""
+    return "-".join(("latest", *(b for b in BENCHES if b in names)))
+
+
+def _bench_names(value: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    unknown = [n for n in names if n not in BENCHES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown bench {', '.join(unknown) or repr(value)}; choose from {', '.join(BENCHES)}"
+        )
+    return names
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -193,6 +221,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--profile", action="store_true", help="cProfile the PicoBot server in the network bench"
     )
+    parser.add_argument(
+        "--only",
+        type=_bench_names,
+        default=(),
+        metavar="NAME[,NAME...]",
+        help="run these benches alone, e.g. --only network (results in latest-NAME.json):"
+        f" {', '.join(BENCHES)}",
+    )
     args = parser.parse_args(argv)
     scales: list[Scale]
     if args.scale == "tiny":
@@ -208,6 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out_dir=args.out,
         chart=not args.no_chart,
         profile=args.profile,
+        only=args.only,
     )
     result = run(cfg)
     failed = report.missed(result)

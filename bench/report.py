@@ -208,20 +208,30 @@ def build(
     report: dict[str, Any] = {"meta": meta}
     for name, target in TARGETS.items():
         per = {scale: results[name] for scale, results in by_scale.items() if name in results}
+        if not per:  # not run (``python -m bench --only``)
+            continue
         for result in per.values():
             result["pass"] = target.check(result)
         entry: dict[str, Any] = {
             "target": target.text,
             "target_source": target.source,
-            "pass": bool(per) and all(r["pass"] for r in per.values()),
+            "pass": all(r["pass"] for r in per.values()),
         }
         for key, how in target.headline:
             # A skipped bench's result has no figures (``None`` is left out of the worst).
             entry[key] = _worst([r.get(key) for r in per.values()], how)
         entry["by_scale"] = per
         report[name] = entry
-    recall = report["recall_search"]
-    if "100k" in by_scale and "1M" in by_scale:
+    if "recall_search" in report:
+        _recall_entries(report["recall_search"], scaling)
+    if prompt is not None:
+        report.update(_prompt_entries(prompt))
+    return report
+
+
+def _recall_entries(recall: dict[str, Any], scaling: dict[str, Any] | None) -> None:
+    """The recall entry's figures across corpus sizes: 1M against 100k, and at 1M."""
+    if "100k" in recall["by_scale"] and "1M" in recall["by_scale"]:
         small = recall["by_scale"]["100k"]["picobot_ms"]["p95"]
         large = recall["by_scale"]["1M"]["picobot_ms"]["p95"]
         recall["p95_1m_over_100k_separate_runs"] = round(large / small, 3)
@@ -238,9 +248,6 @@ def build(
     else:
         recall["p95_1m_ms"] = None
         recall["p95_1m_note"] = "needs the 1M corpus (BENCH_SCALE=full)"
-    if prompt is not None:
-        report.update(_prompt_entries(prompt))
-    return report
 
 
 def _prompt_entries(prompt: dict[str, Any]) -> dict[str, Any]:
@@ -540,13 +547,22 @@ def markdown(report: dict[str, Any]) -> str:
         _row(["---"] * 7),
     ]
     for name, target in TARGETS.items():
-        entry = report[name]
-        for scale, result in entry["by_scale"].items():
+        for scale, result in report.get(name, {}).get("by_scale", {}).items():
             for cells in _lines(name, scale, result):
                 if len(cells) == 5:
                     cells = [*cells, target.text, _mark(result["pass"])]
                 out.append(_row(cells))
-    recall = report["recall_search"]
+    if "recall_search" in report:
+        out += _recall_lines(report["recall_search"])
+    out += _prompt_lines(report)
+    names = [n for n in (*TARGETS, *RUN_TARGETS) if n in report]
+    out += ["", "Overall: " + ", ".join(f"{n} {_mark(report[n]['pass'])}" for n in names), ""]
+    return "\n".join(out)
+
+
+def _recall_lines(recall: dict[str, Any]) -> list[str]:
+    """The rows of the recall figures across corpus sizes."""
+    out: list[str] = []
     limit = f"<= {RECALL_1M_LIMIT_MS:g} ms"
     if recall.get("p95_1m_ms") is not None:
         p95 = recall["p95_1m_ms"]
@@ -580,10 +596,7 @@ def markdown(report: dict[str, Any]) -> str:
                 ]
             )
         )
-    out += _prompt_lines(report)
-    names = [n for n in (*TARGETS, *RUN_TARGETS) if n in report]
-    out += ["", "Overall: " + ", ".join(f"{n} {_mark(report[n]['pass'])}" for n in names), ""]
-    return "\n".join(out)
+    return out
 
 
 def _prompt_lines(report: dict[str, Any]) -> list[str]:
@@ -678,11 +691,16 @@ def _clean(value: Any) -> Any:
 
 
 def write_outputs(
-    report: dict[str, Any], sizes: dict[str, int], out_dir: Path, *, with_chart: bool = False
+    report: dict[str, Any],
+    sizes: dict[str, int],
+    out_dir: Path,
+    *,
+    with_chart: bool = False,
+    stem: str = "latest",
 ) -> list[Path]:
-    """Write latest.json, latest.md and (optionally) latency.png; return their paths."""
+    """Write ``stem``.json, ``stem``.md and (optionally) latency.png; return their paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir / "latest.json", out_dir / "latest.md"]
+    paths = [out_dir / f"{stem}.json", out_dir / f"{stem}.md"]
     paths[0].write_text(json.dumps(_clean(report), indent=2) + "\n", encoding="utf-8")
     paths[1].write_text(markdown(report), encoding="utf-8")
     if with_chart:

@@ -20,7 +20,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import report  # noqa: E402
-from bench.cli import RunConfig, run, run_scaling  # noqa: E402
+from bench.cli import RunConfig, main, run, run_scaling  # noqa: E402
 from bench.common import SMOKE  # noqa: E402
 from bench.corpus import TINY  # noqa: E402
 
@@ -153,3 +153,31 @@ def test_postgres_bench_skipped_is_reported_not_failed() -> None:
     entry = report.build({TINY.name: {"postgres": skipped}}, {})["postgres"]
     assert entry["pass"] is True
     assert report.missed({"postgres": entry}) == []
+
+
+def test_one_bench_alone_writes_its_own_report(tmp_path: Path) -> None:
+    cfg = RunConfig(
+        [TINY],
+        SMOKE,
+        cache_dir=tmp_path / "cache",
+        out_dir=tmp_path / "out",
+        chart=False,
+        only=("write",),
+    )
+    seen: list[str] = []
+    run(cfg, progress=seen.append)
+
+    assert not (tmp_path / "out" / "latest.json").exists()  # a full run's report is kept
+    data = json.loads((tmp_path / "out" / "latest-write.json").read_text(encoding="utf-8"))
+    assert set(data) == {"meta", "write"}
+    assert _positive(data["write"]["by_scale"][TINY.name]["p99_ratio"])
+    table = (tmp_path / "out" / "latest-write.md").read_text(encoding="utf-8")
+    assert "Overall: write" in table and "recall p95" not in table
+    assert not any("prompt cache" in line or "turn_overhead" in line for line in seen)
+
+
+def test_an_unknown_bench_name_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--scale", "tiny", "--only", "write,netwrok"])
+    assert stopped.value.code == 2
+    assert "unknown bench netwrok" in capsys.readouterr().err
