@@ -17,8 +17,9 @@ A question is **recalled** when every one of its evidence turns is found. Where 
 turn was found is reported too: the ``recalled_conversations`` block, the window (a
 history message), the ``learned_facts`` block, or elsewhere (summary, memories).
 
-**Tokens** are estimated as PicoBot's default estimator does: ``ceil(chars / 4)``,
-plus :data:`MESSAGE_OVERHEAD` per message for the framing.
+**Tokens** are counted as ``ceil(chars / 4)``, plus :data:`MESSAGE_OVERHEAD` per
+message for the framing: one yardstick for PicoBot and the baselines alike (PicoBot
+fits its prompts by its own estimate, :mod:`picobot.text.tokens`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def normalize(text: str) -> str:
 
 
 def estimate(text: str) -> int:
-    """PicoBot's default token estimate of a text: ``ceil(chars / 4)``."""
+    """The yardstick's token count of a text: ``ceil(chars / 4)``."""
     return math.ceil(len(text) / 4)
 
 
