@@ -7,7 +7,8 @@ hold 20-40 words.
 
 Layout of a corpus: ``users`` users (``ws:user0000``...), each with
 ``sessions_per_user`` sessions of 100 messages (user and assistant alternating), 20
-memories, a stored summary covering the first 80 messages of every session, and the
+memories, a stored summary covering the first 80 messages of every session, two facts
+learned from every session with all its messages marked as read by learning, and the
 last session as the chat's current one. Sessions run in waves, one session of every
 user per wave, with messages interleaved across the wave's sessions as concurrent
 chats would write them (so each user's rows are spread over the whole id range, as in
@@ -44,12 +45,13 @@ from picobot.store.keys import open_keyring
 from picobot.store.keys.keyring import KEY_STORE_FILE, KeyRing
 from picobot.store.keys.master import DEFAULT_KEY_FILE
 from picobot.store.keys.sealing import Sealer
+from picobot.store.learned.fact_rules import CATEGORIES
 from picobot.store.migrations import MIGRATIONS
 from picobot.store.retrieval.search_writes import index_pending
 from picobot.store.retrieval.terms import index_text
 from picobot.store.task_runs import ERASE_TASK_NAME, RESIDUE_ERASED, TASK_NAME
 
-GEN_VERSION = 3
+GEN_VERSION = 4
 """Bump when the generator changes, so cached corpora are rebuilt."""
 
 VOCABULARY_SIZE = 30_000
@@ -59,6 +61,8 @@ TOPICS_PER_USER = 40
 TOPIC_RANKS = (150, 6000)
 """Vocabulary ranks a user's topic words come from: neither filler nor hapaxes."""
 SUMMARY_COVERS = 80
+FACTS_PER_SESSION = 2
+"""Facts learned from each session (the bundled model finds a few in 50 user messages)."""
 COMMIT_ROWS = 100_000
 VICTIM = 900_000
 """User index of the user a purge bench builds and deletes (``ws:user900000``)."""
@@ -396,6 +400,40 @@ def _populate(
             )
         ),
     )
+    conn.execute("COMMIT")
+    _learned(conn, gen, users, scale, base)
+
+
+def _learned(
+    conn: sqlite3.Connection, gen: TextGen, users: Sequence[int], scale: Scale, base: float
+) -> None:
+    """What background learning leaves of every session, as on a server with learning on
+    (the default) once its sessions went idle: a few facts, each with its source (the
+    session's last user message), and every message read (``fact_progress``)."""
+    sessions = [(u, k) for u in users for k in range(scale.sessions_per_user)]
+    per = scale.messages_per_session
+    last_user_seq = per if per % 2 else per - 1
+    texts = iter(gen.texts_for([u for u, _ in sessions for _ in range(FACTS_PER_SESSION)], 6, 14))
+    conn.execute("BEGIN")
+    for i, (u, k) in enumerate(sessions):
+        sid, at = session_id(u, k), base + k * 3600.0 + per * 30.0
+        for j in range(FACTS_PER_SESSION):
+            category = CATEGORIES[(i + j) % len(CATEGORIES)]
+            conn.execute(
+                "INSERT INTO facts (user_id, category, text, confidence, created_at, updated_at)"
+                " VALUES (?1, ?2, picobot_seal(?1, ?3), ?4, ?5, ?5)",
+                (user_id(u), category, next(texts), 0.5 + 0.1 * ((i + j) % 5), at),
+            )
+            conn.execute(
+                "INSERT INTO fact_sources (fact_id, session_id, message_id, created_at)"
+                " VALUES (last_insert_rowid(), ?1,"
+                " (SELECT id FROM messages WHERE session_id = ?1 AND seq_order = ?2), ?3)",
+                (sid, last_user_seq, at),
+            )
+        conn.execute(
+            "INSERT INTO fact_progress (session_id, covered_seq, updated_at) VALUES (?, ?, ?)",
+            (sid, per, at),
+        )
     conn.execute("COMMIT")
 
 
