@@ -55,6 +55,16 @@ SUMMARY = (
     " updated_at"
     " FROM session_summaries WHERE session_id = ?"
 )
+PREFERENCES = "SELECT learning, recall FROM user_preferences WHERE user_id = ?"
+PARENT = "SELECT parent_session_id, fork_seq, fork_edit FROM sessions WHERE id = ?"
+FACTS = (
+    "SELECT id, user_id, picobot_open(subject) AS subject, category,"
+    " picobot_open(text) AS text, confidence, active, pinned, created_at, updated_at"
+    " FROM facts WHERE user_id = ? AND active = 1 AND confidence >= ?"
+    " ORDER BY confidence DESC, updated_at DESC, id DESC LIMIT ?"
+)
+"""The learned facts a prompt shows (learning is on by default: ``[learning]``'s
+``min_confidence`` 0.3 and ``max_prompt_facts`` 50)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,7 +176,9 @@ class RawStore:
         c.execute("COMMIT")
         return int(msg_id), int(seq)
 
-    def turn(self, t: RawTurn, *, window: int = 20, max_memories: int = 50) -> int:
+    def turn(
+        self, t: RawTurn, *, window: int = 20, max_memories: int = 50, max_facts: int = 50
+    ) -> int:
         """One turn's statements in PicoBot's order; returns the recall hit count."""
         c = self.conn
         sid = c.execute(CURRENT, ("ws", t.user_id, t.user_id)).fetchall()[0][0]
@@ -175,6 +187,9 @@ class RawStore:
         history = [r for r in reversed(rows) if r[0] != msg_id][-window:]
         c.execute(MEMORIES, (t.user_id, max_memories)).fetchall()
         c.execute(SUMMARY, (sid,)).fetchall()
+        c.execute(PREFERENCES, (t.user_id,)).fetchall()
+        c.execute(PARENT, (sid,)).fetchall()
+        c.execute(FACTS, (t.user_id, 0.3 - 1e-9, max_facts)).fetchall()
         hits = 0
         if t.terms:
             query = RecallQuery(t.user_id, t.terms, exclude_ids=[*(r[0] for r in history), msg_id])
