@@ -62,7 +62,7 @@ TOPIC_RANKS = (150, 6000)
 """Vocabulary ranks a user's topic words come from: neither filler nor hapaxes."""
 SUMMARY_COVERS = 80
 FACTS_PER_SESSION = 2
-"""Facts learned from each session (the bundled model finds a few in 50 user messages)."""
+"""Facts learned from each session: 20 a user at 1M, fewer than the 50 a prompt shows."""
 COMMIT_ROWS = 100_000
 VICTIM = 900_000
 """User index of the user a purge bench builds and deletes (``ws:user900000``)."""
