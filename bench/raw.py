@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from picobot.config.keys import KeySettings
+from picobot.config.learning import LearningSettings
 from picobot.store.connect import install_functions
 from picobot.store.conversation.events import record_event
 from picobot.store.conversation.messages import _INSERT as APPEND_INSERT
@@ -63,8 +64,11 @@ FACTS = (
     " FROM facts WHERE user_id = ? AND active = 1 AND confidence >= ?"
     " ORDER BY confidence DESC, updated_at DESC, id DESC LIMIT ?"
 )
-"""The learned facts a prompt shows (learning is on by default: ``[learning]``'s
-``min_confidence`` 0.3 and ``max_prompt_facts`` 50)."""
+"""The learned facts a prompt shows (learning is on by default), with ``[memory.learning]``'s
+default :data:`FACT_FLOOR` and :data:`PROMPT_FACTS`."""
+_LEARNING = LearningSettings()
+FACT_FLOOR = _LEARNING.min_confidence
+PROMPT_FACTS = _LEARNING.max_prompt_facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +181,12 @@ class RawStore:
         return int(msg_id), int(seq)
 
     def turn(
-        self, t: RawTurn, *, window: int = 20, max_memories: int = 50, max_facts: int = 50
+        self,
+        t: RawTurn,
+        *,
+        window: int = 20,
+        max_memories: int = 50,
+        max_facts: int = PROMPT_FACTS,
     ) -> int:
         """One turn's statements in PicoBot's order; returns the recall hit count."""
         c = self.conn
@@ -189,7 +198,7 @@ class RawStore:
         c.execute(SUMMARY, (sid,)).fetchall()
         c.execute(PREFERENCES, (t.user_id,)).fetchall()
         c.execute(PARENT, (sid,)).fetchall()
-        c.execute(FACTS, (t.user_id, 0.3 - 1e-9, max_facts)).fetchall()
+        c.execute(FACTS, (t.user_id, FACT_FLOOR - 1e-9, max_facts)).fetchall()
         hits = 0
         if t.terms:
             query = RecallQuery(t.user_id, t.terms, exclude_ids=[*(r[0] for r in history), msg_id])
