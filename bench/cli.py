@@ -173,7 +173,8 @@ def run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
     messages = {s.name: s.messages for s in cfg.scales}
     if cfg.only:
         result = report.build(by_scale, meta(), scaling)
-        for path in report.write_outputs(result, messages, cfg.out_dir, stem=only_stem(cfg.only)):
+        stem = "-".join(("latest", *cfg.benches))  # latest-network
+        for path in report.write_outputs(result, messages, cfg.out_dir, stem=stem):
             emit(f"wrote {path}")
         return result
     # The corpus benches' figures are written first: the prompt-cache chat with the
@@ -189,11 +190,6 @@ def run(cfg: RunConfig, progress: Progress | None = None) -> dict[str, Any]:
     for path in report.write_outputs(result, messages, cfg.out_dir, with_chart=cfg.chart):
         emit(f"wrote {path}")
     return result
-
-
-def only_stem(names: Sequence[str]) -> str:
-    """The file name (no suffix) of a run of ``names`` alone: ``latest-network``."""
-    return "-".join(("latest", *(b for b in BENCHES if b in names)))
 
 
 def _bench_names(value: str) -> tuple[str, ...]:
