@@ -15,11 +15,12 @@ from collections.abc import Awaitable
 
 from picobot.errors import StoreUnavailable, UserError
 from picobot.kernel.commands import CommandCall
-from picobot.kernel.kernel import Kernel
+from picobot.kernel.kernel import Interceptor, Kernel
 from picobot.messages import Identity, Outbound, OutboundKind, error, notice
 from picobot.privacy.controller import PurgeResult
 from picobot.privacy.scopes import Actor, OlderThanScope, PurgeScope, SessionScope, UserScope
 from picobot.services.purges import PurgeService
+from picobot.store.conversation.messages import HoldCheck
 
 USAGE = "Usage: /purge session [ID] | /purge user | /purge older DAYS"
 CANCELLED = "Purge cancelled; nothing was deleted."
@@ -50,7 +51,7 @@ class PurgeCommands:
     def register(self, kernel: Kernel) -> None:
         """Add /purge, the pending-answer interceptor and the token confirmation."""
         kernel.commands.add("purge", "/purge session|user|older N", "delete your data", self.purge)
-        kernel.interceptors.append(self.answer)
+        kernel.interceptors.append(Interceptor(self.awaits, self.answer))
         kernel.confirmation = self.confirm
 
     async def purge(self, call: CommandCall) -> list[Outbound]:
@@ -90,6 +91,14 @@ class PurgeCommands:
             except ValueError:
                 raise UserError(USAGE) from None
         raise UserError(USAGE)
+
+    def awaits(self, identity: Identity) -> HoldCheck | None:
+        """The in-write check of whether this user has a purge waiting in this chat
+        (None where answers carry the token)."""
+        if identity.channel in TOKEN_CHANNELS:
+            return None
+        origin = (identity.channel, identity.chat_id)
+        return self._controller.awaits_answer(actor_of(identity), origin)
 
     async def answer(self, identity: Identity, text: str) -> list[Outbound] | None:
         """If this user has a purge waiting in this chat, their message is the answer."""

@@ -35,6 +35,8 @@ from picobot.llm.base import CONVERSATION, LLMProvider, TextDelta, ToolCall, Too
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind, error, storable
 from picobot.metrics import METRICS, observe_turn
 from picobot.store.conversation.messages import (
+    HoldCheck,
+    MessageHeld,
     MessageRepo,
     NotCurrentSession,
     SessionGone,
@@ -60,7 +62,20 @@ def _runs_on(parts: list[str], text: str) -> bool:
     return bool(parts) and not parts[-1][-1:].isspace() and not text[:1].isspace()
 
 
-Interceptor = Callable[[Identity, str], Awaitable[list[Outbound] | None]]
+@dataclass(frozen=True, slots=True)
+class Interceptor:
+    """A hook that may consume a message before it is stored (a pending y/n answer).
+
+    ``awaits(identity)`` is None when nothing ever waits for that identity's messages,
+    else a check that the write storing the message runs first: only when it is true
+    is ``answer`` called, which consumes the message (its events) or returns None. A
+    remembered chat's turn so makes no read of its own for a hook that is rarely armed.
+    """
+
+    awaits: Callable[[Identity], HoldCheck | None]
+    answer: Callable[[Identity, str], Awaitable[list[Outbound] | None]]
+
+
 Confirmation = Callable[[Identity, str, str], Awaitable[list[Outbound]]]
 AfterTurn = Callable[[ToolContext], Awaitable[list[Outbound]]]
 
@@ -143,24 +158,30 @@ class Kernel:
         if not storable(text, inbound.session_id or ""):
             yield error("The message is not valid Unicode and was not saved.", code="bad_text")
             return
-        for intercept in self.interceptors:
-            consumed = await safely(inbound.identity, None, intercept(inbound.identity, text))
-            if consumed is not None:
-                for event in consumed:
-                    yield event
-                return
         is_command = CommandRouter.is_command(text)
         # A channel that may hand a message over twice names it (webhooks, see _turn).
         source = f"{inbound.identity.channel}:{inbound.message_id}" if inbound.message_id else None
         chat = (inbound.identity.channel, inbound.identity.chat_id, inbound.identity.user_id)
         hint = None if is_command or inbound.session_id else self._session_hints.get(chat)
         if hint is not None:
+            unless = self._awaits(inbound.identity)
             try:
-                async for event in self._turn(inbound.identity, hint, text, source, chat):
+                async for event in self._turn(inbound.identity, hint, text, source, chat, unless):
                     yield event
                 return
+            except MessageHeld:  # raised before any event: an interceptor takes it below
+                pass
             except NotCurrentSession:  # raised before any event: resolve it as below
                 self._session_hints.pop(chat, None)
+        ident = inbound.identity
+        for intercept in self.interceptors:
+            if intercept.awaits(ident) is None:
+                continue
+            consumed = await safely(ident, None, intercept.answer(ident, text))
+            if consumed is not None:
+                for event in consumed:
+                    yield event
+                return
         try:
             session_id = await self._resolve_session(inbound, create=not is_command)
         except UserError as exc:
@@ -178,6 +199,13 @@ class Kernel:
         self._remember(chat, session_id)
         async for event in self._turn(inbound.identity, session_id, text, source, None):
             yield event
+
+    def _awaits(self, identity: Identity) -> HoldCheck | None:
+        """The interceptors' checks for ``identity``'s next message, as one (or None)."""
+        checks = [c for i in self.interceptors if (c := i.awaits(identity)) is not None]
+        if len(checks) <= 1:
+            return checks[0] if checks else None
+        return lambda conn: any(check(conn) for check in checks)
 
     def _remember(self, chat: ChatKey, session_id: str) -> None:
         self._session_hints.pop(chat, None)
@@ -248,11 +276,14 @@ class Kernel:
         text: str,
         source: str | None,
         chat: ChatKey | None,
+        unless: HoldCheck | None = None,
     ) -> AsyncIterator[Outbound]:
         """One turn in ``session_id``, under its lock (replies land in the order asked).
 
         With ``chat``, only while that is the chat's current session: otherwise
-        :class:`NotCurrentSession` is raised before anything is stored or yielded.
+        :class:`NotCurrentSession` is raised before anything is stored or yielded. When
+        ``unless`` holds in the write that would store the message, :class:`MessageHeld`
+        is raised instead, as early.
         """
         lock = self._locks.setdefault(session_id, asyncio.Lock())
         async with lock:
@@ -267,6 +298,7 @@ class Kernel:
                     created_at=self.clock(),
                     source_id=source,
                     if_current_of=chat,
+                    unless=unless,
                 )
                 # Handed over again (a webhook turn a crash cut short), the message was found
                 # stored, not stored twice; if its reply was stored too, that is the answer.

@@ -37,11 +37,17 @@ from picobot.privacy.scopes import (
 )
 from picobot.store import purge_generation
 from picobot.store.conversation.event_prune import finish_purge, record_purge_step
+from picobot.store.conversation.messages import HoldCheck
 from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.db import Database
 from picobot.store.erasure.erase import erase_residue
 from picobot.store.erasure.message_purge import MessagePurge
-from picobot.store.erasure.pending_purges import PendingPurges, StoredPurge, token_key
+from picobot.store.erasure.pending_purges import (
+    PendingPurges,
+    StoredPurge,
+    asked_from_in,
+    token_key,
+)
 from picobot.store.erasure.purge import PurgeCounts, PurgeStore
 from picobot.store.learned.fact_purge import FactPurge
 from picobot.store.task_runs import (
@@ -226,6 +232,12 @@ class PrivacyController:
             await self._pending.drop(stored.key)
             return None
         return _load(stored)
+
+    def awaits_answer(self, actor: Actor, origin: tuple[str, str]) -> HoldCheck:
+        """A check for the write that stores the actor's next message in ``origin``: True
+        when :meth:`pending_for` may find a purge it answers. Run in that write, it sees
+        what every instance committed, and costs a turn no read of its own."""
+        return lambda conn: asked_from_in(conn, actor.id, actor.operator, origin, self._clock())
 
     async def confirm(self, token: str, actor: Actor, answer: str) -> PurgeResult | None:
         """Answer a pending purge: execute on y/yes, cancel on anything else.

@@ -13,6 +13,7 @@ from __future__ import annotations
 from picobot.errors import UserError
 from picobot.privacy.controller import PendingPurge, PrivacyController, PurgeResult
 from picobot.privacy.scopes import Actor, PurgeScope, SessionScope
+from picobot.store.conversation.messages import HoldCheck
 from picobot.store.conversation.sessions import SessionRepo
 from picobot.store.erasure.purge import PurgeCounts, PurgeStore
 
@@ -47,6 +48,10 @@ class PurgeService:
     ) -> PendingPurge | None:
         """The actor's pending purge asked from ``origin`` that ``answer`` answers."""
         return await self.controller.pending_for(actor, origin, answer)
+
+    def awaits_answer(self, actor: Actor, origin: tuple[str, str]) -> HoldCheck:
+        """The in-write check of whether :meth:`pending_for` may find a purge."""
+        return self.controller.awaits_answer(actor, origin)
 
     async def confirm_pending(
         self, pending: PendingPurge, actor: Actor, answer: str

@@ -11,6 +11,7 @@ import pytest
 from picobot.commands.purge import PurgeCommands
 from picobot.config.settings import Settings
 from picobot.errors import AccessDenied, UserError
+from picobot.kernel.kernel import Interceptor
 from picobot.kernel.prompt.retriever import MemoryRetriever
 from picobot.llm.scripted import ScriptedProvider
 from picobot.messages import Identity, Inbound, Outbound, OutboundKind
@@ -123,6 +124,42 @@ async def test_a_token_channels_chat_message_is_never_the_answer(rt: Runtime) ->
     assert await count(rt, "messages") == 4
     ok = [e async for e in rt.kernel.confirm(phone, token, "y")]
     assert "Deleted all data of user ws:alice" in ok[-1].text
+    assert await count(rt, "messages") == 0
+
+
+async def test_a_remembered_chat_asks_the_purge_hook_only_when_a_purge_waits(
+    rt: Runtime,
+) -> None:
+    (hook,) = rt.kernel.interceptors
+    asked: list[str] = []
+
+    async def answer(identity: Identity, text: str) -> list[Outbound] | None:
+        asked.append(text)
+        return await hook.answer(identity, text)
+
+    rt.kernel.interceptors[:] = [Interceptor(hook.awaits, answer)]
+    await say(rt, ALICE, "hello")  # a new chat: its session is looked up, the hook asked
+    await say(rt, ALICE, "and again")  # remembered: the write's check found nothing
+    assert asked == ["hello"]
+    assert await count(rt, "messages") == 4
+    await say(rt, ALICE, "/purge user")
+    done = await say(rt, ALICE, "yes")
+    assert "Deleted all data of user" in done[-1].text
+    assert asked == ["hello", "/purge user", "yes"]
+    assert await count(rt, "messages") == 0
+
+
+async def test_a_purge_asked_on_another_instance_takes_the_chats_next_message(
+    tmp_path: Path, rt: Runtime
+) -> None:
+    await say(rt, ALICE, "hello")  # this instance now remembers Alice's session
+    settings = Settings(data={"dir": str(tmp_path / "data")})
+    async with open_runtime(settings, provider=ScriptedProvider()) as other:
+        ask = await say(other, ALICE, "/purge user")
+        assert ask[-1].kind == OutboundKind.CONFIRM_REQUEST
+    # Her "yes" reaches the first instance: the answer, not a chat message.
+    done = await say(rt, ALICE, "yes")
+    assert "Deleted all data of user" in done[-1].text
     assert await count(rt, "messages") == 0
 
 

@@ -67,6 +67,14 @@ class SessionGone(NotCurrentSession):
     """The session no longer exists: it was purged (or expired) while a turn ran in it."""
 
 
+class MessageHeld(Exception):
+    """``append(unless=...)``'s check was true: the message was not stored."""
+
+
+HoldCheck = Callable[[sqlite3.Connection], bool]
+"""A check run in the write that would store a message (see ``MessageRepo.append``)."""
+
+
 def conversation_after(
     conn: sqlite3.Connection, session_id: str, after_seq: int, limit: int
 ) -> list[StoredMessage]:
@@ -106,6 +114,7 @@ class MessageRepo:
         created_at: float | None = None,
         source_id: str | None = None,
         if_current_of: ChatKey | None = None,
+        unless: HoldCheck | None = None,
     ) -> StoredMessage:
         """Commit one message at the end of its session and touch the session.
 
@@ -133,6 +142,8 @@ class MessageRepo:
         tokens = token_estimate(content) if callable(token_estimate) else token_estimate
 
         def insert(conn: sqlite3.Connection) -> StoredMessage:
+            if unless is not None and unless(conn):
+                raise MessageHeld(session_id)
             if if_current_of is not None:
                 row = conn.execute(CURRENT_SQL, if_current_of).fetchone()
                 if row is None or row[0] != session_id:

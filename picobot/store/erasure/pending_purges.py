@@ -65,6 +65,21 @@ def delete_user_pending(conn: sqlite3.Connection, user_id: str) -> int:
     ).rowcount
 
 
+_ASKED_FROM = (
+    "FROM pending_purges WHERE actor_id = ? AND operator = ? AND channel = ? AND chat_id = ?"
+    " AND expires_at >= ?"
+)
+
+
+def asked_from_in(
+    conn: sqlite3.Connection, actor_id: str, operator: bool, origin: tuple[str, str], now: float
+) -> bool:
+    """Whether :meth:`PendingPurges.asked_from` would find a row, inside the caller's
+    transaction (the write that would store the chat's next message)."""
+    args = (actor_id, int(operator), origin[0], origin[1], now - KEPT_AFTER_EXPIRY_SECS)
+    return conn.execute(f"SELECT 1 {_ASKED_FROM} LIMIT 1", args).fetchone() is not None
+
+
 class PendingPurges:
     """The pending purges of every instance on this store (see the module docstring)."""
 
@@ -102,9 +117,7 @@ class PendingPurges:
         """The actor's pending purge asked from the chat ``origin``, if any (expired
         ones too, until they are pruned)."""
         row = await self._db.fetchone(
-            f"SELECT {_COLUMNS} FROM pending_purges"  # noqa: S608
-            " WHERE actor_id = ? AND operator = ? AND channel = ? AND chat_id = ?"
-            " AND expires_at >= ?",
+            f"SELECT {_COLUMNS} {_ASKED_FROM}",
             (actor_id, int(operator), origin[0], origin[1], now - KEPT_AFTER_EXPIRY_SECS),
         )
         return None if row is None else _stored(row)
