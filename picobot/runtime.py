@@ -82,7 +82,7 @@ SUMMARY_DEBOUNCE_SECS = 0.5
 """After a turn, the summarizer waits this long before checking its session, so a busy
 session's turns share one check (the fold itself runs in the background anyway)."""
 MEMORY_CACHE_PRUNE_SECS = 5.0
-"""How often the memory cache drops lists whose memories changed or were purged."""
+"""How often the memory and fact caches drop lists whose rows changed or were purged."""
 
 
 @dataclass(slots=True)
@@ -441,6 +441,9 @@ async def open_runtime(
             retriever = kernel.retriever
             tasks.every("prompt-epochs", MEMORY_CACHE_PRUNE_SECS, retriever.prune_epochs)
             drops.append(lambda: retriever.prune_epochs(records=True))
+            facts = retriever.fact_cache
+            tasks.every("fact-cache", MEMORY_CACHE_PRUNE_SECS, lambda: db.read(facts.prune))
+            drops.append(lambda: db.read(facts.prune))
         retention = RetentionTask(
             db,
             max_age_days=settings.session.retention.max_age_days,

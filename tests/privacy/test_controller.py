@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Sized
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,8 @@ from picobot.privacy.scopes import (
 from picobot.runtime import Runtime, open_runtime
 from picobot.services.purges import PurgeService
 from picobot.store.conversation.memories import MemoryRepo
+from picobot.store.learned.fact_rules import lifecycle_rules, observation
+from picobot.store.learned.fact_writes import FactStore
 
 ALICE = Identity("whatsapp", "whatsapp:111@s.whatsapp.net", "111")
 BOB = Identity("whatsapp", "whatsapp:222@s.whatsapp.net", "222")
@@ -304,19 +306,42 @@ async def test_a_purge_that_fails_midway_tells_the_user_what_happened(
     assert (await erasure_state(rt.db, 86_400)).purge_residue_since is not None
 
 
-async def test_a_purged_users_memories_leave_the_servers_cache(rt: Runtime) -> None:
-    await MemoryRepo(rt.db).save(ALICE.user_id, "pin", "my PIN is 4321", max_count=10)
-    await MemoryRepo(rt.db).save(BOB.user_id, "pet", "a fish", max_count=10)
+async def note(rt: Runtime, who: Identity, text: str) -> None:
+    await MemoryRepo(rt.db).save(who.user_id, "note", text, max_count=10)
+
+
+async def fact(rt: Runtime, who: Identity, text: str) -> None:
+    facts = FactStore(rt.db, rules=lifecycle_rules(rt.settings.memory.learning))
+    found = observation(None, "preference", text)
+    await facts.create(who.user_id, found, confidence=None, actor="test", now=time.time())
+
+
+@pytest.mark.parametrize(
+    ("keep", "cache_of", "job_name"),
+    [
+        (note, lambda r: r.memory_cache, "memory-cache"),
+        (fact, lambda r: r.fact_cache, "fact-cache"),
+    ],
+    ids=["memories", "facts"],
+)
+async def test_a_purged_users_rows_leave_the_servers_cache(
+    rt: Runtime,
+    keep: Callable[[Runtime, Identity, str], Awaitable[None]],
+    cache_of: Callable[[MemoryRetriever], Sized],
+    job_name: str,
+) -> None:
+    await keep(rt, ALICE, "my PIN is 4321")
+    await keep(rt, BOB, "a fish")
     await say(rt, ALICE, "hello")
     await say(rt, BOB, "hello")
     assert isinstance(rt.kernel.retriever, MemoryRetriever)
-    cache = rt.kernel.retriever.memory_cache
-    assert len(cache) == 2  # both turns' prompts read their user's memories
+    cache = cache_of(rt.kernel.retriever)
+    assert len(cache) == 2  # both turns' prompts read their user's rows
 
     plan = await PrivacyController(rt.db).plan(UserScope(ALICE.user_id), OPERATOR)
     await PrivacyController(rt.db).execute(plan)
     # The runtime's job drops it within seconds, whoever purged (here: run it now).
-    job = rt.tasks.job("memory-cache")
+    job = rt.tasks.job(job_name)
     runs = job.status.runs
     job.wake()
     status = await job.wait_runs(runs + 1)

@@ -71,7 +71,11 @@ def held(rt: Runtime) -> str:
     """Everything the runtime keeps of prompts in memory, as text to look for words in."""
     retriever = rt.kernel.retriever
     assert isinstance(retriever, MemoryRetriever)
-    return repr(dict(retriever._epochs)) + repr(dict(retriever.memory_cache._entries))
+    return (
+        repr(dict(retriever._epochs))
+        + repr(dict(retriever.memory_cache._entries))
+        + repr(dict(retriever.fact_cache._entries))
+    )
 
 
 async def gone_within(rt: Runtime, words: list[str], started: float) -> float:

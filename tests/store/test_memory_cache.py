@@ -21,6 +21,17 @@ async def revision(db: Database, user: str) -> int | None:
     return None if row is None else int(row[0])
 
 
+async def purge_elsewhere(open_store: StoreOpener, user: str) -> None:
+    """Purge ``user`` as the CLI does: another process, on its own connections."""
+    other = await open_store()
+    try:
+        controller = PrivacyController(other)
+        plan = await controller.plan(UserScope(user), Actor("admin", operator=True))
+        await controller.execute(plan)
+    finally:
+        await other.close()
+
+
 MOVE = "UPDATE user_memories SET user_id = ?1 WHERE user_id = ?2 AND " + tag_matches(  # noqa: S608
     "key_tag", "key", "?2", "?3"
 )
@@ -81,7 +92,7 @@ async def test_the_migration_gives_existing_memories_a_revision(tmp_path: Path) 
         await apply_migrations(db)  # the cache reads today's columns
         cache = MemoryCache()
         got = await db.read(lambda conn: cache.memories(conn, ALICE, 20))
-        assert [m.content for m in got.memories] == ["a cat"]
+        assert [m.content for m in got.items] == ["a cat"]
     finally:
         await db.close()
 
@@ -95,7 +106,7 @@ async def test_an_unchanged_list_is_reused_and_a_changed_one_reread(
     first = await db.read(lambda conn: cache.memories(conn, ALICE, 20))
     again = await db.read(lambda conn: cache.memories(conn, ALICE, 20))
     assert again is first
-    assert [m.content for m in first.memories] == ["a cat"]
+    assert [m.content for m in first.items] == ["a cat"]
 
     # Another process edits it: the next read sees the edit.
     other = await open_store()
@@ -108,19 +119,19 @@ async def test_an_unchanged_list_is_reused_and_a_changed_one_reread(
         await other.close()
     edited = await db.read(lambda conn: cache.memories(conn, ALICE, 20))
     assert edited is not first
-    assert [m.content for m in edited.memories] == ["a dog"]
+    assert [m.content for m in edited.items] == ["a dog"]
 
     # A different limit is a different list.
     await repo.save(ALICE, "city", "Lyon", max_count=10)
     one = await db.read(lambda conn: cache.memories(conn, ALICE, 1))
-    assert len(one.memories) == 1
+    assert len(one.items) == 1
     two = await db.read(lambda conn: cache.memories(conn, ALICE, 20))
-    assert len(two.memories) == 2
+    assert len(two.items) == 2
 
     # Deleting them all leaves nothing to show and nothing held.
     await db.execute_write("DELETE FROM user_memories WHERE user_id = ?", (ALICE,))
     gone = await db.read(lambda conn: cache.memories(conn, ALICE, 20))
-    assert gone.memories == () and gone.rev is None
+    assert gone.items == () and gone.rev is None
     assert len(cache) == 0
 
 
@@ -149,17 +160,11 @@ async def test_prune_drops_what_a_purge_in_another_process_removed(
     assert await db.read(cache.prune) == 0  # nothing changed yet
     assert len(cache) == 2
 
-    other = await open_store()  # the CLI's purge, on its own connections
-    try:
-        controller = PrivacyController(other)
-        plan = await controller.plan(UserScope(ALICE), Actor("admin", operator=True))
-        await controller.execute(plan)
-    finally:
-        await other.close()
+    await purge_elsewhere(open_store, ALICE)
 
     assert await db.read(cache.prune) == 1
     assert len(cache) == 1  # Bob's list stays
     bob = await db.read(lambda conn: cache.memories(conn, BOB, 20))
-    assert [m.content for m in bob.memories] == ["a fish"]
+    assert [m.content for m in bob.items] == ["a fish"]
     alice = await db.read(lambda conn: cache.memories(conn, ALICE, 20))
-    assert alice.memories == ()
+    assert alice.items == ()

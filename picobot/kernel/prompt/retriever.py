@@ -82,7 +82,8 @@ from picobot.store.conversation.sessions import existing_sessions
 from picobot.store.conversation.summaries import Summary, get_summary
 from picobot.store.db import Database
 from picobot.store.learned.digests import layers_intact
-from picobot.store.learned.facts import Fact, active_facts
+from picobot.store.learned.fact_cache import FactCache
+from picobot.store.learned.facts import Fact
 from picobot.store.retrieval.recall import RecallQuery, VectorQuery, fuse_vectors, recall_records
 from picobot.store.retrieval.search import SearchHit
 from picobot.text.tokens import (
@@ -120,8 +121,9 @@ class MemoryRetriever:
         self._cfg = settings
         self._budget = Budget(estimator, settings.recall_budget_tokens)
         self._epochs: OrderedDict[str, Epoch] = OrderedDict()
-        # Users' memories, reread only when they changed (any process's change).
+        # Users' memories and facts, reread only when they changed (any process's change).
         self.memory_cache = cache if cache is not None else MemoryCache()
+        self.fact_cache = FactCache()
 
     async def prune_epochs(self, *, records: bool = False) -> int:
         """Forget the epochs (and the text they recalled) of sessions no longer stored:
@@ -469,8 +471,8 @@ class MemoryRetriever:
         facts: list[Fact] = []
         if recall and self._learning is not None and self._learning.max_prompt_facts > 0:
             most, floor = self._learning.max_prompt_facts, self._learning.min_confidence
-            facts = active_facts(conn, user, floor, most + len(hidden.fact_ids))
-            facts = [f for f in facts if f.id not in hidden.fact_ids][:most]
+            cached = self.fact_cache.facts(conn, user, floor, most + len(hidden.fact_ids))
+            facts = [f for f in cached.items if f.id not in hidden.fact_ids][:most]
         hits: list[SearchHit] = []
         query = self._recall_query(request, window, hidden) if recall else None
         if query is not None:
@@ -495,7 +497,7 @@ class MemoryRetriever:
         for group in groups:
             rendered = group.rendered
             if rendered is None or rendered[0] is not self._est or rendered[1] != item_cap:
-                lines = [self._item(self._memory_line(m), item_cap) for m in group.memories]
+                lines = [self._item(self._memory_line(m), item_cap) for m in group.items]
                 rendered = group.rendered = (self._est, item_cap, lines)
             items += rendered[2]
         return items[: self._cfg.max_user_memories]

@@ -18,7 +18,7 @@ from picobot.errors import StoreUnavailable, UserError
 from picobot.store.connection import AsyncConnection
 from picobot.store.migrations.channels import m016_channel_offsets
 from picobot.store.migrations.events import m014_events, m017_events_autoincrement
-from picobot.store.migrations.facts import m012_learned_facts
+from picobot.store.migrations.facts import m012_learned_facts, m029_fact_revisions
 from picobot.store.migrations.forks import m022_fork_points
 from picobot.store.migrations.instances import (
     m026_leases,
@@ -28,6 +28,7 @@ from picobot.store.migrations.instances import (
 from picobot.store.migrations.keys import m020_store_meta
 from picobot.store.migrations.layers import m015_memory_layers
 from picobot.store.migrations.preferences import m019_user_preferences
+from picobot.store.migrations.revisions import revision_triggers, revisions_table
 from picobot.store.migrations.script import run_script
 from picobot.store.migrations.sealing import (
     m023_sealed_index_triggers,
@@ -180,45 +181,16 @@ async def m008_memory_revisions(conn: AsyncConnection) -> None:
     user's id does not stay behind. Values are never reused, so an unchanged
     revision means unchanged memories. See picobot.store.conversation.memory_cache.
     """
-    await run_script(
-        conn,
-        """
+    clock = """
         CREATE TABLE revision_clock (
             id INTEGER PRIMARY KEY CHECK (id = 1),
             value INTEGER NOT NULL
         );
         INSERT INTO revision_clock (id, value) VALUES (1, 1);
-        CREATE TABLE memory_revisions (
-            user_id TEXT PRIMARY KEY,
-            rev INTEGER NOT NULL
-        ) WITHOUT ROWID;
-        INSERT INTO memory_revisions (user_id, rev) SELECT DISTINCT user_id, 1 FROM user_memories;
-
-        CREATE TRIGGER user_memories_rev_insert AFTER INSERT ON user_memories BEGIN
-            UPDATE revision_clock SET value = value + 1 WHERE id = 1;
-            INSERT INTO memory_revisions (user_id, rev)
-                VALUES (NEW.user_id, (SELECT value FROM revision_clock WHERE id = 1))
-                ON CONFLICT (user_id) DO UPDATE SET rev = excluded.rev;
-        END;
-        CREATE TRIGGER user_memories_rev_update AFTER UPDATE ON user_memories BEGIN
-            UPDATE revision_clock SET value = value + 1 WHERE id = 1;
-            INSERT INTO memory_revisions (user_id, rev)
-                VALUES (NEW.user_id, (SELECT value FROM revision_clock WHERE id = 1))
-                ON CONFLICT (user_id) DO UPDATE SET rev = excluded.rev;
-            DELETE FROM memory_revisions WHERE user_id = OLD.user_id
-                AND NOT EXISTS (SELECT 1 FROM user_memories WHERE user_id = OLD.user_id);
-            UPDATE memory_revisions SET rev = (SELECT value FROM revision_clock WHERE id = 1)
-                WHERE user_id = OLD.user_id;
-        END;
-        CREATE TRIGGER user_memories_rev_delete AFTER DELETE ON user_memories BEGIN
-            UPDATE revision_clock SET value = value + 1 WHERE id = 1;
-            DELETE FROM memory_revisions WHERE user_id = OLD.user_id
-                AND NOT EXISTS (SELECT 1 FROM user_memories WHERE user_id = OLD.user_id);
-            UPDATE memory_revisions SET rev = (SELECT value FROM revision_clock WHERE id = 1)
-                WHERE user_id = OLD.user_id;
-        END;
-        """,
-    )
+        """
+    table = revisions_table("memory_revisions", "user_memories")
+    triggers = revision_triggers("user_memories", "user_memories", "memory_revisions")
+    await run_script(conn, clock + table + triggers)
 
 
 MIGRATIONS: list[Migration] = [
@@ -249,6 +221,7 @@ MIGRATIONS: list[Migration] = [
     m026_leases,
     m027_queue_claims,
     m028_pending_purges,
+    m029_fact_revisions,
 ]
 
 
@@ -303,7 +276,12 @@ async def _postgres_schema(db: Database) -> list[str]:
     Under the writer lock (a write transaction), so two instances starting together
     create it once.
     """
-    from picobot.store.postgres.schema import MIGRATION_NAMES, create_schema, existing_tables
+    from picobot.store.postgres.schema import (
+        MIGRATION_NAMES,
+        create_schema,
+        existing_tables,
+        upgrade_schema,
+    )
 
     def create(conn: Any) -> list[str]:
         if existing_tables(conn.raw):
@@ -311,15 +289,23 @@ async def _postgres_schema(db: Database) -> list[str]:
         create_schema(conn.raw)
         return list(MIGRATION_NAMES)
 
+    def upgrade(conn: Any) -> list[str]:
+        # Read again under the writer lock: another instance may have upgraded it.
+        row = conn.execute("SELECT MAX(version) FROM _migrations").fetchone()
+        current = int(row[0] or 0)
+        if current >= len(MIGRATIONS):
+            return []
+        applied = upgrade_schema(conn.raw, current)
+        for name in applied:
+            log.info("applied migration %s to %s", name, db.engine.where)
+        return applied
+
     created = await db.write(create)
     state = await schema_state(db)
     if state.ahead:
         raise _newer(db.engine.where, state.current, state.known)
     if state.behind:
-        raise StoreUnavailable(
-            f"database {db.engine.where} has schema version {state.current} of"
-            f" {state.known}, and PostgreSQL schemas are not upgraded in place yet"
-        )
+        created += await db.write(upgrade)
     return created
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from picobot.store.connection import AsyncConnection
+from picobot.store.migrations.revisions import revision_triggers, revisions_table
 from picobot.store.migrations.script import run_script
 
 FACT_ROWID_BASE = 1 << 40
@@ -90,3 +91,16 @@ async def m012_learned_facts(conn: AsyncConnection) -> None:
         END;
         """,  # noqa: S608
     )
+
+
+async def m029_fact_revisions(conn: AsyncConnection) -> None:
+    """A revision per user's facts, so a reader can tell whether they changed.
+
+    As ``memory_revisions`` does for memories (m008): every insert, update or delete of
+    a user's facts gives that user's row in ``fact_revisions`` a fresh value from
+    ``revision_clock``, in the transaction of the change, whichever process makes it.
+    A user without facts has no row (their last delete removes it, so a purged user's
+    id does not stay behind). See picobot.store.learned.fact_cache.
+    """
+    table = revisions_table("fact_revisions", "facts")
+    await run_script(conn, table + revision_triggers("facts", "facts", "fact_revisions"))

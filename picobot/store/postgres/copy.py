@@ -15,8 +15,8 @@ instead (``[store] url``). In order:
    that records it (:data:`PROGRESS_TABLE`), so a copy killed anywhere resumes after
    the last batch committed: no row is lost or copied twice. Tables without a rowid,
    tables whose rows reference other rows of the same table, and tables the target's
-   triggers fill (``memory_revisions``, ``revision_clock``) are copied whole in one
-   transaction, replacing what is there. ``store_meta`` is merged.
+   triggers fill (``memory_revisions``, ``fact_revisions``, ``revision_clock``) are
+   copied whole in one transaction, replacing what is there. ``store_meta`` is merged.
 4. Identity sequences are moved past the largest id (and past SQLite's AUTOINCREMENT
    counters), then every table's row count and checksum (:func:`table_checksum`) are
    compared on both sides; only a copy that matches drops the progress table.
@@ -73,9 +73,9 @@ NOT_COPIED = frozenset({"_migrations", "search_index", "search_terms", "search_p
 MERGED = frozenset({"store_meta"})
 """Tables whose source rows are upserted over the target's own."""
 
-TRIGGER_FILLED = frozenset({"memory_revisions", "revision_clock"})
-"""Tables the target's triggers write while notes are copied: replaced with the source's
-rows once those are in."""
+TRIGGER_FILLED = frozenset({"memory_revisions", "fact_revisions", "revision_clock"})
+"""Tables the target's triggers write while notes and facts are copied: replaced with the
+source's rows once those are in."""
 
 _CHECKSUM_MOD = 2**256
 _INT, _FLOAT, _TEXT, _BYTES = "int", "float", "text", "bytes"

@@ -78,6 +78,7 @@ MIGRATION_NAMES: tuple[str, ...] = (
     "m026_leases",
     "m027_queue_claims",
     "m028_pending_purges",
+    "m029_fact_revisions",
 )
 """The SQLite migrations this schema is equivalent to, in order (version = position).
 
@@ -86,7 +87,7 @@ compares its version with ``picobot.store.migrations.MIGRATIONS``; a new SQLite
 migration needs its PostgreSQL counterpart here before the two agree again."""
 
 SCHEMA_VERSION = len(MIGRATION_NAMES)
-"""The SQLite schema version this one matches: 27, the version of ``m028_pending_purges``
+"""The SQLite schema version this one matches: 28, the version of ``m029_fact_revisions``
 (versions are positions in the list, and there is no m010)."""
 
 EXTRA_COLUMNS: dict[str, tuple[str, ...]] = {
@@ -190,19 +191,10 @@ CREATE TABLE task_runs (
     error TEXT
 );
 
-CREATE TABLE revision_clock (
-    id BIGINT PRIMARY KEY CHECK (id = 1),
-    value BIGINT NOT NULL
-);
-CREATE TABLE memory_revisions (
-    user_id TEXT PRIMARY KEY,
-    rev BIGINT NOT NULL
-);
-
 CREATE TABLE store_meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
-"""Sessions, messages, notes, summaries, tool records, job runs, revisions (m001, m003,
-m007, m008, m019, m020, m022, m025)."""
+"""Sessions, messages, notes, summaries, tool records, job runs (m001, m003, m007, m019,
+m020, m022, m025)."""
 
 WEBHOOK_TABLES = f"""
 CREATE TABLE webhook_inbox (
@@ -414,6 +406,19 @@ CREATE INDEX events_by_age ON events(at);
 """Learned facts, pins, digests, vectors, preferences and events (m012, m014, m015,
 m017, m018, m019, m025)."""
 
+REVISION_TABLES = """
+CREATE TABLE revision_clock (
+    id BIGINT PRIMARY KEY CHECK (id = 1),
+    value BIGINT NOT NULL
+);
+CREATE TABLE memory_revisions (
+    user_id TEXT PRIMARY KEY,
+    rev BIGINT NOT NULL
+);
+"""
+"""The revision clock and memories' revisions (m008): after the notes and facts whose
+triggers move them, so a copy (picobot.store.postgres.copy) replaces them last."""
+
 SEARCH_TABLES = f"""
 CREATE TABLE search_index (
     rowid BIGINT PRIMARY KEY,
@@ -508,15 +513,39 @@ _DIGEST_INDEXED = "NEW.text <> ''::bytea"
 
 _REVISION_BUMP = """
     UPDATE revision_clock SET value = value + 1 WHERE id = 1;"""
-_REVISION_SET = """
-    INSERT INTO memory_revisions (user_id, rev)
+
+
+def _revision_set(revisions: str) -> str:
+    """The new owner's row of ``revisions`` gets the clock's value."""
+    return f"""
+    INSERT INTO {revisions} (user_id, rev)
         VALUES (NEW.user_id, (SELECT value FROM revision_clock WHERE id = 1))
-        ON CONFLICT (user_id) DO UPDATE SET rev = EXCLUDED.rev;"""
-_REVISION_LEAVE = """
-    DELETE FROM memory_revisions WHERE user_id = OLD.user_id
-        AND NOT EXISTS (SELECT 1 FROM user_memories WHERE user_id = OLD.user_id);
-    UPDATE memory_revisions SET rev = (SELECT value FROM revision_clock WHERE id = 1)
-        WHERE user_id = OLD.user_id;"""
+        ON CONFLICT (user_id) DO UPDATE SET rev = EXCLUDED.rev;"""  # noqa: S608
+
+
+def _revision_leave(revisions: str, watched: str) -> str:
+    """The old owner's row goes with their last row of ``watched``, else moves on."""
+    return f"""
+    DELETE FROM {revisions} WHERE user_id = OLD.user_id
+        AND NOT EXISTS (SELECT 1 FROM {watched} WHERE user_id = OLD.user_id);
+    UPDATE {revisions} SET rev = (SELECT value FROM revision_clock WHERE id = 1)
+        WHERE user_id = OLD.user_id;"""  # noqa: S608
+
+
+def _revision_triggers(prefix: str, watched: str, revisions: str) -> tuple[str, ...]:
+    """Every change to a user's rows of ``watched`` gives their ``revisions`` row a fresh
+    value of revision_clock; their last delete removes the row (m008, m029)."""
+    set_new, leave_old = _revision_set(revisions), _revision_leave(revisions, watched)
+    return (
+        _trigger(f"{prefix}_rev_insert", f"AFTER INSERT ON {watched}", _REVISION_BUMP + set_new),
+        _trigger(
+            f"{prefix}_rev_update",
+            f"AFTER UPDATE ON {watched}",
+            _REVISION_BUMP + set_new + leave_old,
+        ),
+        _trigger(f"{prefix}_rev_delete", f"AFTER DELETE ON {watched}", _REVISION_BUMP + leave_old),
+    )
+
 
 TRIGGERS = "".join(
     (
@@ -595,26 +624,28 @@ TRIGGERS = "".join(
             "AFTER UPDATE OF user_id, text ON digests",
             _requeue(_digest_rowid("OLD"), _digest_rowid("NEW"), _DIGEST_INDEXED),
         ),
-        # Every change to a user's notes gives their memory_revisions row a fresh value
-        # of revision_clock; their last delete removes the row (m008).
-        _trigger(
-            "user_memories_rev_insert",
-            "AFTER INSERT ON user_memories",
-            _REVISION_BUMP + _REVISION_SET,
-        ),
-        _trigger(
-            "user_memories_rev_update",
-            "AFTER UPDATE ON user_memories",
-            _REVISION_BUMP + _REVISION_SET + _REVISION_LEAVE,
-        ),
-        _trigger(
-            "user_memories_rev_delete",
-            "AFTER DELETE ON user_memories",
-            _REVISION_BUMP + _REVISION_LEAVE,
-        ),
+        *_revision_triggers("user_memories", "user_memories", "memory_revisions"),
     )
 )
 """The triggers of the SQLite schema, same names, each with its PL/pgSQL function."""
+
+FACT_REVISIONS = "".join(
+    (
+        """
+CREATE TABLE fact_revisions (
+    user_id TEXT PRIMARY KEY,
+    rev BIGINT NOT NULL
+);
+""",
+        *_revision_triggers("facts", "facts", "fact_revisions"),
+        """
+INSERT INTO fact_revisions (user_id, rev)
+    SELECT DISTINCT user_id, (SELECT value FROM revision_clock WHERE id = 1) FROM facts;
+""",
+    )
+)
+"""Facts' revisions (m029) with their triggers, filled from the facts there are: run on
+a store of the version before (:data:`UPGRADES`) as on a new one."""
 
 SEED_ROWS = """
 INSERT INTO revision_clock (id, value) VALUES (1, 1);
@@ -625,11 +656,17 @@ DDL: tuple[str, ...] = (
     CORE_TABLES,
     WEBHOOK_TABLES,
     MEMORY_TABLES,
+    REVISION_TABLES,
     SEARCH_TABLES,
     TRIGGERS,
     SEED_ROWS,
+    FACT_REVISIONS,
 )
 """The whole schema, in the order it is run."""
+
+UPGRADES: dict[str, str] = {"m029_fact_revisions": FACT_REVISIONS}
+"""What brings a store of the version before a migration up to it, by migration name
+(run by :func:`upgrade_schema`): only the migrations listed can be applied in place."""
 
 _RECORD_MIGRATION = (
     "INSERT INTO _migrations (version, name, applied_at)"
@@ -678,3 +715,24 @@ def create_schema(conn: psycopg.Connection[Any]) -> None:
                 _RECORD_MIGRATION,
                 [(version, name) for version, name in enumerate(MIGRATION_NAMES, start=1)],
             )
+
+
+def upgrade_schema(conn: psycopg.Connection[Any], version: int) -> list[str]:
+    """Bring a store at schema ``version`` up to :data:`SCHEMA_VERSION` in one
+    transaction (a savepoint of the caller's, if open); the migrations applied.
+
+    Only :data:`UPGRADES` can be applied in place: a store older than the first of
+    them is refused with StoreUnavailable, and nothing is changed.
+    """
+    missing = list(enumerate(MIGRATION_NAMES, start=1))[version:]
+    unknown = [name for _, name in missing if name not in UPGRADES]
+    if unknown:
+        raise StoreUnavailable(
+            f"this PostgreSQL store has schema version {version} of {SCHEMA_VERSION}, and"
+            f" {unknown[0]} cannot be applied to it in place"
+        )
+    with conn.transaction():
+        for number, name in missing:
+            conn.execute(UPGRADES[name])
+            conn.execute(_RECORD_MIGRATION, (number, name))
+    return [name for _, name in missing]

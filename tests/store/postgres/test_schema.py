@@ -16,6 +16,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
 from picobot.store.keys.backfill import SEALED_COLUMNS
 from picobot.store.migrations import MIGRATIONS
@@ -29,6 +30,7 @@ from picobot.store.postgres.schema import (
     SchemaExists,
     create_schema,
     table_names,
+    upgrade_schema,
 )
 
 FTS5_SHADOWS = {f"search_index_{s}" for s in ("data", "idx", "content", "docsize", "config")}
@@ -206,13 +208,14 @@ def test_schema_applies_to_an_empty_database(pg_empty: psycopg.Connection[Any]) 
 
 def test_applying_twice_is_refused_and_changes_nothing(pg: psycopg.Connection[Any]) -> None:
     pg.execute("INSERT INTO store_meta (name, value) VALUES ('kept', 'yes')")
+    clock = pg.execute("SELECT value FROM revision_clock").fetchall()
 
     with pytest.raises(SchemaExists, match="already holds store tables"):
         create_schema(pg)
 
     assert pg.execute("SELECT value FROM store_meta").fetchall() == [("yes",)]
     assert pg.execute("SELECT COUNT(*) FROM _migrations").fetchone() == (SCHEMA_VERSION,)
-    assert pg.execute("SELECT value FROM revision_clock").fetchall() == [(1,)]
+    assert pg.execute("SELECT value FROM revision_clock").fetchall() == clock
 
 
 def test_a_partial_schema_is_refused_whole(pg_empty: psycopg.Connection[Any]) -> None:
@@ -301,7 +304,7 @@ def test_every_sqlite_trigger_exists(
 def test_seeded_rows_match_sqlite(pg: psycopg.Connection[Any], sqlite_schema: SqliteSchema) -> None:
     assert list(MIGRATION_NAMES) == [m.__name__ for m in MIGRATIONS]
     assert len(MIGRATIONS) == SCHEMA_VERSION
-    assert MIGRATION_NAMES[SCHEMA_VERSION - 1] == "m028_pending_purges"
+    assert MIGRATION_NAMES[SCHEMA_VERSION - 1] == "m029_fact_revisions"
     rows = pg.execute("SELECT version, name FROM _migrations ORDER BY version").fetchall()
     assert rows == sqlite_schema.migrations
     for table, count in sqlite_schema.row_counts.items():
@@ -537,16 +540,48 @@ MEMORY_CHANGES: list[tuple[str, tuple[Any, ...]]] = [
 """Changes to notes, in SQLite's placeholders (PostgreSQL's are ``%s``)."""
 
 
-async def test_memory_revisions_follow_sqlite(pg: psycopg.Connection[Any], tmp_path: Path) -> None:
+_FACT = (
+    "INSERT INTO facts (id, user_id, category, text, confidence, created_at, updated_at)"
+    " VALUES (?, ?, 'preference', ?, 0.7, 1.0, 1.0)"
+)
+FACT_CHANGES: list[tuple[str, tuple[Any, ...]]] = [
+    (_FACT, (1, "u1", b"t1")),
+    (_FACT, (2, "u1", b"t2")),
+    (_FACT, (3, "u2", b"t3")),
+    ("UPDATE facts SET confidence = 0.8 WHERE id = 1", ()),
+    ("UPDATE facts SET user_id = 'u3' WHERE id = 3", ()),
+    ("UPDATE facts SET active = 0 WHERE user_id = 'u1'", ()),
+    ("DELETE FROM facts WHERE id = 1", ()),
+    ("DELETE FROM facts WHERE user_id = 'u1'", ()),
+    ("DELETE FROM facts", ()),
+    (_FACT, (4, "u4", b"t4")),
+    ("DELETE FROM facts WHERE user_id = 'u4'", ()),
+]
+"""Changes to facts, as :data:`MEMORY_CHANGES` for notes."""
+
+
+@pytest.mark.parametrize(
+    ("changes", "revisions"),
+    [(MEMORY_CHANGES, "memory_revisions"), (FACT_CHANGES, "fact_revisions")],
+    ids=["memories", "facts"],
+)
+async def test_revisions_follow_sqlite(
+    pg: psycopg.Connection[Any],
+    tmp_path: Path,
+    changes: list[tuple[str, tuple[Any, ...]]],
+    revisions: str,
+) -> None:
     db = await Database.open(tmp_path / "conversations.db")
 
     def state(conn: Any) -> tuple[Any, ...]:
         clock = conn.execute("SELECT value FROM revision_clock").fetchall()
-        revs = conn.execute("SELECT user_id, rev FROM memory_revisions ORDER BY 1").fetchall()
+        revs = conn.execute(f"SELECT user_id, rev FROM {revisions} ORDER BY 1").fetchall()  # noqa: S608
         return [tuple(r) for r in clock], [tuple(r) for r in revs]
 
+    start = state(pg)
     try:
-        for statement, args in MEMORY_CHANGES:
+        assert await db.read(state) == start
+        for statement, args in changes:
 
             def change(
                 conn: sqlite3.Connection, statement: str = statement, args: Any = args
@@ -559,7 +594,48 @@ async def test_memory_revisions_follow_sqlite(pg: psycopg.Connection[Any], tmp_p
             assert state(pg) == expected, statement
     finally:
         await db.close()
-    assert state(pg) == ([(15,)], [])  # one tick per row changed
+    # Every change moved the clock; every user's revision went with their last row.
+    assert state(pg)[0][0][0] > start[0][0][0]
+    assert state(pg)[1] == []
+
+
+def _before_fact_revisions(pg: psycopg.Connection[Any]) -> None:
+    """Make ``pg`` a store of the version before m029, as an older PicoBot created it."""
+    pg.execute("DROP TABLE fact_revisions")
+    for event in ("insert", "update", "delete"):
+        pg.execute(f"DROP FUNCTION facts_rev_{event}() CASCADE")
+    pg.execute("DELETE FROM _migrations WHERE name = 'm029_fact_revisions'")
+
+
+def test_a_store_of_the_version_before_is_upgraded_in_place(pg: psycopg.Connection[Any]) -> None:
+    _before_fact_revisions(pg)
+    pg.execute(_FACT.replace("?", "%s"), (1, "u1", b"t1"))
+    pg.execute(_FACT.replace("?", "%s"), (2, "u1", b"t2"))
+
+    assert upgrade_schema(pg, SCHEMA_VERSION - 1) == ["m029_fact_revisions"]
+
+    (rev,) = pg.execute("SELECT rev FROM fact_revisions WHERE user_id = 'u1'").fetchone() or (0,)
+    assert rev > 0  # the facts there were have their revision
+    versions = pg.execute("SELECT COUNT(*), MAX(version) FROM _migrations").fetchone()
+    assert versions == (SCHEMA_VERSION, SCHEMA_VERSION)
+    pg.execute("UPDATE facts SET confidence = 0.9 WHERE id = 1")  # the triggers are in
+    moved = pg.execute("SELECT rev FROM fact_revisions WHERE user_id = 'u1'").fetchone()
+    assert moved is not None and moved[0] > rev
+
+
+def test_a_store_too_old_to_upgrade_is_refused_unchanged(pg: psycopg.Connection[Any]) -> None:
+    _before_fact_revisions(pg)
+    pg.execute("DELETE FROM _migrations WHERE name = 'm028_pending_purges'")
+
+    with pytest.raises(StoreUnavailable, match="m028_pending_purges cannot be applied"):
+        upgrade_schema(pg, SCHEMA_VERSION - 2)
+
+    assert "fact_revisions" not in {
+        str(r[0])
+        for r in pg.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchall()
+    }
 
 
 def test_deleting_a_session_cascades(pg: psycopg.Connection[Any]) -> None:
