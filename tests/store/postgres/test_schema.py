@@ -1,6 +1,6 @@
 """The PostgreSQL schema against the SQLite one after every migration: same tables,
 columns, keys, indexes and triggers, and triggers that keep the recall queue, the
-memory revisions and the cascades as SQLite's do."""
+memory and fact revisions and the cascades as SQLite's do; the upgrade in place."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from picobot.config.keys import KeySettings
 from picobot.errors import StoreUnavailable
 from picobot.store.db import Database
+from picobot.store.keys import open_keyring
 from picobot.store.keys.backfill import SEALED_COLUMNS
 from picobot.store.migrations import MIGRATIONS
 from picobot.store.migrations.facts import FACT_ROWID_BASE
@@ -621,6 +623,24 @@ def test_a_store_of_the_version_before_is_upgraded_in_place(pg: psycopg.Connecti
     pg.execute("UPDATE facts SET confidence = 0.9 WHERE id = 1")  # the triggers are in
     moved = pg.execute("SELECT rev FROM fact_revisions WHERE user_id = 'u1'").fetchone()
     assert moved is not None and moved[0] > rev
+
+
+async def test_an_instance_starting_on_the_version_before_upgrades_it(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    ring = open_keyring(tmp_path / "keys", KeySettings(), {})
+    try:
+        await (await Database.open(tmp_path / "c.db", url=postgres_url, keys=ring)).close()
+        with psycopg.connect(postgres_url, autocommit=True) as conn:
+            _before_fact_revisions(conn)
+        db = await Database.open(tmp_path / "c.db", url=postgres_url, keys=ring)
+        try:
+            assert await db.fetchone("SELECT MAX(version) FROM _migrations") == (SCHEMA_VERSION,)
+            assert await db.fetchall("SELECT user_id FROM fact_revisions") == []
+        finally:
+            await db.close()
+    finally:
+        ring.close()
 
 
 def test_a_store_too_old_to_upgrade_is_refused_unchanged(pg: psycopg.Connection[Any]) -> None:
