@@ -76,8 +76,14 @@ def asked_from_in(
 ) -> bool:
     """Whether :meth:`PendingPurges.asked_from` would find a row, inside the caller's
     transaction (the write that would store the chat's next message)."""
-    args = (actor_id, int(operator), origin[0], origin[1], now - KEPT_AFTER_EXPIRY_SECS)
+    args = _asked_from_args(actor_id, operator, origin, now)
     return conn.execute(f"SELECT 1 {_ASKED_FROM} LIMIT 1", args).fetchone() is not None
+
+
+def _asked_from_args(
+    actor_id: str, operator: bool, origin: tuple[str, str], now: float
+) -> tuple[str, int, str, str, float]:
+    return (actor_id, int(operator), origin[0], origin[1], now - KEPT_AFTER_EXPIRY_SECS)
 
 
 class PendingPurges:
@@ -117,8 +123,7 @@ class PendingPurges:
         """The actor's pending purge asked from the chat ``origin``, if any (expired
         ones too, until they are pruned)."""
         row = await self._db.fetchone(
-            f"SELECT {_COLUMNS} {_ASKED_FROM}",
-            (actor_id, int(operator), origin[0], origin[1], now - KEPT_AFTER_EXPIRY_SECS),
+            f"SELECT {_COLUMNS} {_ASKED_FROM}", _asked_from_args(actor_id, operator, origin, now)
         )
         return None if row is None else _stored(row)
 
